@@ -1,0 +1,4 @@
+// Package analyzer is a placeholder.
+package analyzer
+
+const Name = "fencelint"
