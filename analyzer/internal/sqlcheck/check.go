@@ -1,0 +1,379 @@
+package sqlcheck
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/opcode"
+	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // literal and placeholder nodes
+)
+
+// Kind classifies a Problem.
+type Kind int
+
+const (
+	// Unfenced: the WHERE clause lacks the state and/or token equality.
+	Unfenced Kind = iota + 1
+	// LeaseCheck: the WHERE clause requires the lease to be still valid.
+	LeaseCheck
+	// Unfenceable: REPLACE or INSERT … ON DUPLICATE KEY UPDATE, which
+	// cannot carry a WHERE clause.
+	Unfenceable
+	// Dynamic: a query built at run time writes the table; the checker
+	// cannot prove its WHERE clause.
+	Dynamic
+)
+
+// Problem is one unfenced write of a fenced table in one statement.
+type Problem struct {
+	Kind    Kind
+	Verb    string // UPDATE, DELETE, REPLACE, INSERT … ON DUPLICATE KEY UPDATE
+	Table   Table
+	Ref     string   // the name the statement uses for the table: its alias if any
+	Missing []string // Unfenced: the columns with no usable equality
+	Multi   bool     // the statement names several tables
+}
+
+// fix is the predicate to add, qualified when the statement joins tables.
+func (p Problem) fix() string {
+	q := ""
+	if p.Multi {
+		q = p.Ref + "."
+	}
+	return fmt.Sprintf("AND %s%s = ? AND %s%s = ?", q, p.Table.State, q, p.Table.Token)
+}
+
+// String is the diagnostic text: it names the table, what is missing and
+// the fix.
+func (p Problem) String() string {
+	t := p.Table.Name
+	switch p.Kind {
+	case Unfenced:
+		miss := make([]string, len(p.Missing))
+		for i, m := range p.Missing {
+			miss[i] = m + " = ?"
+		}
+		extra := ""
+		if p.Multi {
+			extra = fmt.Sprintf(" qualified with %s", p.Ref)
+		}
+		return fmt.Sprintf("unfenced %s of %s: WHERE lacks %s%s; add %s", p.Verb, t, strings.Join(miss, " and "), extra, p.fix())
+	case LeaseCheck:
+		return fmt.Sprintf("%s of %s requires %s to be in the future: lease expiry must not revoke write rights; fence with %s only (drop the %s check)",
+			p.Verb, t, p.Table.Lease, p.fix(), p.Table.Lease)
+	case Unfenceable:
+		return fmt.Sprintf("%s writes existing %s rows and cannot be fenced: enqueue with a plain INSERT and change a row with UPDATE … WHERE … %s",
+			p.Verb, t, p.fix())
+	case Dynamic:
+		return fmt.Sprintf("query built at run time writes %s (%s): fencelint cannot prove it holds %s; build it from constants, or justify it with //fencelint:allow <reason>",
+			t, p.Verb, p.fix())
+	}
+	return "unknown problem"
+}
+
+var parsers = sync.Pool{New: func() any { return parser.New() }}
+
+// parse parses s after rewriting named placeholders. It returns nil when s
+// is not SQL. The TiDB parser may panic on inputs it was never meant to see;
+// such text is treated as not SQL.
+func parse(s string) (stmts []ast.StmtNode) {
+	p := parsers.Get().(*parser.Parser)
+	defer func() {
+		if recover() != nil {
+			stmts = nil
+			p = parser.New() // state unknown: do not reuse
+		}
+		parsers.Put(p)
+	}()
+	stmts, _, err := p.ParseSQL(ReplaceNamedParams(s))
+	if err != nil {
+		return nil
+	}
+	return stmts
+}
+
+// Check judges the SQL text s. It returns nil when s is not SQL, reads only,
+// inserts new rows only, writes no fenced table, or writes them fenced.
+func Check(s string, cfg *Config) []Problem {
+	if !cfg.Mentions(s) {
+		return nil
+	}
+	var out []Problem
+	for _, st := range parse(s) {
+		out = append(out, checkStmt(st, cfg, false)...)
+	}
+	return out
+}
+
+// binding is one occurrence of a fenced table in a statement's table list.
+type binding struct {
+	table  *Table
+	schema string // lower case, may be empty
+	name   string // lower case
+	alias  string // lower case, may be empty
+}
+
+func (b binding) ref() string {
+	if b.alias != "" {
+		return b.alias
+	}
+	return b.name
+}
+
+// names reports whether col is qualified by b. An unqualified column
+// matches when unqualified is true.
+func (b binding) names(col *ast.ColumnName, unqualified bool) bool {
+	if col.Table.L == "" {
+		return unqualified
+	}
+	if b.alias != "" {
+		return col.Table.L == b.alias
+	}
+	return col.Table.L == b.name && (col.Schema.L == "" || b.schema == "" || col.Schema.L == b.schema)
+}
+
+// sources lists the table sources of a FROM/UPDATE table list: fenced
+// bindings, and the count of all sources (derived tables included).
+func sources(n ast.ResultSetNode, cfg *Config, out *[]binding, count *int) {
+	switch x := n.(type) {
+	case *ast.Join:
+		if x.Left != nil {
+			sources(x.Left, cfg, out, count)
+		}
+		if x.Right != nil {
+			sources(x.Right, cfg, out, count)
+		}
+	case *ast.TableSource:
+		if tn, ok := x.Source.(*ast.TableName); ok {
+			*count++
+			if t := cfg.Table(tn.Name.L); t != nil {
+				*out = append(*out, binding{table: t, schema: tn.Schema.L, name: tn.Name.L, alias: x.AsName.L})
+			}
+			return
+		}
+		if j, ok := x.Source.(*ast.Join); ok {
+			sources(j, cfg, out, count)
+			return
+		}
+		*count++
+	case *ast.TableName:
+		*count++
+		if t := cfg.Table(x.Name.L); t != nil {
+			*out = append(*out, binding{table: t, schema: x.Schema.L, name: x.Name.L})
+		}
+	}
+}
+
+func tableRefs(c *ast.TableRefsClause, cfg *Config) (bs []binding, count int) {
+	if c != nil && c.TableRefs != nil {
+		sources(c.TableRefs, cfg, &bs, &count)
+	}
+	return bs, count
+}
+
+// checkStmt judges one statement. With writesOnly it reports every write of
+// a fenced table as Dynamic, whatever its WHERE clause.
+func checkStmt(st ast.StmtNode, cfg *Config, writesOnly bool) []Problem {
+	var out []Problem
+	switch s := st.(type) {
+	case *ast.UpdateStmt:
+		bs, n := tableRefs(s.TableRefs, cfg)
+		multi := n > 1
+		for _, b := range bs {
+			if !writes(s.List, b, multi) {
+				continue
+			}
+			out = append(out, judgeWhere("UPDATE", s.Where, b, multi, writesOnly)...)
+		}
+	case *ast.DeleteStmt:
+		if !cfg.Delete {
+			return nil
+		}
+		bs, n := tableRefs(s.TableRefs, cfg)
+		multi := n > 1
+		for _, b := range bs {
+			if s.IsMultiTable && s.Tables != nil && !deletes(s.Tables.Tables, b) {
+				continue
+			}
+			out = append(out, judgeWhere("DELETE", s.Where, b, multi, writesOnly)...)
+		}
+	case *ast.InsertStmt:
+		if !s.IsReplace && len(s.OnDuplicate) == 0 {
+			return nil // enqueue: new rows only
+		}
+		bs, _ := tableRefs(s.Table, cfg)
+		verb := "INSERT … ON DUPLICATE KEY UPDATE"
+		if s.IsReplace {
+			verb = "REPLACE"
+		}
+		for _, b := range bs {
+			p := Problem{Kind: Unfenceable, Verb: verb, Table: *b.table, Ref: b.ref()}
+			if writesOnly {
+				p.Kind = Dynamic
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// writes reports whether the SET list assigns a column of b. In a
+// multi-table statement an unqualified column may belong to b.
+func writes(list []*ast.Assignment, b binding, multi bool) bool {
+	for _, a := range list {
+		if a.Column != nil && b.names(a.Column, true) {
+			return true
+		}
+	}
+	return false
+}
+
+func deletes(names []*ast.TableName, b binding) bool {
+	for _, tn := range names {
+		if tn.Name.L == b.ref() || tn.Name.L == b.name {
+			return true
+		}
+	}
+	return false
+}
+
+func judgeWhere(verb string, where ast.ExprNode, b binding, multi, writesOnly bool) []Problem {
+	base := Problem{Verb: verb, Table: *b.table, Ref: b.ref(), Multi: multi}
+	if writesOnly {
+		base.Kind = Dynamic
+		return []Problem{base}
+	}
+	var conj []ast.ExprNode
+	if where != nil {
+		conj = conjuncts(where, nil)
+	}
+	var hasState, hasToken, lease bool
+	for _, c := range conj {
+		if col := boundEquality(c); col != nil && b.names(col, !multi) {
+			switch col.Name.L {
+			case b.table.State:
+				hasState = true
+			case b.table.Token:
+				hasToken = true
+			}
+		}
+		if requiresLease(c, b) {
+			lease = true
+		}
+	}
+	var out []Problem
+	if !hasState || !hasToken {
+		p := base
+		p.Kind = Unfenced
+		if !hasState {
+			p.Missing = append(p.Missing, b.table.State)
+		}
+		if !hasToken {
+			p.Missing = append(p.Missing, b.table.Token)
+		}
+		out = append(out, p)
+	}
+	if lease {
+		p := base
+		p.Kind = LeaseCheck
+		out = append(out, p)
+	}
+	return out
+}
+
+// conjuncts flattens the AND chain of e, parentheses included. Anything
+// under OR, XOR or NOT stays one opaque conjunct.
+func conjuncts(e ast.ExprNode, out []ast.ExprNode) []ast.ExprNode {
+	switch x := e.(type) {
+	case *ast.BinaryOperationExpr:
+		if x.Op == opcode.LogicAnd {
+			return conjuncts(x.R, conjuncts(x.L, out))
+		}
+	case *ast.ParenthesesExpr:
+		return conjuncts(x.Expr, out)
+	}
+	return append(out, e)
+}
+
+func unparen(e ast.ExprNode) ast.ExprNode {
+	for {
+		p, ok := e.(*ast.ParenthesesExpr)
+		if !ok {
+			return e
+		}
+		e = p.Expr
+	}
+}
+
+// boundEquality returns the column of a conjunct "col = bound" or
+// "bound = col", where bound is a placeholder or a literal.
+func boundEquality(e ast.ExprNode) *ast.ColumnName {
+	be, ok := e.(*ast.BinaryOperationExpr)
+	if !ok || be.Op != opcode.EQ && be.Op != opcode.NullEQ {
+		return nil
+	}
+	l, r := unparen(be.L), unparen(be.R)
+	if c, ok := l.(*ast.ColumnNameExpr); ok && isBound(r) {
+		return c.Name
+	}
+	if c, ok := r.(*ast.ColumnNameExpr); ok && isBound(l) {
+		return c.Name
+	}
+	return nil
+}
+
+func isBound(e ast.ExprNode) bool {
+	switch x := e.(type) {
+	case ast.ParamMarkerExpr, ast.ValueExpr:
+		return true
+	case *ast.UnaryOperationExpr:
+		if x.Op == opcode.Minus || x.Op == opcode.Plus {
+			_, ok := unparen(x.V).(ast.ValueExpr)
+			return ok
+		}
+	}
+	return false
+}
+
+// requiresLease reports whether the conjunct demands that b's lease column
+// be later than a value: lease > v, lease >= v, v < lease, v <= lease, where
+// v names no column (NOW(), UTC_TIMESTAMP(6), a placeholder, …).
+func requiresLease(e ast.ExprNode, b binding) bool {
+	be, ok := e.(*ast.BinaryOperationExpr)
+	if !ok {
+		return false
+	}
+	var col, other ast.ExprNode
+	switch be.Op {
+	case opcode.GT, opcode.GE:
+		col, other = unparen(be.L), be.R
+	case opcode.LT, opcode.LE:
+		col, other = unparen(be.R), be.L
+	default:
+		return false
+	}
+	c, ok := col.(*ast.ColumnNameExpr)
+	return ok && c.Name.Name.L == b.table.Lease && b.names(c.Name, true) && columnFree(other)
+}
+
+type columnFinder struct{ found bool }
+
+func (v *columnFinder) Enter(n ast.Node) (ast.Node, bool) {
+	switch n.(type) {
+	case *ast.ColumnNameExpr, *ast.SubqueryExpr:
+		v.found = true
+		return n, true
+	}
+	return n, v.found
+}
+
+func (v *columnFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+func columnFree(e ast.ExprNode) bool {
+	var v columnFinder
+	e.Accept(&v)
+	return !v.found
+}

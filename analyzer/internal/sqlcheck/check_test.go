@@ -1,0 +1,142 @@
+package sqlcheck
+
+import (
+	"strings"
+	"testing"
+)
+
+func defaultConfig(t testing.TB) *Config {
+	tables, err := ParseTables(DefaultTables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Config{Tables: tables}
+}
+
+// summary renders problems compactly: kind/table/missing columns.
+func summary(ps []Problem) string {
+	var parts []string
+	for _, p := range ps {
+		s := [...]string{"", "unfenced", "lease", "unfenceable", "dynamic"}[p.Kind] + ":" + p.Table.Name
+		if len(p.Missing) > 0 {
+			s += ":" + strings.Join(p.Missing, "+")
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ",")
+}
+
+func TestCheck(t *testing.T) {
+	cfg := defaultConfig(t)
+	for _, tc := range []struct{ sql, want string }{
+		{"UPDATE refund_jobs SET state = 'ready' WHERE id = ?", "unfenced:refund_jobs:state+attempt"},
+		{"UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ?", ""},
+		{"update `fk`.`refund_jobs` AS r SET r.state = :next WHERE r.id = :id AND r.state = :state AND r.attempt = :attempt", ""},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND (state=? AND (attempt=?))", ""},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND (state=? OR attempt=?)", "unfenced:refund_jobs:state+attempt"},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND state=? AND NOT attempt<>?", "unfenced:refund_jobs:attempt"},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND ? = state AND 7 = attempt", ""},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND state=? AND attempt>=?", "unfenced:refund_jobs:attempt"},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND state=state AND attempt=?", "unfenced:refund_jobs:state"},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND state=? AND attempt=attempt+0", "unfenced:refund_jobs:attempt"},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND state=? /* AND attempt=? */", "unfenced:refund_jobs:attempt"},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND state=? -- AND attempt=?\n", "unfenced:refund_jobs:attempt"},
+		{"UPDATE refund_jobs SET state=? WHERE id IN (SELECT id FROM refund_jobs WHERE state=? AND attempt=?)", "unfenced:refund_jobs:state+attempt"},
+		{"UPDATE refund_jobs j JOIN refunds r ON r.job_id = j.id SET r.status = 'paid' WHERE j.id = ?", ""},
+		{"UPDATE refund_jobs j JOIN refunds r ON r.job_id = j.id SET j.state = 'x' WHERE j.id = ? AND r.state = ? AND r.attempt = ?", "unfenced:refund_jobs:state+attempt"},
+		{"UPDATE refund_jobs j JOIN refunds r ON r.job_id = j.id SET j.state = 'x', r.status='y' WHERE j.id = ? AND j.state = ? AND j.attempt = ?", ""},
+		{"UPDATE refunds r, refund_jobs j SET state = 'x' WHERE j.state = ? AND j.attempt = ?", ""},
+		{"UPDATE refunds r, refund_jobs j SET state = 'x' WHERE state = ? AND attempt = ?", "unfenced:refund_jobs:state+attempt"},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND state=? AND attempt=? AND lease_until > NOW()", "lease:refund_jobs"},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND state=? AND attempt=? AND UTC_TIMESTAMP(6) < lease_until", "lease:refund_jobs"},
+		{"UPDATE refund_jobs SET state=? WHERE id=? AND state=? AND attempt=? AND lease_until >= CURRENT_TIMESTAMP", "lease:refund_jobs"},
+		{"UPDATE refund_jobs SET attempt=attempt+1 WHERE id=? AND state='running' AND attempt=? AND lease_until < UTC_TIMESTAMP(6)", ""},
+		{"INSERT INTO refund_jobs (operation_key, state) VALUES (?, 'ready')", ""},
+		{"INSERT INTO refund_jobs (operation_key, state) VALUES (?, 'ready') ON DUPLICATE KEY UPDATE state = 'ready'", "unfenceable:refund_jobs"},
+		{"REPLACE INTO refund_jobs (id, state) VALUES (?, ?)", "unfenceable:refund_jobs"},
+		{"SELECT * FROM refund_jobs WHERE id = ? FOR UPDATE", ""},
+		{"DELETE FROM refund_jobs WHERE id = ?", ""},
+		{"UPDATE refund_jobs failed: no rows", ""},
+		{"SELECT 1; UPDATE refund_jobs SET state = 'x' WHERE id = 1", "unfenced:refund_jobs:state+attempt"},
+		{"UPDATE `REFUND_JOBS` SET `state` = ? WHERE `id` = ? AND `state` = ? AND `attempt` = ?", ""},
+		{"UPDATE other SET state = ? WHERE id = ?", ""},
+	} {
+		if got := summary(Check(tc.sql, cfg)); got != tc.want {
+			t.Errorf("Check(%q) = %q, want %q", tc.sql, got, tc.want)
+		}
+	}
+}
+
+func TestCheckTemplate(t *testing.T) {
+	cfg := defaultConfig(t)
+	for _, tc := range []struct {
+		parts []Part
+		want  string
+	}{
+		{[]Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = "}, {Hole: true}}, "dynamic:refund_jobs"},
+		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ?"}}, "dynamic:refund_jobs"},
+		{[]Part{{Text: "SELECT * FROM refund_jobs WHERE id = "}, {Hole: true}}, ""},
+		{[]Part{{Text: "INSERT INTO refund_jobs (a, b) VALUES "}, {Hole: true}}, ""},
+		{[]Part{{Text: "UPDATE "}, {Hole: true}, {Text: " SET state = ?"}}, ""},
+		{[]Part{{Text: "INSERT INTO refund_jobs (a) VALUES (?) ON DUPLICATE KEY UPDATE "}, {Hole: true}}, "dynamic:refund_jobs"},
+	} {
+		if got := summary(CheckTemplate(tc.parts, cfg)); got != tc.want {
+			t.Errorf("CheckTemplate(%+v) = %q, want %q", tc.parts, got, tc.want)
+		}
+	}
+}
+
+func TestReplaceNamedParams(t *testing.T) {
+	for in, want := range map[string]string{
+		"WHERE id = :id AND attempt = :attempt": "WHERE id = ? AND attempt = ?",
+		"SET @x := 1, y = ':no' -- :no\n":       "SET @x := 1, y = ':no' -- :no\n",
+		"/* :c */ a = :p.q":                     "/* :c */ a = ?",
+		"a::b `:x` \":y\"":                      "a::b `:x` \":y\"",
+	} {
+		if got := ReplaceNamedParams(in); got != want {
+			t.Errorf("ReplaceNamedParams(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseTables(t *testing.T) {
+	tables, err := ParseTables("refund_jobs, payouts:status:version:held_until")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tables) != 2 || tables[0] != (Table{"refund_jobs", "state", "attempt", "lease_until"}) ||
+		tables[1] != (Table{"payouts", "status", "version", "held_until"}) {
+		t.Errorf("ParseTables = %+v", tables)
+	}
+	for _, bad := range []string{"", "a:b:b", "a-b", "a,a", "a:b:c:d:e"} {
+		if _, err := ParseTables(bad); err == nil {
+			t.Errorf("ParseTables(%q) succeeded, want error", bad)
+		}
+	}
+}
+
+func FuzzCheck(f *testing.F) {
+	for _, s := range []string{
+		"UPDATE refund_jobs SET state = 'ready' WHERE id = ?",
+		"update `refund_jobs` r join x on x.a=r.b set r.state=:s where r.state=:s and r.attempt=:a",
+		"INSERT INTO refund_jobs VALUES (1) ON DUPLICATE KEY UPDATE state = 'x'; REPLACE refund_jobs SET id = 1",
+		"UPDATE refund_jobs SET a = 1 WHERE lease_until > NOW(6) AND NOT (state = ? OR attempt = ?)",
+		"DELETE j FROM refund_jobs j WHERE j.id = ?",
+		"refund_jobs ':x '\\' /* -- # \"",
+	} {
+		f.Add(s, true)
+	}
+	cfg := defaultConfig(f)
+	f.Fuzz(func(t *testing.T, s string, del bool) {
+		c := *cfg
+		c.Delete = del
+		for _, p := range Check(s, &c) {
+			_ = p.String()
+		}
+		mid := len(s) / 2
+		for _, p := range CheckTemplate([]Part{{Text: s[:mid]}, {Hole: true}, {Text: s[mid:]}}, &c) {
+			_ = p.String()
+		}
+		_ = ReplaceNamedParams(s)
+	})
+}

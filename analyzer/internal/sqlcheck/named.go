@@ -1,0 +1,74 @@
+package sqlcheck
+
+import "strings"
+
+// ReplaceNamedParams rewrites named placeholders (:name, :obj.field) into
+// MySQL's "?" so that SQL written the way the article writes it parses.
+// Quoted strings, quoted identifiers and comments are left alone, and so are
+// ":=" (assignment) and "::".
+func ReplaceNamedParams(s string) string {
+	if strings.IndexByte(s, ':') < 0 {
+		return s
+	}
+	var b strings.Builder
+	last := 0 // s[last:i] is pending copy
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '\'' || c == '"' || c == '`':
+			i = skipQuoted(s, i)
+		case c == '/' && i+1 < len(s) && s[i+1] == '*':
+			if j := strings.Index(s[i+2:], "*/"); j >= 0 {
+				i += j + 4
+			} else {
+				i = len(s)
+			}
+		case c == '#' || c == '-' && i+2 < len(s) && s[i+1] == '-' && s[i+2] <= ' ' || c == '-' && i+2 == len(s) && s[i+1] == '-':
+			if j := strings.IndexByte(s[i:], '\n'); j >= 0 {
+				i += j + 1
+			} else {
+				i = len(s)
+			}
+		case c == ':' && i+1 < len(s) && isNameStart(s[i+1]) && (i == 0 || s[i-1] != ':'):
+			j := i + 2
+			for j < len(s) && (isWordByte(s[j]) || s[j] == '.' && j+1 < len(s) && isNameStart(s[j+1])) {
+				j++
+			}
+			b.WriteString(s[last:i])
+			b.WriteByte('?')
+			i, last = j, j
+		default:
+			i++
+		}
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func isNameStart(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// skipQuoted returns the index just past the quoted text that starts at
+// s[i], honouring backslash escapes (not in identifiers) and doubled quotes.
+func skipQuoted(s string, i int) int {
+	q := s[i]
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\\':
+			if q != '`' {
+				j++
+			}
+		case q:
+			if j+1 < len(s) && s[j+1] == q {
+				j++
+				continue
+			}
+			return j + 1
+		}
+	}
+	return len(s)
+}
