@@ -1,0 +1,232 @@
+// Package entext is the Ent extension that generates fenced mutators.
+//
+// For every schema annotated with fencedwrite.Annotation it generates, in the
+// Ent package: the lease type (fields settable only there), Claim and
+// Takeover, every other transition of the state machine built from a lease
+// or from an attempt the caller read, the transaction runner (Apply, Run,
+// Fence), Enqueue, and the runtime backstop that the generated client
+// installs on itself. All statements are generated as constant SQL that
+// carries `WHERE id AND state AND attempt` and declares the writer attempt,
+// so fencelint can check them like any other code.
+//
+// Use it from entc:
+//
+//	entc.Generate("./schema", &gen.Config{...}, entc.Extensions(entext.New()))
+package entext
+
+import (
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/template"
+
+	"entgo.io/ent/entc"
+	"entgo.io/ent/entc/gen"
+	"entgo.io/ent/schema/field"
+
+	"github.com/fencekit/fencekit/fencedwrite"
+)
+
+//go:embed template/*.tmpl
+var templateFS embed.FS
+
+// Extension generates the fenced layer. Create it with New.
+type Extension struct {
+	entc.DefaultExtension
+}
+
+// New returns the extension.
+func New() *Extension { return &Extension{} }
+
+// Templates returns the fenced layer's templates.
+func (*Extension) Templates() []*gen.Template {
+	return []*gen.Template{
+		gen.MustParse(gen.NewTemplate("fencedwrite").
+			Funcs(template.FuncMap{"fenced": fenced}).
+			ParseFS(templateFS, "template/*.tmpl")),
+	}
+}
+
+// Hooks returns a hook that checks every fenced schema before generation.
+func (*Extension) Hooks() []gen.Hook {
+	return []gen.Hook{func(next gen.Generator) gen.Generator {
+		return gen.GenerateFunc(func(g *gen.Graph) error {
+			var errs []error
+			for _, n := range g.Nodes {
+				if _, err := fenced(n); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if err := errors.Join(errs...); err != nil {
+				return err
+			}
+			return next.Generate(g)
+		})
+	}}
+}
+
+// Spec is what the templates need to know about one fenced entity: its
+// columns by role and its statements.
+type Spec struct {
+	Node   *gen.Type
+	Table  string
+	Key    *gen.Field
+	Params []*gen.Field
+	SQL    Statements
+}
+
+// Statements are the constant SQL statements of one fenced table. Their
+// placeholders are documented on fencedwrite.Table and in the template.
+type Statements struct {
+	Read, ReadLocked                              string
+	ClaimLock, ClaimSend, ClaimReconcile, Takeover string
+	Insert                                        string
+	Complete, Reschedule, ManualReview, Fail      string
+	WakeUp                                        string
+	ResolveSucceeded, ResolveReconcile            string
+	ResolveRefund                                 string
+}
+
+// fenced returns the Spec of n, nil when n is not fenced, or an error naming
+// the annotation field and the problem.
+func fenced(n *gen.Type) (*Spec, error) {
+	raw, ok := n.Annotations[fencedwrite.Annotation{}.Name()]
+	if !ok || raw == nil {
+		return nil, nil
+	}
+	var a fencedwrite.Annotation
+	buf, err := json.Marshal(raw)
+	if err != nil {
+		return nil, fmt.Errorf("fencedwrite: %s: decode annotation: %w", n.Name, err)
+	}
+	if err := json.Unmarshal(buf, &a); err != nil {
+		return nil, fmt.Errorf("fencedwrite: %s: decode annotation: %w", n.Name, err)
+	}
+	c := checker{n: n}
+	if n.ID == nil || !n.ID.IsInt64() {
+		c.errf("ID", "the id field must be int64")
+	}
+	c.enum("State", a.State, fencedwrite.StateReady, fencedwrite.StateRunning, fencedwrite.StateSucceeded,
+		fencedwrite.StateManualReview, fencedwrite.StateFailed)
+	c.int64("Token", a.Token, false)
+	c.int64("Writer", a.Writer, true)
+	c.time("LeaseUntil", a.LeaseUntil, true)
+	c.time("NextRunAt", a.NextRunAt, false)
+	c.enum("NextAction", a.NextAction, fencedwrite.ActionRefund, fencedwrite.ActionReconcile)
+	c.time("KeyFirstUsedAt", a.KeyFirstUsedAt, true)
+	c.time("LastSendAt", a.LastSendAt, true)
+	c.str("ProviderRef", a.ProviderRef, true)
+	c.str("LastError", a.LastError, true)
+	c.str("ReviewReason", a.ReviewReason, true)
+	c.str("ReviewEvidence", a.ReviewEvidence, true)
+	c.time("CreatedAt", a.CreatedAt, false)
+	c.time("UpdatedAt", a.UpdatedAt, false)
+	key := c.field("Key", a.Key)
+	if key != nil && (!key.IsString() || !key.Unique || !key.Immutable) {
+		c.errf("Key", "column %q must be a unique, immutable string", a.Key)
+	}
+	if len(a.Params) == 0 {
+		c.errf("Params", "list the request parameters bound to the key")
+	}
+	// The key is the first parameter: it is inserted like the others.
+	params := []*gen.Field{key}
+	for _, p := range a.Params {
+		f := c.field("Params", p)
+		if f == nil {
+			continue
+		}
+		if !f.Immutable || f.Optional {
+			c.errf("Params", "column %q must be required and immutable", p)
+		}
+		params = append(params, f)
+	}
+	if err := errors.Join(c.errs...); err != nil {
+		return nil, err
+	}
+	return &Spec{
+		Node:   n,
+		Table:  n.Table(),
+		Key:    key,
+		Params: params,
+		SQL:    statements(n.Table(), n.ID.StorageKey(), a, params),
+	}, nil
+}
+
+type checker struct {
+	n    *gen.Type
+	errs []error
+}
+
+func (c *checker) errf(field, format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("fencedwrite: %s: annotation field %s: %s", c.n.Name, field, fmt.Sprintf(format, args...)))
+}
+
+func (c *checker) field(role, name string) *gen.Field {
+	if name == "" {
+		c.errf(role, "no column named; use fencedwrite.Job for the conventional names")
+		return nil
+	}
+	for _, f := range c.n.Fields {
+		if f.Name == name {
+			return f
+		}
+	}
+	c.errf(role, "names column %q, which the schema does not have", name)
+	return nil
+}
+
+func (c *checker) nullable(role string, f *gen.Field, nullable bool) {
+	if nullable && !(f.Optional && f.Nillable) {
+		c.errf(role, "column %q must be Optional and Nillable", f.Name)
+	}
+	if !nullable && f.Optional {
+		c.errf(role, "column %q must be required", f.Name)
+	}
+}
+
+func (c *checker) enum(role, name string, values ...string) {
+	f := c.field(role, name)
+	if f == nil {
+		return
+	}
+	if !f.IsEnum() {
+		c.errf(role, "column %q must be an enum", name)
+		return
+	}
+	for _, v := range values {
+		if !slices.Contains(f.EnumValues(), v) {
+			c.errf(role, "enum %q lacks the value %q (needs %s)", name, v, strings.Join(values, ", "))
+		}
+	}
+	c.nullable(role, f, false)
+}
+
+func (c *checker) int64(role, name string, nullable bool) {
+	if f := c.field(role, name); f != nil {
+		if f.Type.Type != field.TypeInt64 {
+			c.errf(role, "column %q must be int64", name)
+		}
+		c.nullable(role, f, nullable)
+	}
+}
+
+func (c *checker) time(role, name string, nullable bool) {
+	if f := c.field(role, name); f != nil {
+		if !f.IsTime() {
+			c.errf(role, "column %q must be a time", name)
+		}
+		c.nullable(role, f, nullable)
+	}
+}
+
+func (c *checker) str(role, name string, nullable bool) {
+	if f := c.field(role, name); f != nil {
+		if !f.IsString() {
+			c.errf(role, "column %q must be a string", name)
+		}
+		c.nullable(role, f, nullable)
+	}
+}
