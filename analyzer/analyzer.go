@@ -1,0 +1,151 @@
+package analyzer
+
+import (
+	"fmt"
+	"go/token"
+	"sort"
+	"strings"
+
+	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
+	"golang.org/x/tools/go/analysis"
+)
+
+const doc = `report writes of fenced tables that lack the state + attempt fence
+
+fencelint reports SQL (constant strings, and queries built at run time that
+reach a SQL sink) that writes existing rows of a fenced table (default
+refund_jobs) without "AND state = ? AND attempt = ?" in the AND chain of its
+WHERE clause, writes that require the lease to be still valid, REPLACE and
+INSERT … ON DUPLICATE KEY UPDATE of a fenced table, and calls of Ent's generic
+update builders of a fenced entity. Suppress a justified exception with
+"//fencelint:allow <reason>" on the line or the line above.`
+
+// Analyzer reports unfenced writes of fenced tables.
+var Analyzer = &analysis.Analyzer{
+	Name: "fencelint",
+	Doc:  doc,
+	URL:  "https://pkg.go.dev/github.com/fencekit/fencekit/analyzer",
+	Run:  run,
+}
+
+var (
+	tablesFlag = sqlcheck.DefaultTables
+	deleteFlag bool
+)
+
+func init() {
+	Analyzer.Flags.StringVar(&tablesFlag, "tables", tablesFlag,
+		"comma-separated fenced tables, each table[:state_column[:token_column[:lease_column]]]; omitted columns default to state, attempt, lease_until")
+	Analyzer.Flags.BoolVar(&deleteFlag, "delete", false,
+		"also report unfenced DELETE statements and Ent delete builders of fenced tables")
+}
+
+func config() (*sqlcheck.Config, error) {
+	tables, err := sqlcheck.ParseTables(tablesFlag)
+	if err != nil {
+		return nil, fmt.Errorf("fencelint -tables: %w", err)
+	}
+	return &sqlcheck.Config{Tables: tables, Delete: deleteFlag}, nil
+}
+
+// finding is a diagnostic before suppression.
+type finding struct {
+	pos token.Pos
+	msg string
+}
+
+func run(pass *analysis.Pass) (any, error) {
+	cfg, err := config()
+	if err != nil {
+		return nil, err
+	}
+	c := newChecker(pass, cfg)
+	c.walk()
+	c.settle()
+	report(pass, c.findings)
+	return nil, nil
+}
+
+// problemsMessage renders the problems of one string as one message, so
+// that a string is reported once.
+func problemsMessage(ps []sqlcheck.Problem) string {
+	msgs := make([]string, 0, len(ps))
+	seen := map[string]bool{}
+	for _, p := range ps {
+		m := p.String()
+		if !seen[m] {
+			seen[m] = true
+			msgs = append(msgs, m)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// report applies //fencelint:allow directives and reports what remains,
+// plus the directives that lack a reason or suppress nothing.
+func report(pass *analysis.Pass, fs []finding) {
+	dirs := directives(pass)
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].pos < fs[j].pos })
+	seen := map[finding]bool{}
+	for _, f := range fs {
+		if seen[f] {
+			continue
+		}
+		seen[f] = true
+		p := pass.Fset.Position(f.pos)
+		suppressed := false
+		for _, line := range []int{p.Line, p.Line - 1} {
+			if d := dirs[dirKey{p.Filename, line}]; d != nil && d.reason != "" {
+				d.used = true
+				suppressed = true
+			}
+		}
+		if !suppressed {
+			pass.Report(analysis.Diagnostic{Pos: f.pos, Message: f.msg})
+		}
+	}
+	var list []*directive
+	for _, d := range dirs {
+		list = append(list, d)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].pos < list[j].pos })
+	for _, d := range list {
+		switch {
+		case d.reason == "":
+			pass.Reportf(d.pos, "//fencelint:allow needs a reason: write //fencelint:allow <why this write is safe>; without one it suppresses nothing")
+		case !d.used:
+			pass.Reportf(d.pos, "//fencelint:allow suppresses nothing on this line or the next: remove it")
+		}
+	}
+}
+
+type dirKey struct {
+	file string
+	line int
+}
+
+type directive struct {
+	pos    token.Pos
+	reason string
+	used   bool
+}
+
+const directivePrefix = "//fencelint:allow"
+
+func directives(pass *analysis.Pass) map[dirKey]*directive {
+	dirs := map[dirKey]*directive{}
+	for _, f := range pass.Files {
+		for _, cg := range f.Comments {
+			for _, c := range cg.List {
+				rest, ok := strings.CutPrefix(c.Text, directivePrefix)
+				if !ok || rest != "" && rest[0] != ' ' && rest[0] != '\t' {
+					continue
+				}
+				p := pass.Fset.Position(c.Slash)
+				dirs[dirKey{p.Filename, p.Line}] = &directive{pos: c.Slash, reason: strings.TrimSpace(rest)}
+			}
+		}
+	}
+	return dirs
+}
+
