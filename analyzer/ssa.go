@@ -14,8 +14,9 @@ import (
 
 // Bounds that keep the SSA walk linear on pathological code.
 const (
-	maxTemplates = 32 // alternative values of one string
-	maxDepth     = 24 // nesting of concatenations, phis and calls
+	maxTemplates = 32    // alternative values of one string
+	maxDepth     = 24    // nesting of concatenations, phis and calls
+	maxSteps     = 10000 // values resolved for one string
 )
 
 // template is a string built at run time: constant text and holes.
@@ -44,6 +45,8 @@ type ssaState struct {
 	returns   map[*ssa.Function][]ssa.Value
 	memo      map[ssa.Value][]template
 	busy      map[ssa.Value]bool
+	cycles    int // cycles cut so far
+	steps     int // values resolved so far
 }
 
 func (c *checker) runSSA() {
@@ -156,6 +159,7 @@ func (c *checker) runSSA() {
 			continue
 		}
 		var ps []sqlcheck.Problem
+		s.steps = 0
 		for _, t := range s.resolve(r, 0) {
 			if text, ok := t.static(); ok {
 				ps = append(ps, sqlcheck.Check(text, c.cfg)...)
@@ -173,6 +177,7 @@ func (c *checker) runSSA() {
 			continue
 		}
 		var ps []sqlcheck.Problem
+		s.steps = 0
 		for _, t := range s.resolve(v, 0) {
 			if _, ok := t.static(); !ok {
 				ps = append(ps, sqlcheck.CheckTemplate(t, c.cfg)...)
@@ -312,13 +317,23 @@ func (s *ssaState) resolve(v ssa.Value, depth int) []template {
 	if ts, ok := s.memo[v]; ok {
 		return ts
 	}
-	if depth > maxDepth || s.busy[v] {
+	if depth > maxDepth || s.steps > maxSteps {
 		return holeTemplate
 	}
+	if s.busy[v] {
+		s.cycles++
+		return s.cycle(v)
+	}
+	s.steps++
 	s.busy[v] = true
+	before := s.cycles
 	ts := s.resolve0(v, depth+1)
 	delete(s.busy, v)
-	s.memo[v] = ts
+	if s.cycles == before {
+		// A value resolved across a cut cycle depends on where the walk
+		// entered the cycle: do not reuse it.
+		s.memo[v] = ts
+	}
 	return ts
 }
 
@@ -371,6 +386,23 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 		}
 	}
 	return holeTemplate
+}
+
+// cycle is the value of a phi met again while resolving it: a loop that
+// extends a string. It is one of the phi's constant entries (or anything)
+// followed by what the loop added, unknown here.
+func (s *ssaState) cycle(v ssa.Value) []template {
+	phi, ok := v.(*ssa.Phi)
+	if !ok {
+		return holeTemplate
+	}
+	var out []template
+	for _, e := range phi.Edges {
+		if k, ok := e.(*ssa.Const); ok && k.Value != nil && k.Value.Kind() == constant.String {
+			out = union(out, []template{{{Text: constant.StringVal(k.Value)}, {Hole: true}}})
+		}
+	}
+	return union(out, holeTemplate)
 }
 
 // concat is the cross product of two sets of alternatives, bounded.

@@ -1,0 +1,79 @@
+// Package dynamic checks queries built at run time that reach SQL sinks.
+package dynamic
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+
+	"entgo.io/ent/dialect"
+	"example.com/app/ent"
+)
+
+func sinks(ctx context.Context, db *sql.DB, tx *sql.Tx, conn *sql.Conn, id int, where string) {
+	db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = " + strconv.Itoa(id))                                  // want `query built at run time writes refund_jobs \(UPDATE\): fencelint cannot prove it holds AND state = \? AND attempt = \?`
+	db.ExecContext(ctx, fmt.Sprintf("UPDATE refund_jobs SET state = 'ready' WHERE id = %d", id))                      // want `query built at run time writes refund_jobs`
+	tx.Exec(fmt.Sprintf("UPDATE %s SET state = ? WHERE id = ? AND state = ? AND attempt = ?%s", "refund_jobs", where)) // want `query built at run time writes refund_jobs`
+	conn.ExecContext(ctx, "UPDATE refund_jobs SET "+where+" WHERE id = ?")                                            // want `query built at run time writes refund_jobs`
+	db.Prepare("UPDATE refund_jobs SET state = ? WHERE " + where)                                                      // want `query built at run time writes refund_jobs`
+	db.PrepareContext(ctx, "REPLACE INTO refund_jobs VALUES "+where)                                                   // want `query built at run time writes refund_jobs \(REPLACE\)`
+
+	// Dynamic reads and inserts are fine.
+	db.QueryContext(ctx, "SELECT * FROM refund_jobs WHERE id IN ("+where+")")
+	db.QueryRowContext(ctx, "SELECT state FROM refund_jobs WHERE id = "+strconv.Itoa(id))
+	db.Exec("INSERT INTO refund_jobs (operation_key) VALUES " + where)
+	// The table comes from a variable: no constant fragment writes a fenced table.
+	db.Exec("UPDATE " + where + " SET state = ? WHERE id = ?")
+}
+
+func locals(db *sql.DB, id int, conds []string) {
+	// Followed through locals, loops and branches. With no conditions the
+	// head alone reaches Exec, so it is reported too.
+	q := "UPDATE refund_jobs SET state = ? WHERE id = ?" // want `unfenced UPDATE of refund_jobs`
+	for _, c := range conds {
+		q += " AND " + c
+	}
+	db.Exec(q) // want `query built at run time writes refund_jobs`
+
+	s := "UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ?"
+	if id > 0 {
+		s = s + " LIMIT " + strconv.Itoa(id)
+	}
+	db.Exec(s) // want `query built at run time writes refund_jobs`
+}
+
+// Package-level variables and same-package helpers are followed.
+var setClause = " SET state = 'ready'"
+
+var target = "refund_jobs"
+
+func helper(where string) string {
+	return "UPDATE refund_jobs" + setClause + " WHERE " + where
+}
+
+func helpers(db *sql.DB, where string) {
+	db.Exec(helper(where))                                                // want `query built at run time writes refund_jobs`
+	db.Exec(fmt.Sprintf("UPDATE %s SET state = ? WHERE %s", target, where)) // want `query built at run time writes refund_jobs`
+}
+
+// Other sinks: Ent's raw ExecContext, dialect.Driver and any interface of
+// that shape.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+type runner interface {
+	MustExec(query string, args ...any) sql.Result
+}
+
+func others(ctx context.Context, client *ent.Client, tx *ent.Tx, drv dialect.Driver, e execer, r runner, where string) {
+	client.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `query built at run time writes refund_jobs`
+	tx.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)     // want `query built at run time writes refund_jobs`
+	drv.Exec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where, []any{}, nil) // want `query built at run time writes refund_jobs`
+	e.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)      // want `query built at run time writes refund_jobs`
+	r.MustExec("INSERT INTO refund_jobs (id) VALUES (?) ON DUPLICATE KEY UPDATE " + where) // want `query built at run time writes refund_jobs \(INSERT … ON DUPLICATE KEY UPDATE\)`
+	// Constants reaching these sinks are judged like any constant.
+	drv.Exec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE id = ?", []any{1}, nil) // want `unfenced UPDATE of refund_jobs`
+	client.QueryContext(ctx, "SELECT * FROM refund_jobs WHERE "+where)
+}
