@@ -148,4 +148,3 @@ func directives(pass *analysis.Pass) map[dirKey]*directive {
 	}
 	return dirs
 }
-

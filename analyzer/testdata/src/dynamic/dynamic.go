@@ -12,10 +12,10 @@ import (
 )
 
 func sinks(ctx context.Context, db *sql.DB, tx *sql.Tx, conn *sql.Conn, id int, where string) {
-	db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = " + strconv.Itoa(id))                                  // want `query built at run time writes refund_jobs \(UPDATE\): fencelint cannot prove it holds AND state = \? AND attempt = \?`
-	db.ExecContext(ctx, fmt.Sprintf("UPDATE refund_jobs SET state = 'ready' WHERE id = %d", id))                      // want `query built at run time writes refund_jobs`
+	db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = " + strconv.Itoa(id))                                   // want `query built at run time writes refund_jobs \(UPDATE\): fencelint cannot prove it holds AND state = \? AND attempt = \?`
+	db.ExecContext(ctx, fmt.Sprintf("UPDATE refund_jobs SET state = 'ready' WHERE id = %d", id))                       // want `query built at run time writes refund_jobs`
 	tx.Exec(fmt.Sprintf("UPDATE %s SET state = ? WHERE id = ? AND state = ? AND attempt = ?%s", "refund_jobs", where)) // want `query built at run time writes refund_jobs`
-	conn.ExecContext(ctx, "UPDATE refund_jobs SET "+where+" WHERE id = ?")                                            // want `query built at run time writes refund_jobs`
+	conn.ExecContext(ctx, "UPDATE refund_jobs SET "+where+" WHERE id = ?")                                             // want `query built at run time writes refund_jobs`
 	db.Prepare("UPDATE refund_jobs SET state = ? WHERE " + where)                                                      // want `query built at run time writes refund_jobs`
 	db.PrepareContext(ctx, "REPLACE INTO refund_jobs VALUES "+where)                                                   // want `query built at run time writes refund_jobs \(REPLACE\)`
 
@@ -53,7 +53,7 @@ func helper(where string) string {
 }
 
 func helpers(db *sql.DB, where string) {
-	db.Exec(helper(where))                                                // want `query built at run time writes refund_jobs`
+	db.Exec(helper(where))                                                  // want `query built at run time writes refund_jobs`
 	db.Exec(fmt.Sprintf("UPDATE %s SET state = ? WHERE %s", target, where)) // want `query built at run time writes refund_jobs`
 }
 
@@ -68,10 +68,10 @@ type runner interface {
 }
 
 func others(ctx context.Context, client *ent.Client, tx *ent.Tx, drv dialect.Driver, e execer, r runner, where string) {
-	client.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `query built at run time writes refund_jobs`
-	tx.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)     // want `query built at run time writes refund_jobs`
-	drv.Exec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where, []any{}, nil) // want `query built at run time writes refund_jobs`
-	e.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)      // want `query built at run time writes refund_jobs`
+	client.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)         // want `query built at run time writes refund_jobs`
+	tx.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)             // want `query built at run time writes refund_jobs`
+	drv.Exec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where, []any{}, nil)     // want `query built at run time writes refund_jobs`
+	e.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)              // want `query built at run time writes refund_jobs`
 	r.MustExec("INSERT INTO refund_jobs (id) VALUES (?) ON DUPLICATE KEY UPDATE " + where) // want `query built at run time writes refund_jobs \(INSERT … ON DUPLICATE KEY UPDATE\)`
 	// Constants reaching these sinks are judged like any constant.
 	drv.Exec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE id = ?", []any{1}, nil) // want `unfenced UPDATE of refund_jobs`

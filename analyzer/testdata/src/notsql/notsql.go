@@ -18,7 +18,7 @@ func messages(db *sql.DB, id int, err error) error {
 	if err != nil {
 		return fmt.Errorf("UPDATE refund_jobs SET state = %q: %w", "ready", err)
 	}
-	_ = "UPDATE refund_jobs SET state = 'ready' WHERE id = 1" // discarded
+	_ = "UPDATE refund_jobs SET state = 'ready' WHERE id = 1"         // discarded
 	const doc = "UPDATE refund_jobs SET state = 'ready' WHERE id = ?" // declared, never used
 	// Dynamic reads are not reported.
 	db.Query("SELECT * FROM refund_jobs WHERE id = " + fmt.Sprint(id))
