@@ -1,0 +1,75 @@
+// Command migdiff writes a new Atlas migration file when the Ent schema and
+// the migrations directory differ, using a scratch database on the local
+// server (FENCEKIT_TEST_DSN, default root@tcp(127.0.0.1:3306)/) as Atlas's dev
+// database.
+//
+//	go run ./internal/cmd/migdiff -name add_column   # plan and write changes
+//	go run ./internal/cmd/migdiff -rehash            # after editing a hand-written file
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"ariga.io/atlas/sql/migrate"
+	_ "ariga.io/atlas/sql/mysql"
+
+	"github.com/fencekit/fencekit/internal/devdb"
+	"github.com/fencekit/fencekit/internal/schemadiff"
+)
+
+func main() {
+	var (
+		name   = flag.String("name", "", "name of the migration file to write when the schema changed")
+		path   = flag.String("dir", "migrations", "migration directory")
+		rehash = flag.Bool("rehash", false, "only rewrite atlas.sum")
+	)
+	flag.Parse()
+	log.SetFlags(0)
+	dir, err := migrate.NewLocalDir(*path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *rehash {
+		if err := schemadiff.Rehash(dir); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if *name == "" {
+		log.Fatal("migdiff: -name is required (or -rehash)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		log.Fatal(err)
+	}
+	db, drop, err := devdb.Create(ctx, cfg, "dev")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		if err := drop(context.Background()); err != nil {
+			log.Print(err)
+		}
+	}()
+	url, err := devdb.AtlasURL(cfg, db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	wrote, err := schemadiff.Diff(ctx, url, dir, *name)
+	if err != nil {
+		log.Print(err)
+		os.Exit(1)
+	}
+	if wrote {
+		fmt.Println("migdiff: wrote a new migration file; review it and commit it with atlas.sum")
+	} else {
+		fmt.Println("migdiff: the schema and the migrations agree")
+	}
+}

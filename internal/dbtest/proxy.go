@@ -1,0 +1,68 @@
+package dbtest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/fencekit/fencekit/fencedwrite"
+)
+
+// Proxy is an in-process TCP proxy (toxiproxy) between a test's clients and
+// the server, to break connections at chosen moments.
+type Proxy struct {
+	t     testing.TB
+	d     *DB
+	proxy *toxiproxy.Proxy
+}
+
+// NewProxy starts a proxy to d's server, stopped when t ends.
+func NewProxy(t testing.TB, d *DB) *Proxy {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "mysql-"+d.Name, "127.0.0.1:0", d.cfg.Addr)
+	if err := p.Start(); err != nil {
+		t.Fatalf("start toxiproxy: %v", err)
+	}
+	t.Cleanup(p.Stop)
+	return &Proxy{t: t, d: d, proxy: p}
+}
+
+// DSN is d.DSN(o) through the proxy.
+func (p *Proxy) DSN(o fencedwrite.DSNOptions) string {
+	p.t.Helper()
+	c := p.d.Config()
+	c.Addr = p.proxy.Listen
+	dsn, err := fencedwrite.DSN(c.FormatDSN(), o)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return dsn
+}
+
+const cutToxic = "cut-replies"
+
+// CutReplies makes the proxy reset every connection as soon as the server
+// sends it anything: a statement already sent still reaches the server and
+// runs, but its reply is lost, and no new connection can be opened. Call it
+// right before sending COMMIT to lose the COMMIT's reply.
+func (p *Proxy) CutReplies() {
+	p.t.Helper()
+	_, err := p.proxy.Toxics.AddToxicJson(strings.NewReader(
+		`{"name":"` + cutToxic + `","type":"reset_peer","stream":"downstream","toxicity":1,"attributes":{"timeout":0}}`))
+	if err != nil {
+		p.t.Fatalf("add toxic: %v", err)
+	}
+}
+
+// Restore removes CutReplies' toxic.
+func (p *Proxy) Restore() {
+	p.t.Helper()
+	if err := p.proxy.Toxics.RemoveToxic(context.Background(), cutToxic); err != nil {
+		p.t.Fatalf("remove toxic: %v", err)
+	}
+}

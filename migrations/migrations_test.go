@@ -1,0 +1,310 @@
+package migrations_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"ariga.io/atlas/sql/migrate"
+	_ "ariga.io/atlas/sql/mysql"
+
+	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/internal/devdb"
+	"github.com/fencekit/fencekit/internal/schemadiff"
+	"github.com/fencekit/fencekit/migrations"
+)
+
+func TestAtlasSumValidates(t *testing.T) {
+	dir, err := migrate.NewLocalDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Validate(dir); err != nil {
+		t.Fatalf("atlas.sum does not match the files (run go run ./internal/cmd/migdiff -rehash after a hand edit): %v", err)
+	}
+	if _, err := migrations.Dir(); err != nil {
+		t.Fatalf("embedded directory: %v", err)
+	}
+}
+
+func TestAtlasSumDetectsAnEditedFile(t *testing.T) {
+	tmp := copyDir(t)
+	files, err := filepath.Glob(filepath.Join(tmp, "*_fences.sql"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("fences file: %v %v", files, err)
+	}
+	f, err := os.OpenFile(files[0], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("\n-- an unreviewed edit\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	dir, err := migrate.NewLocalDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Validate(dir); err == nil {
+		t.Fatal("Validate accepted a file that no longer matches atlas.sum")
+	}
+}
+
+// copyDir copies the migration directory into a temporary one.
+func copyDir(t *testing.T) string {
+	t.Helper()
+	tmp := t.TempDir()
+	files, err := filepath.Glob("*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		if !strings.HasSuffix(name, ".sql") && name != "atlas.sum" {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tmp
+}
+
+// The Ent schema and the migration directory describe the same database: a
+// diff against a scratch database where the directory was replayed plans
+// nothing. When this fails, run `go run ./internal/cmd/migdiff -name <change>`.
+func TestSchemaMatchesMigrations(t *testing.T) {
+	tmp := copyDir(t)
+	dir, err := migrate.NewLocalDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name, drop, err := devdb.Create(ctx, cfg, "drift")
+	if err != nil {
+		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	url, err := devdb.AtlasURL(cfg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := schemadiff.Diff(ctx, url, dir, "drift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrote {
+		var planned []string
+		files, _ := filepath.Glob(filepath.Join(tmp, "*_drift.sql"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			planned = append(planned, string(b))
+		}
+		t.Fatalf("the Ent schema and migrations/ differ; run go run ./internal/cmd/migdiff -name <change>. Planned:\n%s", strings.Join(planned, "\n"))
+	}
+}
+
+// The check above must be able to fail: a schema the directory does not
+// describe (an empty directory) is planned as a change.
+func TestSchemaDiffDetectsDrift(t *testing.T) {
+	tmp := t.TempDir()
+	dir, err := migrate.NewLocalDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schemadiff.Rehash(dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name, drop, err := devdb.Create(ctx, cfg, "drift")
+	if err != nil {
+		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	url, err := devdb.AtlasURL(cfg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := schemadiff.Diff(ctx, url, dir, "everything")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !wrote {
+		t.Fatal("a diff against an empty directory planned nothing")
+	}
+}
+
+func revisions(t *testing.T, db *sql.DB) map[string][3]int64 {
+	t.Helper()
+	rows, err := db.Query("SELECT `version`, `type`, `applied`, `total` FROM `atlas_schema_revisions` ORDER BY `version`")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string][3]int64{}
+	for rows.Next() {
+		var v string
+		var typ, applied, total int64
+		if err := rows.Scan(&v, &typ, &applied, &total); err != nil {
+			t.Fatal(err)
+		}
+		got[v] = [3]int64{typ, applied, total}
+	}
+	return got
+}
+
+func TestApplyRecordsRevisionsLikeTheCLIAndIsIdempotent(t *testing.T) {
+	d := dbtest.New(t) // applies once
+	db := d.RawDB()
+	dir, err := migrations.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := dir.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []string
+	for _, f := range files {
+		versions = append(versions, f.Version())
+	}
+	got := revisions(t, db)
+	if len(got) != len(versions) {
+		t.Fatalf("revisions %v, want one per file %v", got, versions)
+	}
+	for _, v := range versions {
+		r, ok := got[v]
+		// type 2 is RevisionTypeExecute; applied == total means complete.
+		if !ok || r[0] != int64(migrate.RevisionTypeExecute) || r[1] != r[2] || r[2] == 0 {
+			t.Errorf("revision %s = %v, want executed and complete", v, r)
+		}
+	}
+	applied, err := migrations.Apply(context.Background(), db)
+	if err != nil {
+		t.Fatalf("second apply: %v", err)
+	}
+	if len(applied) != 0 {
+		t.Fatalf("second apply applied %v, want nothing", applied)
+	}
+}
+
+func TestConcurrentAppliesApplyEachFileOnce(t *testing.T) {
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name, drop, err := devdb.Create(ctx, cfg, "concurrent")
+	if err != nil {
+		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		applied []string
+		errs    []error
+	)
+	for range 4 {
+		db, err := sql.Open("mysql", devdb.DSN(cfg, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := migrations.Apply(ctx, db)
+			mu.Lock()
+			defer mu.Unlock()
+			applied = append(applied, v...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	slices.Sort(applied)
+	if len(applied) != 2 || applied[0] == applied[1] {
+		t.Fatalf("four concurrent applies applied %v, want each of the two files exactly once", applied)
+	}
+}
+
+// The files are plain SQL that the mysql/mariadb client applies in order.
+func TestFilesApplyWithPlainClient(t *testing.T) {
+	client := ""
+	for _, c := range []string{"mariadb", "mysql"} {
+		if p, err := exec.LookPath(c); err == nil {
+			client = p
+			break
+		}
+	}
+	if client == "" {
+		t.Fatal("neither the mariadb nor the mysql client is installed (scripts/ensure-db.sh installs mariadb-client)")
+	}
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name, drop, err := devdb.Create(ctx, cfg, "plain")
+	if err != nil {
+		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	host, port, _ := strings.Cut(cfg.Addr, ":")
+	files, err := filepath.Glob("*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		args := []string{"--protocol=tcp", "-h" + host, "-P" + port, "-u" + cfg.User}
+		if cfg.Passwd != "" {
+			args = append(args, "-p"+cfg.Passwd)
+		}
+		cmd := exec.Command(client, append(args, name)...)
+		in, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdin = in
+		out, err := cmd.CombinedOutput()
+		in.Close()
+		if err != nil {
+			t.Fatalf("%s %s < %s: %v\n%s", client, name, f, err, out)
+		}
+	}
+	db, err := sql.Open("mysql", devdb.DSN(cfg, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var triggers int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?", name).Scan(&triggers); err != nil {
+		t.Fatal(err)
+	}
+	if triggers != 5 {
+		t.Fatalf("plain client created %d triggers, want 5", triggers)
+	}
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Makes sure a MySQL-compatible server answers for the tests and the demo.
+#
+# With FENCEKIT_TEST_DSN set, it only checks that server. Otherwise it wants
+# root without a password on 127.0.0.1:3306 and, when nothing answers there,
+# starts the installed MariaDB (or MySQL) server, installing Debian's
+# mariadb-server package first if no server is installed (needs root).
+set -euo pipefail
+
+host=127.0.0.1
+port=3306
+log() { printf 'ensure-db: %s\n' "$*" >&2; }
+
+client=
+for c in mariadb mysql; do
+  if command -v "$c" >/dev/null 2>&1; then client=$c; break; fi
+done
+
+if [ -n "${FENCEKIT_TEST_DSN:-}" ]; then
+  log "using FENCEKIT_TEST_DSN; not starting a server"
+  exit 0
+fi
+
+answers() {
+  [ -n "$client" ] && "$client" --protocol=tcp -h"$host" -P"$port" -uroot -e 'SELECT 1' >/dev/null 2>&1
+}
+
+if answers; then
+  exit 0
+fi
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+server=
+find_server() {
+  for s in /usr/sbin/mariadbd /usr/sbin/mysqld /usr/bin/mariadbd /usr/bin/mysqld; do
+    if [ -x "$s" ]; then server=$s; return 0; fi
+  done
+  return 1
+}
+
+if ! find_server; then
+  log "no MySQL-compatible server is installed; installing Debian's mariadb-server"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q mariadb-server mariadb-client
+  find_server
+  client=mariadb
+fi
+
+if [ ! -d /var/lib/mysql/mysql ] && command -v mariadb-install-db >/dev/null 2>&1; then
+  log "initialising the data directory"
+  as_root mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
+fi
+
+log "starting $server"
+as_root mkdir -p /run/mysqld
+as_root chown mysql:mysql /run/mysqld 2>/dev/null || true
+as_root start-stop-daemon --start --oknodo --background --exec "$server"
+
+for _ in $(seq 1 120); do
+  if answers; then
+    log "server is up on $host:$port"
+    exit 0
+  fi
+  # A fresh Debian install lets root in through the Unix socket only; allow
+  # passwordless root over TCP from this machine, as the tests expect.
+  if as_root "$client" -uroot -e 'SELECT 1' >/dev/null 2>&1; then
+    as_root "$client" -uroot -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD('')" >/dev/null 2>&1 ||
+      as_root "$client" -uroot -e "ALTER USER 'root'@'localhost' IDENTIFIED BY ''" >/dev/null 2>&1 || true
+  fi
+  sleep 0.5
+done
+log "no server answers on $host:$port after 60s"
+exit 1
