@@ -85,7 +85,7 @@ func problemsMessage(ps []sqlcheck.Problem) string {
 // plus the directives that lack a reason or suppress nothing.
 func report(pass *analysis.Pass, fs []finding) {
 	dirs := directives(pass)
-	sort.SliceStable(fs, func(i, j int) bool { return fs[i].pos < fs[j].pos })
+	var out []analysis.Diagnostic
 	seen := map[finding]bool{}
 	for _, f := range fs {
 		if seen[f] {
@@ -101,21 +101,20 @@ func report(pass *analysis.Pass, fs []finding) {
 			}
 		}
 		if !suppressed {
-			pass.Report(analysis.Diagnostic{Pos: f.pos, Message: f.msg})
+			out = append(out, analysis.Diagnostic{Pos: f.pos, Message: f.msg})
 		}
 	}
-	var list []*directive
 	for _, d := range dirs {
-		list = append(list, d)
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].pos < list[j].pos })
-	for _, d := range list {
 		switch {
 		case d.reason == "":
-			pass.Reportf(d.pos, "//fencelint:allow needs a reason: write //fencelint:allow <why this write is safe>; without one it suppresses nothing")
+			out = append(out, analysis.Diagnostic{Pos: d.pos, Message: "//fencelint:allow needs a reason: write //fencelint:allow <why this write is safe>; without one it suppresses nothing"})
 		case !d.used:
-			pass.Reportf(d.pos, "//fencelint:allow suppresses nothing on this line or the next: remove it")
+			out = append(out, analysis.Diagnostic{Pos: d.pos, Message: "//fencelint:allow suppresses nothing on this line or the next: remove it"})
 		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Pos < out[j].Pos })
+	for _, d := range out {
+		pass.Report(d)
 	}
 }
 

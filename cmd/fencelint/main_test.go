@@ -1,0 +1,156 @@
+package main_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// fencelint is the binary under test, built once by TestMain.
+var fencelint string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fencelint-e2e")
+	if err != nil {
+		panic(err)
+	}
+	fencelint = filepath.Join(dir, "fencelint")
+	build := exec.Command(goTool(), "build", "-o", fencelint, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		panic("build fencelint: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func goTool() string { return filepath.Join(runtime.GOROOT(), "bin", "go") }
+
+// run runs name with args in testdata/dir, outside the repository's
+// workspace, and returns its combined output and exit code.
+func run(t *testing.T, dir, name string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = filepath.Join("testdata", dir)
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &exit):
+		return out.String(), exit.ExitCode()
+	default:
+		t.Fatalf("run %s %v: %v", name, args, err)
+		return "", 0
+	}
+}
+
+// The diagnostics expected on testdata/bad, as go vet prints them.
+var wantBad = []string{
+	"jobs.go:12:32: unfenced UPDATE of refund_jobs: WHERE lacks state = ? and attempt = ?; add AND state = ? AND attempt = ?",
+	"jobs.go:18:32: unfenced UPDATE of refund_jobs: WHERE lacks attempt = ?; add AND state = ? AND attempt = ?",
+	"jobs.go:25:32: UPDATE of refund_jobs requires lease_until to be in the future: lease expiry must not revoke write rights; fence with AND state = ? AND attempt = ? only (drop the lease_until check)",
+	"jobs.go:31:32: query built at run time writes refund_jobs (UPDATE): fencelint cannot prove it holds AND state = ? AND attempt = ?; build it from constants, or justify it with //fencelint:allow <reason>",
+	"jobs.go:50:2: //fencelint:allow needs a reason: write //fencelint:allow <why this write is safe>; without one it suppresses nothing",
+	"jobs.go:51:32: unfenced UPDATE of refund_jobs: WHERE lacks state = ? and attempt = ?; add AND state = ? AND attempt = ?",
+}
+
+// diagnostics keeps the lines that look like file:line:col: diagnostics,
+// with the directory stripped.
+func diagnostics(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if i := strings.Index(l, "jobs.go:"); i >= 0 {
+			lines = append(lines, l[i:])
+		}
+	}
+	return lines
+}
+
+func assertLines(t *testing.T, out string, want []string) {
+	t.Helper()
+	got := diagnostics(out)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s\nfull output:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), out)
+	}
+}
+
+func TestVetToolReportsUnfencedWrites(t *testing.T) {
+	out, code := run(t, "bad", goTool(), "vet", "-vettool="+fencelint, "./...")
+	if code == 0 {
+		t.Fatalf("go vet exited 0 on unfenced writes; output:\n%s", out)
+	}
+	assertLines(t, out, wantBad)
+}
+
+func TestVetToolPassesCleanModule(t *testing.T) {
+	out, code := run(t, "clean", goTool(), "vet", "-vettool="+fencelint, "./...")
+	if code != 0 || strings.TrimSpace(out) != "" {
+		t.Fatalf("go vet exited %d on a clean module; output:\n%s", code, out)
+	}
+}
+
+func TestVetToolPassesFlags(t *testing.T) {
+	out, code := run(t, "bad", goTool(), "vet", "-vettool="+fencelint, "-tables=refund_jobs,payouts:status:version", "./...")
+	if code == 0 {
+		t.Fatalf("go vet exited 0; output:\n%s", out)
+	}
+	want := append([]string{}, wantBad[:4]...)
+	want = append(want, "jobs.go:37:32: unfenced UPDATE of payouts: WHERE lacks status = ? and version = ?; add AND status = ? AND version = ?")
+	want = append(want, wantBad[4:]...)
+	assertLines(t, out, want)
+}
+
+func TestStandalone(t *testing.T) {
+	out, code := run(t, "bad", fencelint, "./...")
+	if code == 0 {
+		t.Fatalf("fencelint exited 0 on unfenced writes; output:\n%s", out)
+	}
+	assertLines(t, out, wantBad)
+
+	out, code = run(t, "clean", fencelint, "./...")
+	if code != 0 || strings.TrimSpace(out) != "" {
+		t.Fatalf("fencelint exited %d on a clean module; output:\n%s", code, out)
+	}
+}
+
+func TestVersionAndFlags(t *testing.T) {
+	out, code := run(t, "clean", fencelint, "-V=full")
+	if code != 0 || !strings.HasPrefix(out, fencelint+" version ") || !strings.Contains(out, "buildID=") {
+		t.Errorf("-V=full: exit %d, output %q", code, out)
+	}
+	out, code = run(t, "clean", fencelint, "-flags")
+	if code != 0 {
+		t.Fatalf("-flags: exit %d, output %q", code, out)
+	}
+	var flags []struct{ Name, Usage string }
+	if err := json.Unmarshal([]byte(out), &flags); err != nil {
+		t.Fatalf("-flags is not JSON: %v\n%s", err, out)
+	}
+	names := map[string]bool{}
+	for _, f := range flags {
+		names[f.Name] = true
+	}
+	for _, n := range []string{"tables", "delete"} {
+		if !names[n] {
+			t.Errorf("-flags lacks %q: %s", n, out)
+		}
+	}
+}
+
+func TestBadFlagIsAnError(t *testing.T) {
+	out, code := run(t, "clean", fencelint, "-tables=refund_jobs:state:state", "./...")
+	if code == 0 || !strings.Contains(out, "state and token columns must differ") {
+		t.Errorf("bad -tables: exit %d, output %q", code, out)
+	}
+}
