@@ -71,6 +71,9 @@ func claim(ctx context.Context, drv dialect.Driver, t *Table, op string, id int6
 		_ = tx.Rollback()
 		return Claimed{}, fmt.Errorf("%s %s#%d: %w", op, t.Name, id, err)
 	}
+	if beforeClaimCommit != nil {
+		beforeClaimCommit()
+	}
 	if err := tx.Commit(); err != nil {
 		if CommitMayHaveLanded(err) {
 			return Claimed{}, fmt.Errorf("%s %s#%d at attempt %d: %w: do not call the provider; the next scheduler pass reads the truth: %w",
@@ -160,3 +163,7 @@ func lockJob(ctx context.Context, tx dialect.Tx, t *Table, id int64, keyWindow t
 	}
 	return j, nil
 }
+
+// beforeClaimCommit, when set by a test, runs right before a claim's or a
+// takeover's COMMIT is sent.
+var beforeClaimCommit func()

@@ -99,11 +99,17 @@ func (d *DB) FencedDB(o fencedwrite.DSNOptions) *sql.DB {
 
 func (d *DB) open(dsn string) *sql.DB {
 	d.t.Helper()
+	return OpenDSN(d.t, dsn)
+}
+
+// OpenDSN opens a pool on dsn, closed when t ends.
+func OpenDSN(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
-		d.t.Fatal(err)
+		t.Fatal(err)
 	}
-	d.t.Cleanup(func() { _ = db.Close() })
+	t.Cleanup(func() { _ = db.Close() })
 	return db
 }
 

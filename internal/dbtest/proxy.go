@@ -2,14 +2,19 @@ package dbtest
 
 import (
 	"context"
+	"database/sql"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/go-sql-driver/mysql"
 	"github.com/rs/zerolog"
 
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/devdb"
 )
 
 // Proxy is an in-process TCP proxy (toxiproxy) between a test's clients and
@@ -65,4 +70,35 @@ func (p *Proxy) Restore() {
 	if err := p.proxy.Toxics.RemoveToxic(context.Background(), cutToxic); err != nil {
 		p.t.Fatalf("remove toxic: %v", err)
 	}
+}
+
+// FirstConnectionDB opens a pool whose first connection goes through the
+// proxy and every later one straight to the server: after CutReplies kills
+// the first connection, the pool can still reach the database.
+func (p *Proxy) FirstConnectionDB(o fencedwrite.DSNOptions) *sql.DB {
+	p.t.Helper()
+	cfg, err := fencedwrite.Config(devdb.DSN(p.d.cfg, p.d.Name), o)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		first = true
+		d     net.Dialer
+	)
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		if first {
+			first, addr = false, p.proxy.Listen
+		}
+		mu.Unlock()
+		return d.DialContext(ctx, network, addr)
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	p.t.Cleanup(func() { _ = db.Close() })
+	return db
 }
