@@ -81,13 +81,13 @@ type Spec struct {
 // Statements are the constant SQL statements of one fenced table. Their
 // placeholders are documented on fencedwrite.Table and in the template.
 type Statements struct {
-	Read, ReadLocked                              string
+	Read, ReadLocked                               string
 	ClaimLock, ClaimSend, ClaimReconcile, Takeover string
-	Insert                                        string
-	Complete, Reschedule, ManualReview, Fail      string
-	WakeUp                                        string
-	ResolveSucceeded, ResolveReconcile            string
-	ResolveRefund                                 string
+	Insert                                         string
+	Complete, Reschedule, ManualReview, Fail       string
+	WakeUp                                         string
+	ResolveSucceeded, ResolveReconcile             string
+	ResolveRefund                                  string
 }
 
 // fenced returns the Spec of n, nil when n is not fenced, or an error naming
