@@ -30,7 +30,7 @@ func refused(t *testing.T, db *sql.DB, rule, query string, args ...any) {
 // newJob inserts a job as Enqueue does and returns its id.
 func newJob(t *testing.T, db *sql.DB, key string) int64 {
 	t.Helper()
-	res, err := db.Exec("INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) " +
+	res, err := db.Exec("INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) "+
 		"VALUES (?, 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))", key)
 	if err != nil {
 		t.Fatal(err)
