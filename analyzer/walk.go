@@ -29,8 +29,16 @@ type checker struct {
 	globals    []globalConst
 	globalUses map[*types.Var]*useCount
 
+	// Where local string variables get their values, to drop sinks whose
+	// query can only be a hole (an unassigned parameter, or a value
+	// returned by another package such as Ent's sql.Selector.Query).
+	params  map[*types.Var]bool
+	assigns map[*types.Var][]bool // per assignment: from another package's call
+
 	// Lexical evidence that a run-time string may write a fenced table.
-	mentionTable, mentionWrite, fragmentMention bool
+	mentionTable, mentionWrite bool
+	// The same, among strings that may be parts of longer run-time strings.
+	fragmentTable, fragmentWrite bool
 }
 
 type localConst struct {
@@ -59,6 +67,8 @@ func newChecker(pass *analysis.Pass, cfg *sqlcheck.Config) *checker {
 		notStatic:  map[ast.Expr]bool{},
 		astRoots:   map[token.Pos]bool{},
 		globalUses: map[*types.Var]*useCount{},
+		params:     map[*types.Var]bool{},
+		assigns:    map[*types.Var][]bool{},
 	}
 }
 
@@ -77,8 +87,25 @@ func (c *checker) walk() {
 				return true
 			}
 			switch n := n.(type) {
-			case *ast.ImportSpec, *ast.Field:
-				return false // import paths and struct tags are not expressions
+			case *ast.ImportSpec:
+				return false // import paths are not expressions
+			case *ast.FuncType:
+				c.funcParams(n)
+				return false // nor are struct tags in parameter lists
+			case *ast.Field:
+				if n.Tag != nil {
+					return false
+				}
+			case *ast.AssignStmt:
+				c.assignment(n)
+			case *ast.UnaryExpr:
+				if n.Op == token.AND {
+					if id, ok := ast.Unparen(n.X).(*ast.Ident); ok {
+						if v, ok := c.pass.TypesInfo.Uses[id].(*types.Var); ok {
+							c.assigns[v] = append(c.assigns[v], false) // address taken
+						}
+					}
+				}
 			case *ast.BasicLit, *ast.Ident, *ast.SelectorExpr, *ast.BinaryExpr, *ast.ParenExpr, *ast.CallExpr:
 				e := n.(ast.Expr)
 				if s, ok := c.static(e); ok {
@@ -103,6 +130,91 @@ func (c *checker) walk() {
 			return true
 		})
 	}
+}
+
+func (c *checker) funcParams(ft *ast.FuncType) {
+	if ft.Params == nil {
+		return
+	}
+	for _, f := range ft.Params.List {
+		for _, id := range f.Names {
+			if v, ok := c.pass.TypesInfo.Defs[id].(*types.Var); ok {
+				c.params[v] = true
+			}
+		}
+	}
+}
+
+// assignment records, for each local variable assigned, whether the value
+// comes from a call of another package's function (not fmt, strings or
+// bytes, which build strings from their arguments).
+func (c *checker) assignment(as *ast.AssignStmt) {
+	for i, lhs := range as.Lhs {
+		id, ok := ast.Unparen(lhs).(*ast.Ident)
+		if !ok {
+			continue
+		}
+		v, ok := c.pass.TypesInfo.ObjectOf(id).(*types.Var)
+		if !ok || v.Parent() == c.pass.Pkg.Scope() || !isString(v.Type()) {
+			continue
+		}
+		rhs := as.Rhs[0]
+		if len(as.Rhs) == len(as.Lhs) {
+			rhs = as.Rhs[i]
+		}
+		c.assigns[v] = append(c.assigns[v], as.Tok != token.ADD_ASSIGN && c.foreignCall(rhs))
+	}
+}
+
+func (c *checker) foreignCall(e ast.Expr) bool {
+	call, ok := ast.Unparen(e).(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	var id *ast.Ident
+	switch f := ast.Unparen(call.Fun).(type) {
+	case *ast.SelectorExpr:
+		id = f.Sel
+	case *ast.Ident:
+		id = f
+	default:
+		return false
+	}
+	fn, ok := c.pass.TypesInfo.Uses[id].(*types.Func)
+	if !ok || fn.Pkg() == nil || fn.Pkg() == c.pass.Pkg {
+		return false
+	}
+	switch fn.Pkg().Path() {
+	case "fmt", "strings", "bytes":
+		return false
+	}
+	return true
+}
+
+// opaque reports whether a sink's query can only be a hole: a parameter
+// never assigned, or a local only ever set from another package's call.
+func (c *checker) opaque(query ast.Expr) bool {
+	id, ok := ast.Unparen(query).(*ast.Ident)
+	if !ok {
+		return false
+	}
+	v, ok := c.pass.TypesInfo.Uses[id].(*types.Var)
+	if !ok || v.Parent() == c.pass.Pkg.Scope() {
+		return false
+	}
+	as := c.assigns[v]
+	if c.params[v] {
+		return len(as) == 0
+	}
+	if len(as) == 0 {
+		return false
+	}
+	for _, foreign := range as {
+		if !foreign {
+			return false
+		}
+	}
+	return true
 }
 
 // static returns the value of e when it is a static string expression: a
@@ -306,8 +418,9 @@ func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 	c.mentionTable = c.mentionTable || mentions
 	c.mentionWrite = c.mentionWrite || write
 	ctx, id := c.context(e, stack)
-	if ctx == ctxFragment || ctx == ctxLocal {
-		c.fragmentMention = c.fragmentMention || mentions || write
+	if ctx == ctxFragment || ctx == ctxLocal || ctx == ctxGlobal {
+		c.fragmentTable = c.fragmentTable || mentions
+		c.fragmentWrite = c.fragmentWrite || write
 	}
 	if !mentions || ctx == ctxFragment || ctx == ctxSkip {
 		return
@@ -411,8 +524,16 @@ func (c *checker) settle() {
 		}
 		c.add(g.expr.Pos(), problemsMessage(g.problems))
 	}
+	sinks := c.sinks[:0]
+	for _, k := range c.sinks {
+		if !c.opaque(k.query) {
+			sinks = append(sinks, k)
+		}
+	}
+	c.sinks = sinks
 	needSSA := len(c.locals) > 0 ||
-		c.mentionTable && c.mentionWrite && (len(c.sinks) > 0 || c.fragmentMention)
+		len(c.sinks) > 0 && c.mentionTable && c.mentionWrite ||
+		c.fragmentTable && c.fragmentWrite
 	if needSSA {
 		c.runSSA()
 	}

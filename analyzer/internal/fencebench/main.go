@@ -1,0 +1,201 @@
+// Command fencebench measures fencelint's own cost: it runs fencelint and a
+// no-op analyzer over the same packages, alternately, in one process, and
+// prints the ratio of their wall times (loading and type-checking included,
+// as in a real run, since that is what a user waits for).
+//
+// Two sets: "real", a large package set without fenced SQL (by default
+// golang.org/x/tools/... from the module cache plus the generated
+// github.com/fencekit/fencekit/ent/... package), and "dense", generated
+// packages full of fenced, unfenced, run-time and read-only SQL.
+//
+// Run it from the repository root (the workspace resolves both sets):
+//
+//	go run ./analyzer/internal/fencebench -rounds 5
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fencekit/fencekit/analyzer"
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/analysis/checker"
+	"golang.org/x/tools/go/packages"
+)
+
+var noop = &analysis.Analyzer{
+	Name: "noop",
+	Doc:  "does nothing: the baseline",
+	Run:  func(*analysis.Pass) (any, error) { return nil, nil },
+}
+
+func main() {
+	rounds := flag.Int("rounds", 5, "measurements of each analyzer per set (the median is reported)")
+	real := flag.String("real", "golang.org/x/tools/...,github.com/fencekit/fencekit/ent/...", "comma-separated patterns of the real set, resolved from the current directory")
+	densePkgs := flag.Int("dense", 40, "packages in the generated SQL-dense set (0 skips it)")
+	flag.Parse()
+	log.SetFlags(0)
+
+	fmt.Printf("fencebench: %s, GOMAXPROCS=%d, %d rounds, median wall time of load+type-check+analysis\n\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), *rounds)
+	fmt.Printf("%-6s %6s %6s %12s %12s %7s %14s %14s\n", "set", "pkgs", "diags", "noop", "fencelint", "ratio", "noop-analysis", "fence-analysis")
+
+	if *real != "" {
+		bench("real", ".", strings.Split(*real, ","), nil, *rounds)
+	}
+	if *densePkgs > 0 {
+		dir, err := os.MkdirTemp("", "fencebench-dense")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		if err := generateDense(dir, *densePkgs); err != nil {
+			log.Fatal(err)
+		}
+		// Warm the build cache for the set's dependencies.
+		warm := exec.Command("go", "list", "-export", "./...")
+		warm.Dir, warm.Env = dir, append(os.Environ(), "GOWORK=off")
+		if out, err := warm.CombinedOutput(); err != nil {
+			log.Fatalf("go list in the dense set: %v\n%s", err, out)
+		}
+		bench("dense", dir, []string{"./..."}, []string{"GOWORK=off"}, *rounds)
+	}
+}
+
+type sample struct{ total, analysis time.Duration }
+
+func bench(name, dir string, patterns, env []string, rounds int) {
+	cfg := &packages.Config{Mode: packages.LoadSyntax, Dir: dir, Env: append(os.Environ(), env...)}
+	var noopS, fenceS []sample
+	var npkgs, ndiags int
+	// One unmeasured run of each warms caches (go list, export data).
+	measure(noop, cfg, patterns)
+	measure(analyzer.Analyzer, cfg, patterns)
+	for r := 0; r < rounds; r++ {
+		order := []*analysis.Analyzer{noop, analyzer.Analyzer}
+		if r%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, a := range order {
+			s, n, d := measure(a, cfg, patterns)
+			if a == noop {
+				noopS = append(noopS, s)
+			} else {
+				fenceS = append(fenceS, s)
+				npkgs, ndiags = n, d
+			}
+		}
+	}
+	n, f := median(noopS), median(fenceS)
+	fmt.Printf("%-6s %6d %6d %12s %12s %6.3fx %14s %14s\n", name, npkgs, ndiags,
+		n.total.Round(time.Millisecond), f.total.Round(time.Millisecond),
+		float64(f.total)/float64(n.total),
+		n.analysis.Round(time.Millisecond), f.analysis.Round(time.Millisecond))
+}
+
+func measure(a *analysis.Analyzer, cfg *packages.Config, patterns []string) (sample, int, int) {
+	runtime.GC()
+	start := time.Now()
+	pkgs, err := packages.Load(cfg, patterns...)
+	if err != nil {
+		log.Fatalf("load %v: %v", patterns, err)
+	}
+	var ok []*packages.Package
+	for _, p := range pkgs {
+		if len(p.Errors) == 0 && p.Types != nil {
+			ok = append(ok, p)
+		}
+	}
+	loaded := time.Now()
+	g, err := checker.Analyze([]*analysis.Analyzer{a}, ok, nil)
+	if err != nil {
+		log.Fatalf("analyze: %v", err)
+	}
+	end := time.Now()
+	diags := 0
+	for act := range g.All() {
+		if act.Err != nil {
+			log.Fatalf("%s: %v", act, act.Err)
+		}
+		diags += len(act.Diagnostics)
+	}
+	return sample{end.Sub(start), end.Sub(loaded)}, len(ok), diags
+}
+
+func median(s []sample) sample {
+	slices.SortFunc(s, func(a, b sample) int { return int(a.total - b.total) })
+	m := s[len(s)/2]
+	an := make([]time.Duration, len(s))
+	for i := range s {
+		an[i] = s[i].analysis
+	}
+	slices.Sort(an)
+	m.analysis = an[len(an)/2]
+	return m
+}
+
+// generateDense writes a module of n packages, each with files full of SQL:
+// fenced and unfenced constants, run-time queries, reads and inserts.
+func generateDense(dir string, n int) error {
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/dense\n\ngo 1.26.0\n"), 0o644); err != nil {
+		return err
+	}
+	for p := 0; p < n; p++ {
+		pdir := filepath.Join(dir, fmt.Sprintf("p%02d", p))
+		if err := os.MkdirAll(pdir, 0o755); err != nil {
+			return err
+		}
+		for f := 0; f < 5; f++ {
+			var b strings.Builder
+			fmt.Fprintf(&b, "package p%02d\n\nimport (\n\t\"context\"\n\t\"database/sql\"\n\t\"fmt\"\n\t\"strconv\"\n)\n\n", p)
+			fmt.Fprintf(&b, "const fenced%d = \"UPDATE refund_jobs SET state = 'succeeded', lease_until = NULL WHERE id = ? AND state = 'running' AND attempt = ?\"\n\n", f)
+			for i := 0; i < 20; i++ {
+				fmt.Fprintf(&b, denseFunc, f, i, f)
+			}
+			if err := os.WriteFile(filepath.Join(pdir, fmt.Sprintf("f%d.go", f)), []byte(b.String()), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+const denseFunc = `func Job%[1]d_%[2]d(ctx context.Context, db *sql.DB, tx *sql.Tx, id, attempt int64, where string) error {
+	if _, err := tx.ExecContext(ctx, fenced%[3]d, id, attempt); err != nil {
+		return fmt.Errorf("complete job %%d: %%w", id, err)
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE id = ?", id); err != nil {
+		return err
+	}
+	q := "UPDATE refund_jobs SET state = ?, next_run_at = UTC_TIMESTAMP(6) WHERE id = ?"
+	q += " AND state = 'ready' AND attempt = ?"
+	if _, err := db.ExecContext(ctx, q, "ready", id, attempt); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'failed' WHERE id = "+strconv.FormatInt(id, 10)); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO refund_jobs (operation_key, state, attempt) VALUES (?, 'ready', 0)", where); err != nil {
+		return err
+	}
+	rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT id, state FROM refund_jobs WHERE state = 'ready' AND id > %%d LIMIT 100", id))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if _, err := db.ExecContext(ctx, "UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ? AND lease_until > NOW()", "ready", id, "running", attempt); err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, "UPDATE refunds SET status = 'paid' WHERE job_id = ?", id)
+	return err
+}
+
+`
