@@ -92,8 +92,8 @@ func TestFenceEveryUpdateDeclaresTheCurrentAttempt(t *testing.T) {
 		refused(t, db, "must declare the attempt it holds", "UPDATE refund_jobs SET state = 'ready' WHERE id = ?", id)
 	})
 	t.Run("an update that declares a stale attempt is refused", func(t *testing.T) {
-		//fencelint:allow proves the trigger refuses a stale declaration even without the WHERE fence
 		refused(t, db, "stale writer: it declares attempt 0 but the row is at attempt 1",
+			//fencelint:allow proves the trigger refuses a stale declaration even without the WHERE fence
 			"UPDATE refund_jobs SET state = 'ready', writer_attempt = 0 WHERE id = ?", id)
 	})
 	t.Run("the declaration is cleared after each write", func(t *testing.T) {
@@ -106,8 +106,8 @@ func TestFenceEveryUpdateDeclaresTheCurrentAttempt(t *testing.T) {
 		refused(t, db, "must declare the attempt it holds", "UPDATE refund_jobs SET last_error = 'y' WHERE id = ?", id)
 	})
 	t.Run("attempt may only stay or grow by one", func(t *testing.T) {
-		//fencelint:allow proves the trigger bounds the token whatever the WHERE clause says
 		refused(t, db, "attempt may only stay or grow by one, not go from 1 to 3",
+			//fencelint:allow proves the trigger bounds the token whatever the WHERE clause says
 			"UPDATE refund_jobs SET attempt = 3, writer_attempt = 1 WHERE id = ?", id)
 		//fencelint:allow proves the trigger refuses a decreasing token
 		refused(t, db, "not go from 1 to 0", "UPDATE refund_jobs SET attempt = 0, writer_attempt = 1 WHERE id = ?", id)
@@ -122,8 +122,8 @@ func TestFenceEveryUpdateDeclaresTheCurrentAttempt(t *testing.T) {
 		}
 	})
 	t.Run("an upsert that declares nothing is refused", func(t *testing.T) {
-		//fencelint:allow proves INSERT ... ON DUPLICATE KEY UPDATE meets the same fence
 		refused(t, db, "must declare the attempt it holds",
+			//fencelint:allow proves INSERT ... ON DUPLICATE KEY UPDATE meets the same fence
 			"INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) "+
 				"VALUES ('k', 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE state = 'ready'")
 	})
@@ -155,8 +155,8 @@ func TestFenceJobsAreNeverDeletedOrReplaced(t *testing.T) {
 	claim(t, db, id, 0)
 	mustExec(t, db, "UPDATE refund_jobs SET state = 'succeeded', writer_attempt = 1 WHERE id = ? AND state = 'running' AND attempt = 1", id)
 	refused(t, db, "never deleted or replaced", "DELETE FROM refund_jobs WHERE id = ?", id)
-	//fencelint:allow proves REPLACE cannot reset a settled job to ready
 	refused(t, db, "never deleted or replaced",
+		//fencelint:allow proves REPLACE cannot reset a settled job to ready
 		"REPLACE INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) "+
 			"VALUES ('k', 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
 	if got := readJob(t, db, id); got.state != "succeeded" {
