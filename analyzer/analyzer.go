@@ -20,12 +20,19 @@ INSERT … ON DUPLICATE KEY UPDATE of a fenced table, and calls of Ent's generic
 update builders of a fenced entity. Suppress a justified exception with
 "//fencelint:allow <reason>" on the line or the line above.`
 
-// Analyzer reports unfenced writes of fenced tables.
+// Analyzer reports unfenced writes of fenced tables. It is configured by
+// its flags, -tables and -delete.
 var Analyzer = &analysis.Analyzer{
 	Name: "fencelint",
 	Doc:  doc,
 	URL:  "https://pkg.go.dev/github.com/fencekit/fencekit/analyzer",
-	Run:  run,
+	Run: func(pass *analysis.Pass) (any, error) {
+		cfg, err := config(tablesFlag, deleteFlag)
+		if err != nil {
+			return nil, err
+		}
+		return run(pass, cfg)
+	},
 }
 
 var (
@@ -40,12 +47,31 @@ func init() {
 		"also report unfenced DELETE statements and Ent delete builders of fenced tables")
 }
 
-func config() (*sqlcheck.Config, error) {
-	tables, err := sqlcheck.ParseTables(tablesFlag)
+// New returns a fencelint analyzer with a fixed configuration and no
+// flags, for drivers that configure analyzers themselves (the golangci-lint
+// plugin). tables has the syntax of the -tables flag; "" means the default.
+func New(tables string, delete bool) (*analysis.Analyzer, error) {
+	if tables == "" {
+		tables = sqlcheck.DefaultTables
+	}
+	cfg, err := config(tables, delete)
+	if err != nil {
+		return nil, err
+	}
+	return &analysis.Analyzer{
+		Name: Analyzer.Name,
+		Doc:  Analyzer.Doc,
+		URL:  Analyzer.URL,
+		Run:  func(pass *analysis.Pass) (any, error) { return run(pass, cfg) },
+	}, nil
+}
+
+func config(tables string, delete bool) (*sqlcheck.Config, error) {
+	ts, err := sqlcheck.ParseTables(tables)
 	if err != nil {
 		return nil, fmt.Errorf("fencelint -tables: %w", err)
 	}
-	return &sqlcheck.Config{Tables: tables, Delete: deleteFlag}, nil
+	return &sqlcheck.Config{Tables: ts, Delete: delete}, nil
 }
 
 // finding is a diagnostic before suppression.
@@ -54,11 +80,7 @@ type finding struct {
 	msg string
 }
 
-func run(pass *analysis.Pass) (any, error) {
-	cfg, err := config()
-	if err != nil {
-		return nil, err
-	}
+func run(pass *analysis.Pass, cfg *sqlcheck.Config) (any, error) {
 	c := newChecker(pass, cfg)
 	c.walk()
 	c.settle()

@@ -3,6 +3,7 @@ module github.com/fencekit/fencekit/analyzer
 go 1.26.0
 
 require (
+	github.com/golangci/plugin-module-register v0.1.2
 	github.com/pingcap/tidb/pkg/parser v0.0.0-20260418072757-ce92298d1124
 	golang.org/x/tools v0.52.0
 )

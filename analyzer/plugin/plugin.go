@@ -1,0 +1,69 @@
+// Package plugin registers fencelint as a golangci-lint v2 module plugin.
+//
+// .custom-gcl.yml:
+//
+//	version: v2.15.0
+//	plugins:
+//	  - module: github.com/fencekit/fencekit/analyzer
+//	    import: github.com/fencekit/fencekit/analyzer/plugin
+//	    version: latest
+//
+// .golangci.yml:
+//
+//	version: "2"
+//	linters:
+//	  enable:
+//	    - fencelint
+//	  settings:
+//	    custom:
+//	      fencelint:
+//	        type: module
+//	        description: unfenced writes of fenced tables
+//	        settings:
+//	          tables: refund_jobs:state:attempt:lease_until
+//	          delete: false
+package plugin
+
+import (
+	"fmt"
+
+	"github.com/fencekit/fencekit/analyzer"
+	"github.com/golangci/plugin-module-register/register"
+	"golang.org/x/tools/go/analysis"
+)
+
+func init() { register.Plugin("fencelint", New) }
+
+// Settings are the plugin's settings in .golangci.yml; they mirror the
+// command's flags.
+type Settings struct {
+	// Tables has the syntax of -tables; empty means refund_jobs with
+	// state, attempt and lease_until.
+	Tables string `json:"tables"`
+	// Delete also judges DELETE statements and Ent delete builders.
+	Delete bool `json:"delete"`
+}
+
+type plugin struct{ a *analysis.Analyzer }
+
+// New is the plugin's constructor, called by golangci-lint with the raw
+// settings.
+func New(raw any) (register.LinterPlugin, error) {
+	s, err := register.DecodeSettings[Settings](raw)
+	if err != nil {
+		return nil, fmt.Errorf("fencelint settings: %w", err)
+	}
+	a, err := analyzer.New(s.Tables, s.Delete)
+	if err != nil {
+		return nil, fmt.Errorf("fencelint settings: %w", err)
+	}
+	return &plugin{a}, nil
+}
+
+func (p *plugin) BuildAnalyzers() ([]*analysis.Analyzer, error) {
+	return []*analysis.Analyzer{p.a}, nil
+}
+
+// GetLoadMode asks for type information: the analyzer needs constants'
+// values and method sets.
+func (p *plugin) GetLoadMode() string { return register.LoadModeTypesInfo }

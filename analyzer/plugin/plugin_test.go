@@ -1,0 +1,67 @@
+package plugin_test
+
+import (
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	_ "github.com/fencekit/fencekit/analyzer/plugin"
+	"github.com/golangci/plugin-module-register/register"
+	"golang.org/x/tools/go/analysis/analysistest"
+)
+
+// testdata is the analyzer's, so the plugin is run on the same cases.
+func testdata() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "testdata")
+}
+
+func TestPluginRunsConfiguredAnalyzer(t *testing.T) {
+	newPlugin, err := register.GetPlugin("fencelint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Settings arrive from YAML as a generic map.
+	p, err := newPlugin(map[string]any{"tables": "refund_jobs,payouts:status:version:held_until,audit_entries"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.GetLoadMode() != register.LoadModeTypesInfo {
+		t.Errorf("load mode %q", p.GetLoadMode())
+	}
+	as, err := p.BuildAnalyzers()
+	if err != nil || len(as) != 1 || as[0].Name != "fencelint" {
+		t.Fatalf("BuildAnalyzers = %v, %v", as, err)
+	}
+	analysistest.Run(t, testdata(), as[0], "tables")
+}
+
+func TestPluginDefaultsAndDelete(t *testing.T) {
+	newPlugin, _ := register.GetPlugin("fencelint")
+	p, err := newPlugin(map[string]any{"delete": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, _ := p.BuildAnalyzers()
+	analysistest.Run(t, testdata(), as[0], "deletes")
+}
+
+func TestPluginRejectsBadSettings(t *testing.T) {
+	newPlugin, _ := register.GetPlugin("fencelint")
+	for _, raw := range []any{
+		map[string]any{"tables": "refund_jobs:state:state"},
+		map[string]any{"table": "refund_jobs"}, // unknown key
+		nil,
+	} {
+		_, err := newPlugin(raw)
+		if raw == nil {
+			if err != nil {
+				t.Errorf("no settings: %v", err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("settings %v accepted", raw)
+		}
+	}
+}
