@@ -1,0 +1,544 @@
+// Package fakeprovider is a payment provider held in memory behind a real
+// HTTP server on loopback, for tests and the demo. It speaks the API that
+// provider.HTTPClient expects and keeps idempotency keys the way real
+// providers do: the same key with the same parameters replays the stored
+// answer, with other parameters it is refused, and once the key is forgotten
+// a resend executes again. That last one is the double refund workers must
+// avoid, so the fake really does it.
+//
+// Faults are scripted per operation key (see Fault), with no sleeps and no
+// randomness. Tests order actors with Executed and Fault.Hold, and assert
+// with Executions, Refunded and Requests.
+package fakeprovider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencekit/fencekit/provider"
+)
+
+// DefaultKeyRetention is how long keys are kept when Config leaves it zero
+// (Stripe keeps them for 24 h).
+const DefaultKeyRetention = 24 * time.Hour
+
+// Config configures a Server. A zero field takes its default.
+type Config struct {
+	// KeyRetention is how long a key's answer is kept after its first use;
+	// DefaultKeyRetention when zero. ForgetKey expires one at once.
+	KeyRetention time.Duration
+	// LookupLag is the lag the server declares in its Capabilities. Lookups
+	// actually lag only for refunds scripted Unpublished.
+	LookupLag time.Duration
+	// Now is the server's clock, time.Now when nil. Tests move it to expire
+	// keys without sleeping.
+	Now func() time.Time
+}
+
+// Server is a running fake provider. Its methods are safe for concurrent use.
+type Server struct {
+	cfg       Config
+	url       string
+	http      *http.Server
+	mux       *http.ServeMux
+	transport *http.Transport
+	done      chan struct{} // closed by Close: cuts every held answer
+	active    sync.WaitGroup
+
+	mu         sync.Mutex
+	closed     bool
+	payments   map[string]*payment
+	keys       map[string]*keyRecord
+	faults     map[string][]Fault
+	refunds    []*refund // in creation order
+	executions map[string]int
+	waiters    map[string][]waiter
+	requests   []Request
+}
+
+// Request is one HTTP request the server received, as it was sent.
+type Request struct {
+	Method string
+	Path   string
+	Query  url.Values
+	Key    string // the Idempotency-Key header
+	Header http.Header
+	Body   []byte
+}
+
+type payment struct {
+	amount   int64
+	currency string
+	refunded int64 // succeeded and pending refunds
+}
+
+// params is a refund request's body; the server refuses any other field.
+type params struct {
+	Payment   string `json:"payment"`
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+	Reference string `json:"reference"`
+}
+
+// keyRecord is what the server remembers about an idempotency key.
+type keyRecord struct {
+	params   params
+	firstUse time.Time
+	inFlight bool // its first request has not been answered yet
+	code     int
+	body     []byte
+}
+
+type refund struct {
+	ID        string          `json:"id"`
+	Payment   string          `json:"payment"`
+	Amount    int64           `json:"amount"`
+	Currency  string          `json:"currency"`
+	Reference string          `json:"reference"`
+	Status    provider.Status `json:"status"`
+	Reason    string          `json:"reason,omitempty"`
+	hidden    bool            // unpublished: invisible to lookups
+}
+
+type waiter struct {
+	n  int
+	ch chan struct{}
+}
+
+// Start starts a server with the default Config on 127.0.0.1. Close it when
+// done.
+func Start() *Server { return StartWith(Config{}) }
+
+// StartWith starts a server with cfg on 127.0.0.1. Like httptest.NewServer
+// it panics if cfg is invalid or it cannot listen.
+func StartWith(cfg Config) *Server {
+	if cfg.KeyRetention == 0 {
+		cfg.KeyRetention = DefaultKeyRetention
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.KeyRetention < 0 || cfg.LookupLag < 0 {
+		panic(fmt.Sprintf("fakeprovider: negative KeyRetention %v or LookupLag %v", cfg.KeyRetention, cfg.LookupLag))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("fakeprovider: listen: %v", err))
+	}
+	s := &Server{
+		cfg:        cfg,
+		url:        "http://" + ln.Addr().String(),
+		mux:        http.NewServeMux(),
+		transport:  &http.Transport{},
+		done:       make(chan struct{}),
+		payments:   map[string]*payment{},
+		keys:       map[string]*keyRecord{},
+		faults:     map[string][]Fault{},
+		executions: map[string]int{},
+		waiters:    map[string][]waiter{},
+	}
+	s.mux.HandleFunc("POST /v1/refunds", s.create)
+	s.mux.HandleFunc("GET /v1/refunds", s.list)
+	s.mux.HandleFunc("GET /v1/refunds/{id}", s.get)
+	s.http = &http.Server{Handler: http.HandlerFunc(s.serve)}
+	go s.http.Serve(ln) // returns ErrServerClosed on Close
+	return s
+}
+
+// URL is the server's base URL, e.g. http://127.0.0.1:40123.
+func (s *Server) URL() string { return s.url }
+
+// Capabilities is what the server's contract guarantees: resending a key
+// with the same parameters is safe while it is retained, and every lookup
+// exists.
+func (s *Server) Capabilities() provider.Capabilities {
+	return provider.Capabilities{
+		SafeResend:        true,
+		KeyRetention:      s.cfg.KeyRetention,
+		LookupByReference: true,
+		LookupByRefundID:  true,
+		ListByPayment:     true,
+		LookupLag:         s.cfg.LookupLag,
+	}
+}
+
+// Client returns a provider client for the server, with its own connection
+// pool and the server's Capabilities.
+func (s *Server) Client() *provider.HTTPClient {
+	return provider.NewHTTPClient(s.url, &http.Client{Transport: s.transport}, s.Capabilities())
+}
+
+// Close cuts every held answer, stops the server and waits for its handlers
+// to return.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+	s.mu.Unlock()
+	s.http.Close()
+	s.active.Wait()
+	s.transport.CloseIdleConnections()
+}
+
+// AddPayment records a captured payment that refunds can draw on. It panics
+// if ref already exists.
+func (s *Server) AddPayment(ref string, amountMinor int64, currency string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.payments[ref] != nil {
+		panic(fmt.Sprintf("fakeprovider: payment %q added twice", ref))
+	}
+	s.payments[ref] = &payment{amount: amountMinor, currency: currency}
+}
+
+// Script queues faults for the next refund requests with key, in order. It
+// panics on an invalid Fault.
+func (s *Server) Script(key string, faults ...Fault) {
+	for _, f := range faults {
+		if err := f.validate(); err != nil {
+			panic("fakeprovider: " + err.Error())
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[key] = append(s.faults[key], faults...)
+}
+
+// ForgetKey drops key's stored answer, as a provider does when its retention
+// ends: the next request with key executes again.
+func (s *Server) ForgetKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.keys, key)
+}
+
+// Settle turns key's pending refunds into succeeded ones. A resend of the
+// key still replays the original pending answer, as real providers do;
+// lookups show the new state. It panics if key has no pending refund.
+func (s *Server) Settle(key string) {
+	s.decide(key, func(r *refund) { r.Status = provider.StatusSucceeded })
+}
+
+// Decline rejects key's pending refunds with reason and gives their amount
+// back to the payment. It panics if key has no pending refund.
+func (s *Server) Decline(key, reason string) {
+	s.decide(key, func(r *refund) {
+		r.Status, r.Reason = provider.StatusRejected, reason
+		s.payments[r.Payment].refunded -= r.Amount
+	})
+}
+
+func (s *Server) decide(key string, apply func(*refund)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.refunds {
+		if r.Reference == key && r.Status == provider.StatusPending {
+			apply(r)
+			n++
+		}
+	}
+	if n == 0 {
+		panic(fmt.Sprintf("fakeprovider: no pending refund for key %q", key))
+	}
+}
+
+// Publish makes key's unpublished refunds visible to lookups. It panics if
+// key has no refund.
+func (s *Server) Publish(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.refunds {
+		if r.Reference == key {
+			r.hidden = false
+			n++
+		}
+	}
+	if n == 0 {
+		panic(fmt.Sprintf("fakeprovider: no refund for key %q", key))
+	}
+}
+
+// Executed returns a channel closed once refunds for key have executed n
+// times (pending ones included). Tests wait on it to order actors.
+func (s *Server) Executed(key string, n int) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	if s.executions[key] >= n {
+		close(ch)
+	} else {
+		s.waiters[key] = append(s.waiters[key], waiter{n: n, ch: ch})
+	}
+	return ch
+}
+
+// Executions is how many times money moved (or was committed to move, when
+// pending) for key. More than one is a double refund.
+func (s *Server) Executions(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.executions[key]
+}
+
+// Refunded is the total of a payment's succeeded and pending refunds.
+func (s *Server) Refunded(paymentRef string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.payments[paymentRef]; p != nil {
+		return p.refunded
+	}
+	return 0
+}
+
+// Requests returns every request received so far, in order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// serve logs the request and routes it.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "read body: "+err.Error())
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "server closed")
+		return
+	}
+	s.active.Add(1)
+	defer s.active.Done()
+	s.requests = append(s.requests, Request{
+		Method: r.Method,
+		Path:   r.URL.Path,
+		Query:  r.URL.Query(),
+		Key:    r.Header.Get("Idempotency-Key"),
+		Header: r.Header.Clone(),
+		Body:   body,
+	})
+	s.mu.Unlock()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	s.mux.ServeHTTP(w, r)
+}
+
+// answer is the outcome of processing one refund request.
+type answer struct {
+	code  int
+	body  []byte
+	fault Fault
+	taken *keyRecord // the key this request took, released once answered
+}
+
+// create serves POST /v1/refunds.
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	var p params
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "decode body: "+err.Error())
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	switch {
+	case key == "":
+		writeError(w, http.StatusBadRequest, "invalid_request", "Idempotency-Key header is required")
+		return
+	case key != p.Reference:
+		writeError(w, http.StatusBadRequest, "invalid_request", "Idempotency-Key must equal the reference")
+		return
+	case p.Payment == "" || p.Currency == "" || p.Amount <= 0:
+		writeError(w, http.StatusBadRequest, "invalid_request", "payment, currency and a positive amount are required")
+		return
+	}
+	s.deliver(w, s.process(key, p))
+}
+
+func (s *Server) process(key string, p params) answer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var f Fault
+	if q := s.faults[key]; len(q) > 0 {
+		f, s.faults[key] = q[0], q[1:]
+	}
+	a := answer{fault: f}
+	rec := s.keys[key]
+	if rec != nil && !rec.inFlight && s.cfg.Now().Sub(rec.firstUse) >= s.cfg.KeyRetention {
+		delete(s.keys, key)
+		rec = nil
+	}
+	switch {
+	case f.Refuse == http.StatusTooManyRequests:
+		a.code, a.body = errorBody(f.Refuse, "rate_limited", "too many requests")
+	case f.Refuse != 0:
+		a.code, a.body = errorBody(f.Refuse, "internal_error", "failed before processing")
+	case rec != nil && rec.params != p:
+		a.code, a.body = errorBody(http.StatusConflict, "idempotency_params_mismatch", "key was used with other parameters")
+	case rec != nil && rec.inFlight:
+		a.code, a.body = errorBody(http.StatusConflict, "idempotency_key_in_use", "a request with this key is in progress")
+	case rec != nil:
+		a.code, a.body = rec.code, rec.body
+	default:
+		rec = &keyRecord{params: p, firstUse: s.cfg.Now(), inFlight: true}
+		rec.code, rec.body = s.execute(key, p, f)
+		s.keys[key] = rec
+		a.code, a.body, a.taken = rec.code, rec.body, rec
+	}
+	return a
+}
+
+// execute decides a new refund request and, unless it is rejected, moves
+// the money. s.mu is held.
+func (s *Server) execute(key string, p params, f Fault) (int, []byte) {
+	pay := s.payments[p.Payment]
+	switch {
+	case f.Reject != "":
+		return errorBody(http.StatusUnprocessableEntity, f.Reject, "rejected by the provider")
+	case pay == nil:
+		return errorBody(http.StatusUnprocessableEntity, "payment_not_found", "no such payment")
+	case !strings.EqualFold(pay.currency, p.Currency):
+		return errorBody(http.StatusUnprocessableEntity, "currency_mismatch", "payment is in "+pay.currency)
+	case pay.refunded == pay.amount:
+		return errorBody(http.StatusUnprocessableEntity, "already_refunded", "payment is fully refunded")
+	case p.Amount > pay.amount-pay.refunded:
+		return errorBody(http.StatusUnprocessableEntity, "exceeds_refundable_amount",
+			fmt.Sprintf("refundable amount is %d", pay.amount-pay.refunded))
+	}
+	r := &refund{
+		ID:        fmt.Sprintf("re_%d", len(s.refunds)+1),
+		Payment:   p.Payment,
+		Amount:    p.Amount,
+		Currency:  p.Currency,
+		Reference: key,
+		Status:    provider.StatusSucceeded,
+		hidden:    f.Unpublished,
+	}
+	if f.Pending {
+		r.Status = provider.StatusPending
+	}
+	s.refunds = append(s.refunds, r)
+	pay.refunded += p.Amount
+	s.executions[key]++
+	kept := s.waiters[key][:0]
+	for _, wt := range s.waiters[key] {
+		if s.executions[key] >= wt.n {
+			close(wt.ch)
+		} else {
+			kept = append(kept, wt)
+		}
+	}
+	s.waiters[key] = kept
+	return http.StatusOK, mustJSON(r)
+}
+
+// deliver holds a as a.fault says, releases the key it took, then sends a
+// or spoils it. The key is released first so that whoever sees the answer
+// (or its loss) finds the key free.
+func (s *Server) deliver(w http.ResponseWriter, a answer) {
+	after := a.fault.After
+	if a.fault.Hold != nil {
+		select {
+		case <-a.fault.Hold:
+		case <-s.done:
+			after = Cut
+		}
+	}
+	if a.taken != nil {
+		s.mu.Lock()
+		a.taken.inFlight = false
+		s.mu.Unlock()
+	}
+	switch after {
+	case Deliver:
+		writeBody(w, a.code, a.body)
+	case ServerError:
+		writeError(w, http.StatusInternalServerError, "internal_error", "failed after processing")
+	case Cut, Truncate:
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic("fakeprovider: hijack connection: " + err.Error()) // net/http's HTTP/1 server always can
+		}
+		defer conn.Close()
+		if after == Truncate {
+			fmt.Fprintf(conn, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+				a.code, http.StatusText(a.code), len(a.body))
+			conn.Write(a.body[:len(a.body)/2])
+		}
+	}
+}
+
+// list serves GET /v1/refunds?reference=KEY and ?payment=REF.
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	ref, pay := r.URL.Query().Get("reference"), r.URL.Query().Get("payment")
+	if ref == "" && pay == "" {
+		writeError(w, http.StatusBadRequest, "invalid_request", "reference or payment is required")
+		return
+	}
+	s.mu.Lock()
+	data := []*refund{}
+	for _, x := range s.refunds {
+		if !x.hidden && (ref == "" || x.Reference == ref) && (pay == "" || x.Payment == pay) {
+			data = append(data, x)
+		}
+	}
+	body := mustJSON(map[string]any{"data": data})
+	s.mu.Unlock()
+	writeBody(w, http.StatusOK, body)
+}
+
+// get serves GET /v1/refunds/{id}.
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	i := slices.IndexFunc(s.refunds, func(x *refund) bool { return x.ID == id && !x.hidden })
+	var body []byte
+	if i >= 0 {
+		body = mustJSON(s.refunds[i])
+	}
+	s.mu.Unlock()
+	if i < 0 {
+		writeError(w, http.StatusNotFound, "resource_missing", "no such refund")
+		return
+	}
+	writeBody(w, http.StatusOK, body)
+}
+
+func errorBody(code int, errCode, message string) (int, []byte) {
+	return code, mustJSON(map[string]any{"error": map[string]string{"code": errCode, "message": message}})
+}
+
+func writeError(w http.ResponseWriter, code int, errCode, message string) {
+	code, body := errorBody(code, errCode, message)
+	writeBody(w, code, body)
+}
+
+func writeBody(w http.ResponseWriter, code int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(body)
+}
+
+// mustJSON encodes values built here, which always encode.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("fakeprovider: encode json: " + err.Error())
+	}
+	return b
+}

@@ -1,0 +1,245 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// maxBody bounds a response body; a longer one reads as truncated.
+const maxBody = 1 << 20
+
+// HTTPClient is a Client for a provider with a JSON API:
+//
+//	POST /v1/refunds                 body {payment, amount, currency, reference}, header Idempotency-Key
+//	GET  /v1/refunds?reference=KEY   {"data": [refund...]}
+//	GET  /v1/refunds?payment=REF     {"data": [refund...]}
+//	GET  /v1/refunds/{id}            refund, or 404
+//
+// A refund is {id, payment, amount, currency, reference, status, reason}; an
+// error is {"error": {code, message}}.
+type HTTPClient struct {
+	base string
+	hc   *http.Client
+	caps Capabilities
+}
+
+var _ Client = (*HTTPClient)(nil)
+
+// NewHTTPClient returns a client for the provider at baseURL that declares
+// caps. A nil hc means http.DefaultClient. Calls are bounded by their
+// context's deadline, which should be the provider timeout.
+func NewHTTPClient(baseURL string, hc *http.Client, caps Capabilities) *HTTPClient {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &HTTPClient{base: strings.TrimSuffix(baseURL, "/"), hc: hc, caps: caps}
+}
+
+// Capabilities returns the capabilities given to NewHTTPClient.
+func (c *HTTPClient) Capabilities() Capabilities { return c.caps }
+
+// Refund implements Client. Transport errors, timeouts, resets, truncated
+// bodies, 5xx and answers it cannot read wrap ErrOutcomeUnknown; 429 is
+// ErrRateLimited; 409 maps to ErrKeyParamsMismatch or ErrKeyInUse; 400 and
+// 422 to *RejectedError or ErrAlreadyRefunded; an answer that fails Verify
+// wraps ErrMismatch. It sends the request once: it never resends, and neither
+// may net/http.
+func (c *HTTPClient) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
+	if err := req.validate(); err != nil {
+		return Refund{}, fmt.Errorf("send refund: %w", err)
+	}
+	body, _ := json.Marshal(wireRequest{ // cannot fail: strings and an integer
+		Payment:   req.PaymentRef,
+		Amount:    req.AmountMinor,
+		Currency:  req.Currency,
+		Reference: req.OperationKey,
+	})
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/refunds", bytes.NewReader(body))
+	if err != nil {
+		return Refund{}, fmt.Errorf("build request: %w: %w", ErrInvalidRequest, err)
+	}
+	// net/http replays a request carrying an Idempotency-Key when a reused
+	// connection fails, using GetBody. That would be a resend nobody decided
+	// on, after an outcome that may be unknown; without GetBody it cannot.
+	hreq.GetBody = nil
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Idempotency-Key", req.OperationKey)
+
+	code, raw, err := c.do(hreq)
+	if err != nil {
+		return Refund{Raw: raw}, fmt.Errorf("send refund: %w", err)
+	}
+	if code != http.StatusOK {
+		return Refund{Raw: raw}, fmt.Errorf("send refund: %w", refundError(code, raw))
+	}
+	r, err := decodeRefund(raw)
+	if err != nil {
+		return Refund{Raw: raw}, fmt.Errorf("send refund: %w", err)
+	}
+	if err := Verify(req, r); err != nil {
+		return r, fmt.Errorf("send refund: %w", err)
+	}
+	if r.Status == StatusRejected {
+		return r, fmt.Errorf("send refund: %w", &RejectedError{Code: string(StatusRejected), Reason: r.Reason})
+	}
+	return r, nil
+}
+
+// Lookup implements Client. It asks by provider refund id, else by
+// reference, else lists the payment's refunds and keeps those whose
+// reference is q.OperationKey (all of them when it is empty), using only
+// lookups c's capabilities declare.
+func (c *HTTPClient) Lookup(ctx context.Context, q Query) ([]Refund, error) {
+	var path string
+	byID := false
+	switch {
+	case q.ProviderRefundID != "" && c.caps.LookupByRefundID:
+		path, byID = "/v1/refunds/"+url.PathEscape(q.ProviderRefundID), true
+	case q.OperationKey != "" && c.caps.LookupByReference:
+		path = "/v1/refunds?" + url.Values{"reference": {q.OperationKey}}.Encode()
+	case q.PaymentRef != "" && c.caps.ListByPayment:
+		path = "/v1/refunds?" + url.Values{"payment": {q.PaymentRef}}.Encode()
+	default:
+		return nil, fmt.Errorf("look up refund: %w", ErrNoLookup)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w: %w", ErrInvalidRequest, err)
+	}
+	code, raw, err := c.do(hreq)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("look up refund: %w", err)
+	case byID && code == http.StatusNotFound && isMissing(raw):
+		return []Refund{}, nil
+	case code == http.StatusTooManyRequests:
+		return nil, fmt.Errorf("look up refund: %w", ErrRateLimited)
+	case code != http.StatusOK:
+		return nil, fmt.Errorf("look up refund: provider answered %d: %w", code, ErrOutcomeUnknown)
+	case byID:
+		r, err := decodeRefund(raw)
+		if err != nil {
+			return nil, fmt.Errorf("look up refund: %w", err)
+		}
+		return []Refund{r}, nil
+	}
+	var list struct{ Data []json.RawMessage }
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("decode refunds: %w: %w", ErrOutcomeUnknown, err)
+	}
+	refunds := []Refund{}
+	for _, item := range list.Data {
+		r, err := decodeRefund(item)
+		if err != nil {
+			return nil, fmt.Errorf("look up refund: %w", err)
+		}
+		if q.OperationKey == "" || r.Reference == q.OperationKey {
+			refunds = append(refunds, r)
+		}
+	}
+	return refunds, nil
+}
+
+// do sends hreq and reads the whole response. Any failure to get a complete
+// response wraps ErrOutcomeUnknown, with whatever body arrived.
+func (c *HTTPClient) do(hreq *http.Request) (int, []byte, error) {
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err == nil && len(raw) > maxBody {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return resp.StatusCode, raw, fmt.Errorf("read response: %w: %w", ErrOutcomeUnknown, err)
+	}
+	return resp.StatusCode, raw, nil
+}
+
+// refundError maps a non-200 answer to a refund request. What it does not
+// recognise is an unknown outcome: the safe reading of an answer we cannot
+// classify.
+func refundError(code int, raw []byte) error {
+	ec, msg := decodeError(raw)
+	switch {
+	case code == http.StatusTooManyRequests:
+		return ErrRateLimited
+	case code == http.StatusConflict && ec == "idempotency_params_mismatch":
+		return ErrKeyParamsMismatch
+	case code == http.StatusConflict && ec == "idempotency_key_in_use":
+		return ErrKeyInUse
+	case (code == http.StatusBadRequest || code == http.StatusUnprocessableEntity) && ec != "":
+		if ec == "already_refunded" || ec == "exceeds_refundable_amount" {
+			return fmt.Errorf("%s: %w", ec, ErrAlreadyRefunded)
+		}
+		return &RejectedError{Code: ec, Reason: msg}
+	}
+	return fmt.Errorf("provider answered %d %q: %w", code, ec, ErrOutcomeUnknown)
+}
+
+func isMissing(raw []byte) bool {
+	code, _ := decodeError(raw)
+	return code == "resource_missing"
+}
+
+// decodeError reads an {"error": {code, message}} body; any other body gives
+// empty strings.
+func decodeError(raw []byte) (code, message string) {
+	var e wireError
+	_ = json.Unmarshal(raw, &e)
+	return e.Error.Code, e.Error.Message
+}
+
+func decodeRefund(raw []byte) (Refund, error) {
+	var w wireRefund
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return Refund{}, fmt.Errorf("decode refund: %w: %w", ErrOutcomeUnknown, err)
+	}
+	r := Refund{
+		ProviderRefundID: w.ID,
+		Reference:        w.Reference,
+		PaymentRef:       w.Payment,
+		AmountMinor:      w.Amount,
+		Currency:         w.Currency,
+		Status:           Status(w.Status),
+		Reason:           w.Reason,
+		Raw:              raw,
+	}
+	switch r.Status {
+	case StatusSucceeded, StatusPending, StatusRejected:
+		return r, nil
+	}
+	return Refund{}, fmt.Errorf("decode refund: status %q: %w", w.Status, ErrOutcomeUnknown)
+}
+
+type wireRequest struct {
+	Payment   string `json:"payment"`
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+	Reference string `json:"reference"`
+}
+
+type wireRefund struct {
+	ID        string `json:"id"`
+	Payment   string `json:"payment"`
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+	Reference string `json:"reference"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason"`
+}
+
+type wireError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
