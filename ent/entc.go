@@ -1,8 +1,11 @@
 //go:build ignore
 
+// The generator of this package: go generate ./ent/... runs it. The drift
+// test runs it with -target to compare its output with the committed code.
 package main
 
 import (
+	"flag"
 	"log"
 
 	"entgo.io/ent/entc"
@@ -12,14 +15,20 @@ import (
 )
 
 func main() {
-	err := entc.Generate("./schema", &gen.Config{
+	target := flag.String("target", "", "write the code to this directory instead of ./ (for the drift test)")
+	flag.Parse()
+	cfg := &gen.Config{
 		Features: []gen.Feature{
 			gen.FeatureLock,
 			gen.FeatureExecQuery,
 			gen.FeatureVersionedMigration,
 		},
-	}, entc.Extensions(entext.New()))
-	if err != nil {
+	}
+	if *target != "" {
+		cfg.Target = *target
+		cfg.Package = "github.com/fencekit/fencekit/ent"
+	}
+	if err := entc.Generate("./schema", cfg, entc.Extensions(entext.New())); err != nil {
 		log.Fatalf("running ent codegen: %v", err)
 	}
 }

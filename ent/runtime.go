@@ -38,21 +38,7 @@ func init() {
 	// observationDescOperationKey is the schema descriptor for operation_key field.
 	observationDescOperationKey := observationFields[2].Descriptor()
 	// observation.OperationKeyValidator is a validator for the "operation_key" field. It is called by the builders before save.
-	observation.OperationKeyValidator = func() func(string) error {
-		validators := observationDescOperationKey.Validators
-		fns := [...]func(string) error{
-			validators[0].(func(string) error),
-			validators[1].(func(string) error),
-		}
-		return func(operation_key string) error {
-			for _, fn := range fns {
-				if err := fn(operation_key); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}()
+	observation.OperationKeyValidator = observationDescOperationKey.Validators[0].(func(string) error)
 	// observationDescProviderRefundID is the schema descriptor for provider_refund_id field.
 	observationDescProviderRefundID := observationFields[6].Descriptor()
 	// observation.ProviderRefundIDValidator is a validator for the "provider_refund_id" field. It is called by the builders before save.
@@ -66,39 +52,11 @@ func init() {
 	// refundDescOperationKey is the schema descriptor for operation_key field.
 	refundDescOperationKey := refundFields[1].Descriptor()
 	// refund.OperationKeyValidator is a validator for the "operation_key" field. It is called by the builders before save.
-	refund.OperationKeyValidator = func() func(string) error {
-		validators := refundDescOperationKey.Validators
-		fns := [...]func(string) error{
-			validators[0].(func(string) error),
-			validators[1].(func(string) error),
-		}
-		return func(operation_key string) error {
-			for _, fn := range fns {
-				if err := fn(operation_key); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}()
+	refund.OperationKeyValidator = refundDescOperationKey.Validators[0].(func(string) error)
 	// refundDescPaymentRef is the schema descriptor for payment_ref field.
 	refundDescPaymentRef := refundFields[2].Descriptor()
 	// refund.PaymentRefValidator is a validator for the "payment_ref" field. It is called by the builders before save.
-	refund.PaymentRefValidator = func() func(string) error {
-		validators := refundDescPaymentRef.Validators
-		fns := [...]func(string) error{
-			validators[0].(func(string) error),
-			validators[1].(func(string) error),
-		}
-		return func(payment_ref string) error {
-			for _, fn := range fns {
-				if err := fn(payment_ref); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}()
+	refund.PaymentRefValidator = refundDescPaymentRef.Validators[0].(func(string) error)
 	// refundDescAmountMinor is the schema descriptor for amount_minor field.
 	refundDescAmountMinor := refundFields[3].Descriptor()
 	// refund.AmountMinorValidator is a validator for the "amount_minor" field. It is called by the builders before save.
@@ -130,39 +88,11 @@ func init() {
 	// refundjobDescOperationKey is the schema descriptor for operation_key field.
 	refundjobDescOperationKey := refundjobFields[1].Descriptor()
 	// refundjob.OperationKeyValidator is a validator for the "operation_key" field. It is called by the builders before save.
-	refundjob.OperationKeyValidator = func() func(string) error {
-		validators := refundjobDescOperationKey.Validators
-		fns := [...]func(string) error{
-			validators[0].(func(string) error),
-			validators[1].(func(string) error),
-		}
-		return func(operation_key string) error {
-			for _, fn := range fns {
-				if err := fn(operation_key); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}()
+	refundjob.OperationKeyValidator = refundjobDescOperationKey.Validators[0].(func(string) error)
 	// refundjobDescPaymentRef is the schema descriptor for payment_ref field.
 	refundjobDescPaymentRef := refundjobFields[2].Descriptor()
 	// refundjob.PaymentRefValidator is a validator for the "payment_ref" field. It is called by the builders before save.
-	refundjob.PaymentRefValidator = func() func(string) error {
-		validators := refundjobDescPaymentRef.Validators
-		fns := [...]func(string) error{
-			validators[0].(func(string) error),
-			validators[1].(func(string) error),
-		}
-		return func(payment_ref string) error {
-			for _, fn := range fns {
-				if err := fn(payment_ref); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}()
+	refundjob.PaymentRefValidator = refundjobDescPaymentRef.Validators[0].(func(string) error)
 	// refundjobDescAmountMinor is the schema descriptor for amount_minor field.
 	refundjobDescAmountMinor := refundjobFields[3].Descriptor()
 	// refundjob.AmountMinorValidator is a validator for the "amount_minor" field. It is called by the builders before save.

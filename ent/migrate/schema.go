@@ -13,7 +13,7 @@ var (
 	RefundObservationsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
 		{Name: "dedup_key", Type: field.TypeString, Unique: true, Size: 191},
-		{Name: "operation_key", Type: field.TypeString, Size: 128},
+		{Name: "operation_key", Type: field.TypeString, SchemaType: map[string]string{"mysql": "varchar(128)"}},
 		{Name: "job_id", Type: field.TypeInt64, Nullable: true},
 		{Name: "attempt", Type: field.TypeInt64, Nullable: true},
 		{Name: "source", Type: field.TypeEnum, Enums: []string{"provider_response", "webhook", "reconcile", "operator"}},
@@ -44,8 +44,8 @@ var (
 	// RefundsColumns holds the columns for the "refunds" table.
 	RefundsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
-		{Name: "operation_key", Type: field.TypeString, Unique: true, Size: 128},
-		{Name: "payment_ref", Type: field.TypeString, Size: 128},
+		{Name: "operation_key", Type: field.TypeString, Unique: true, SchemaType: map[string]string{"mysql": "varchar(128)"}},
+		{Name: "payment_ref", Type: field.TypeString, SchemaType: map[string]string{"mysql": "varchar(128)"}},
 		{Name: "amount_minor", Type: field.TypeInt64},
 		{Name: "currency", Type: field.TypeString, SchemaType: map[string]string{"mysql": "char(3)"}},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"requested", "refunded", "failed"}, Default: "requested"},
@@ -63,8 +63,8 @@ var (
 	// RefundJobsColumns holds the columns for the "refund_jobs" table.
 	RefundJobsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
-		{Name: "operation_key", Type: field.TypeString, Unique: true, Size: 128},
-		{Name: "payment_ref", Type: field.TypeString, Size: 128},
+		{Name: "operation_key", Type: field.TypeString, Unique: true, SchemaType: map[string]string{"mysql": "varchar(128)"}},
+		{Name: "payment_ref", Type: field.TypeString, SchemaType: map[string]string{"mysql": "varchar(128)"}},
 		{Name: "amount_minor", Type: field.TypeInt64},
 		{Name: "currency", Type: field.TypeString, SchemaType: map[string]string{"mysql": "char(3)"}},
 		{Name: "state", Type: field.TypeEnum, Enums: []string{"ready", "running", "succeeded", "manual_review", "failed"}, Default: "ready"},

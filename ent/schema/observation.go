@@ -31,7 +31,7 @@ func (Observation) Fields() []ent.Field {
 			Comment("Identity of the evidence: the provider's event id, or a digest of its content."),
 		field.String("operation_key").
 			Immutable().
-			MaxLen(maxKeyLen).
+			SchemaType(keyType).
 			Validate(identifier),
 		field.Int64("job_id").
 			Optional().

@@ -26,11 +26,11 @@ func (Refund) Fields() []ent.Field {
 		field.String("operation_key").
 			Unique().
 			Immutable().
-			MaxLen(maxKeyLen).
+			SchemaType(keyType).
 			Validate(identifier),
 		field.String("payment_ref").
 			Immutable().
-			MaxLen(maxKeyLen).
+			SchemaType(keyType).
 			Validate(identifier),
 		field.Int64("amount_minor").
 			Immutable().

@@ -31,12 +31,12 @@ func (RefundJob) Fields() []ent.Field {
 		field.String("operation_key").
 			Unique().
 			Immutable().
-			MaxLen(maxKeyLen).
+			SchemaType(keyType).
 			Validate(identifier).
 			Comment("Business identity of the refund request; sent to the provider as the idempotency key. Never changes, never carries the attempt."),
 		field.String("payment_ref").
 			Immutable().
-			MaxLen(maxKeyLen).
+			SchemaType(keyType).
 			Validate(identifier).
 			Comment("The payment being refunded."),
 		field.Int64("amount_minor").

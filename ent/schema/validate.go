@@ -3,11 +3,17 @@ package schema
 import (
 	"fmt"
 	"strings"
+
+	"entgo.io/ent/dialect"
 )
 
 // maxKeyLen bounds operation keys and payment references. Providers accept
 // idempotency keys of up to 255 characters; 128 leaves room to spare.
 const maxKeyLen = 128
+
+// keyType stores identifiers; the identifier validator enforces the length
+// with a clearer message than Ent's MaxLen.
+var keyType = map[string]string{dialect.MySQL: fmt.Sprintf("varchar(%d)", maxKeyLen)}
 
 // identifier checks an operation key or payment reference: it is sent to the
 // provider as is, so it must be 1 to maxKeyLen printable ASCII characters
