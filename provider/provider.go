@@ -96,6 +96,7 @@ type Client interface {
 	// means nothing was found, which is not proof that no refund exists.
 	// Results are not verified; call Verify before acting on one. A failed
 	// lookup says nothing about the refund: it returns ErrNoLookup,
-	// ErrRateLimited or ErrOutcomeUnknown (nothing was learnt).
+	// ErrRateLimited, ErrInvalidRequest (a misconfigured client) or
+	// ErrOutcomeUnknown (nothing was learnt).
 	Lookup(ctx context.Context, q Query) ([]Refund, error)
 }

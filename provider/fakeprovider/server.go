@@ -37,7 +37,8 @@ type Config struct {
 	// DefaultKeyRetention when zero. ForgetKey expires one at once.
 	KeyRetention time.Duration
 	// LookupLag is the lag the server declares in its Capabilities. Lookups
-	// actually lag only for refunds scripted Unpublished.
+	// actually lag only for refunds scripted Unpublished, until Publish; set
+	// it when a test scripts them, so the declared contract covers them.
 	LookupLag time.Duration
 	// Now is the server's clock, time.Now when nil. Tests move it to expire
 	// keys without sleeping.
@@ -285,8 +286,9 @@ func (s *Server) Executed(key string, n int) <-chan struct{} {
 	return ch
 }
 
-// Executions is how many times money moved (or was committed to move, when
-// pending) for key. More than one is a double refund.
+// Executions is how many refunds the server created for key, pending and
+// declined ones included: how many times money moved or was set to move.
+// More than one is a double refund.
 func (s *Server) Executions(key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -472,7 +474,7 @@ func (s *Server) deliver(w http.ResponseWriter, a answer) {
 	case Cut, Truncate:
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err != nil {
-			panic("fakeprovider: hijack connection: " + err.Error()) // net/http's HTTP/1 server always can
+			return // the connection is gone: the answer is lost all the same
 		}
 		defer conn.Close()
 		if after == Truncate {
