@@ -75,7 +75,7 @@ func (c *HTTPClient) Refund(ctx context.Context, req RefundRequest) (Refund, err
 	if err != nil {
 		return Refund{Raw: raw}, fmt.Errorf("send refund: %w", err)
 	}
-	if code != http.StatusOK {
+	if code/100 != 2 {
 		return Refund{Raw: raw}, fmt.Errorf("send refund: %w", refundError(code, raw))
 	}
 	r, err := decodeRefund(raw)
@@ -120,7 +120,7 @@ func (c *HTTPClient) Lookup(ctx context.Context, q Query) ([]Refund, error) {
 		return []Refund{}, nil
 	case code == http.StatusTooManyRequests:
 		return nil, fmt.Errorf("look up refund: %w", ErrRateLimited)
-	case code != http.StatusOK:
+	case code/100 != 2:
 		return nil, fmt.Errorf("look up refund: provider answered %d: %w", code, ErrOutcomeUnknown)
 	case byID:
 		r, err := decodeRefund(raw)
@@ -164,7 +164,7 @@ func (c *HTTPClient) do(hreq *http.Request) (int, []byte, error) {
 	return resp.StatusCode, raw, nil
 }
 
-// refundError maps a non-200 answer to a refund request. What it does not
+// refundError maps a non-2xx answer to a refund request. What it does not
 // recognise is an unknown outcome: the safe reading of an answer we cannot
 // classify.
 func refundError(code int, raw []byte) error {

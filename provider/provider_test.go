@@ -90,6 +90,7 @@ func TestRefundAnswers(t *testing.T) {
 		status provider.Status
 	}{
 		{"a verified success completes", 200, ok, nil, provider.StatusSucceeded},
+		{"a 201 with a verified refund completes", 201, ok, nil, provider.StatusSucceeded},
 		{"a lower-case currency is the same currency", 200, `{"id":"re_1","payment":"pay_1","amount":300,"currency":"eur","reference":"op-1","status":"succeeded"}`, nil, provider.StatusSucceeded},
 		{"pending is an answer, not a success", 200, `{"id":"re_1","payment":"pay_1","amount":300,"currency":"EUR","reference":"op-1","status":"pending"}`, nil, provider.StatusPending},
 		{"a rejected refund in a 200 is a rejection", 200, `{"id":"re_1","payment":"pay_1","amount":300,"currency":"EUR","reference":"op-1","status":"rejected","reason":"closed account"}`, provider.ErrRejected, provider.StatusRejected},
