@@ -6,6 +6,7 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
+	"sort"
 	"strings"
 
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
@@ -375,7 +376,10 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 		}
 	case *ssa.Call:
 		if isSSASprintf(x) {
-			return s.sprintf(x, depth)
+			return s.sprintf(x.Call.Args[0], x.Call.Args[1], depth)
+		}
+		if fn := x.Call.StaticCallee(); isBuilderMethod(fn, "String") && len(x.Call.Args) == 1 {
+			return s.builder(x.Call.Args[0], depth)
 		}
 		if fn := x.Call.StaticCallee(); fn != nil && fn.Pkg == s.pkg && len(s.returns[fn]) > 0 {
 			var out []template
@@ -447,13 +451,9 @@ func union(a, b []template) []template {
 
 // sprintf builds the templates of a fmt.Sprintf call: the format's text,
 // each verb replaced by its argument when known, else by a hole.
-func (s *ssaState) sprintf(call *ssa.Call, depth int) []template {
-	args := call.Call.Args
-	if len(args) != 2 {
-		return holeTemplate
-	}
-	formats := s.resolve(args[0], depth)
-	vals, ok := varargs(args[1])
+func (s *ssaState) sprintf(format, args ssa.Value, depth int) []template {
+	formats := s.resolve(format, depth)
+	vals, ok := varargs(args)
 	var out []template
 	for _, f := range formats {
 		text, static := f.static()
@@ -573,3 +573,75 @@ func (s *ssaState) verb(spec string, verb byte, v ssa.Value, depth int) []templa
 // sprintf is fmt.Sprintf, named for the static evaluation of constant
 // format calls.
 func sprintf(format string, args []any) string { return fmt.Sprintf(format, args...) }
+
+// isBuilderMethod reports whether fn is the named method of
+// *strings.Builder or *bytes.Buffer.
+func isBuilderMethod(fn *ssa.Function, name string) bool {
+	if fn == nil || fn.Name() != name || fn.Signature.Recv() == nil {
+		return false
+	}
+	return isBuilderType(fn.Signature.Recv().Type())
+}
+
+func isBuilderType(t types.Type) bool {
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	n, ok := t.(*types.Named)
+	if !ok || n.Obj().Pkg() == nil {
+		return false
+	}
+	path, name := n.Obj().Pkg().Path(), n.Obj().Name()
+	return path == "strings" && name == "Builder" || path == "bytes" && name == "Buffer"
+}
+
+// builder returns what a strings.Builder or bytes.Buffer holds: the writes
+// made to it in this function, in source order, each a template, ending
+// with a hole. Order, branches and loops are not modelled, so the result is
+// never static: a builder's SQL is judged as built at run time.
+func (s *ssaState) builder(r ssa.Value, depth int) []template {
+	refs := r.Referrers()
+	if refs == nil {
+		return holeTemplate
+	}
+	type write struct {
+		pos token.Pos
+		ts  []template
+	}
+	var ws []write
+	for _, ref := range *refs {
+		switch u := ref.(type) {
+		case *ssa.Call:
+			fn := u.Call.StaticCallee()
+			switch {
+			case isBuilderMethod(fn, "WriteString") && len(u.Call.Args) == 2 && u.Call.Args[0] == r:
+				ws = append(ws, write{u.Pos(), s.resolve(u.Call.Args[1], depth)})
+			case fn != nil && fn.Signature.Recv() != nil && isBuilderType(fn.Signature.Recv().Type()) &&
+				!strings.HasPrefix(fn.Name(), "Write"):
+				// String, Len, Grow, …: no content added.
+			default:
+				ws = append(ws, write{u.Pos(), holeTemplate}) // Write*, or a helper that may write
+			}
+		case *ssa.MakeInterface:
+			for _, ref2 := range *u.Referrers() {
+				call, ok := ref2.(*ssa.Call)
+				if !ok {
+					continue
+				}
+				fn := call.Call.StaticCallee()
+				if fn != nil && fn.Name() == "Fprintf" && fn.Pkg != nil && fn.Pkg.Pkg.Path() == "fmt" &&
+					len(call.Call.Args) == 3 && call.Call.Args[0] == u {
+					ws = append(ws, write{call.Pos(), s.sprintf(call.Call.Args[1], call.Call.Args[2], depth)})
+				} else {
+					ws = append(ws, write{call.Pos(), holeTemplate})
+				}
+			}
+		}
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].pos < ws[j].pos })
+	out := []template{{}}
+	for _, w := range ws {
+		out = concat(out, w.ts)
+	}
+	return concat(out, holeTemplate)
+}

@@ -261,6 +261,26 @@ func isString(t types.Type) bool {
 	return ok && b.Info()&types.IsString != 0
 }
 
+// isBuilderWrite reports whether call writes into a strings.Builder or
+// bytes.Buffer (WriteString, or fmt.Fprintf to one): its strings are parts
+// of the builder's content, judged where that content is used.
+func (c *checker) isBuilderWrite(call *ast.CallExpr) bool {
+	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	fn, ok := c.pass.TypesInfo.Uses[sel.Sel].(*types.Func)
+	if !ok {
+		return false
+	}
+	sig := fn.Type().(*types.Signature)
+	if sig.Recv() != nil {
+		return fn.Name() == "WriteString" && isBuilderType(sig.Recv().Type())
+	}
+	return fn.Name() == "Fprintf" && fn.Pkg() != nil && fn.Pkg().Path() == "fmt" &&
+		len(call.Args) > 0 && isBuilderType(c.pass.TypesInfo.TypeOf(call.Args[0]))
+}
+
 func isSprintf(info *types.Info, call *ast.CallExpr) bool {
 	var id *ast.Ident
 	switch f := ast.Unparen(call.Fun).(type) {
@@ -361,7 +381,7 @@ func (c *checker) context(e ast.Expr, stack []ast.Node) (context, *ast.Ident) {
 			return ctxFragment, nil
 		}
 	case *ast.CallExpr:
-		if isSprintf(c.pass.TypesInfo, p) {
+		if isSprintf(c.pass.TypesInfo, p) || c.isBuilderWrite(p) {
 			return ctxFragment, nil
 		}
 	case *ast.AssignStmt:

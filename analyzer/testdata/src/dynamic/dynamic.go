@@ -2,10 +2,12 @@
 package dynamic
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"entgo.io/ent/dialect"
 	"example.com/app/ent"
@@ -76,4 +78,24 @@ func others(ctx context.Context, client *ent.Client, tx *ent.Tx, drv dialect.Dri
 	// Constants reaching these sinks are judged like any constant.
 	drv.Exec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE id = ?", []any{1}, nil) // want `unfenced UPDATE of refund_jobs`
 	client.QueryContext(ctx, "SELECT * FROM refund_jobs WHERE "+where)
+}
+
+// strings.Builder and bytes.Buffer: the pieces are not judged alone; the
+// content reaching a sink is judged as built at run time.
+func builders(ctx context.Context, db *sql.DB, id int64, extra bool) {
+	var b strings.Builder
+	b.WriteString("UPDATE refund_jobs SET state = ? WHERE id = ?")
+	if extra {
+		b.WriteString(" AND state = ? AND attempt = ?")
+	}
+	db.ExecContext(ctx, b.String(), "ready", id) // want `query built at run time writes refund_jobs`
+
+	buf := new(bytes.Buffer)
+	fmt.Fprintf(buf, "UPDATE %s SET state = ? WHERE id = %d", "refund_jobs", id)
+	db.ExecContext(ctx, buf.String()) // want `query built at run time writes refund_jobs`
+
+	var r strings.Builder
+	r.WriteString("SELECT * FROM refund_jobs WHERE id = ")
+	r.WriteString(strconv.FormatInt(id, 10))
+	db.QueryContext(ctx, r.String())
 }
