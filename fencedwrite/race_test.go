@@ -268,7 +268,7 @@ func TestZombieRawUpdateIsRefusedByTheDatabase(t *testing.T) {
 	}
 	//fencelint:allow a zombie that declares its stale attempt but drops the WHERE fence
 	_, err = a.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready', writer_attempt = ? WHERE id = ?", la.Attempt(), job.ID)
-	if !dbtest.IsTriggerRefusal(err, "stale writer: it declares attempt 1 but the row is at attempt 2") {
+	if !dbtest.IsTriggerRefusal(err, "stale writer declares attempt 1, row is at 2") {
 		t.Fatalf("stale zombie write: %v, want the database's refusal", err)
 	}
 	e.wantJob(job.ID, refundjob.StateRunning, 2)

@@ -3,7 +3,8 @@
 -- Hand-written; Atlas does not inspect triggers or procedures, so later diffs
 -- leave them alone. After editing this file run `go run ./internal/cmd/migdiff -rehash`.
 -- Every refusal raises SQLSTATE 45000 (MySQL and MariaDB report error 1644)
--- with a message that names the rule it enforces. Engines without triggers
+-- with a message that names the rule it enforces, at most 128 characters
+-- (MySQL's MESSAGE_TEXT limit; MariaDB allows more). Engines without triggers
 -- (TiDB) keep the fenced WHERE clause only.
 --
 -- The rules for refund_jobs:
@@ -37,24 +38,24 @@ CREATE TRIGGER `refund_jobs_fence` BEFORE UPDATE ON `refund_jobs` FOR EACH ROW
 BEGIN
   DECLARE msg VARCHAR(255);
   IF OLD.`state` IN ('succeeded', 'failed') THEN
-    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': the job is ', OLD.`state`, ', which is terminal: it never changes again');
+    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': ', OLD.`state`, ' is terminal and never changes');
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
   END IF;
   IF NEW.`writer_attempt` IS NULL THEN
-    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': an UPDATE must declare the attempt it holds (SET writer_attempt = ', OLD.`attempt`, ' if it holds the current one)');
+    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': an UPDATE must declare the attempt it holds: SET writer_attempt = ', OLD.`attempt`);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
   END IF;
   IF NEW.`writer_attempt` <> OLD.`attempt` THEN
-    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': stale writer: it declares attempt ', NEW.`writer_attempt`, ' but the row is at attempt ', OLD.`attempt`);
+    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': stale writer declares attempt ', NEW.`writer_attempt`, ', row is at ', OLD.`attempt`);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
   END IF;
   IF NEW.`attempt` <> OLD.`attempt` AND NEW.`attempt` <> OLD.`attempt` + 1 THEN
-    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': attempt may only stay or grow by one, not go from ', OLD.`attempt`, ' to ', NEW.`attempt`);
+    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': attempt may only stay or grow by one, not go ', OLD.`attempt`, ' -> ', NEW.`attempt`);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
   END IF;
   IF NEW.`id` <> OLD.`id` OR NEW.`operation_key` <> OLD.`operation_key` OR NEW.`payment_ref` <> OLD.`payment_ref`
      OR NEW.`amount_minor` <> OLD.`amount_minor` OR NEW.`currency` <> OLD.`currency` OR NEW.`created_at` <> OLD.`created_at` THEN
-    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': the refund request (id, operation_key, payment_ref, amount_minor, currency, created_at) never changes');
+    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': id, operation_key, payment_ref, amount_minor, currency, created_at never change');
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
   END IF;
   SET NEW.`writer_attempt` = NULL;
@@ -64,12 +65,12 @@ CREATE TRIGGER `refund_jobs_no_delete` BEFORE DELETE ON `refund_jobs` FOR EACH R
 BEGIN
   DECLARE msg VARCHAR(255);
   IF @refund_jobs_archive_cutoff IS NULL THEN
-    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': jobs are never deleted or replaced; archive old terminal jobs with CALL refund_jobs_archive(cutoff)');
+    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': jobs are never deleted or replaced (archive: CALL refund_jobs_archive)');
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
   END IF;
   IF OLD.`state` NOT IN ('succeeded', 'failed') OR OLD.`updated_at` >= @refund_jobs_archive_cutoff
      OR OLD.`updated_at` >= UTC_TIMESTAMP(6) - INTERVAL 30 DAY THEN
-    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': only succeeded or failed jobs settled more than 30 days before the cutoff may be archived');
+    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': only terminal jobs older than 30 days and the cutoff are archived');
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
   END IF;
 END//

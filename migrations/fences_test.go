@@ -2,7 +2,10 @@ package migrations_test
 
 import (
 	"database/sql"
+	"errors"
 	"testing"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fencekit/internal/dbtest"
 )
@@ -92,7 +95,7 @@ func TestFenceEveryUpdateDeclaresTheCurrentAttempt(t *testing.T) {
 		refused(t, db, "must declare the attempt it holds", "UPDATE refund_jobs SET state = 'ready' WHERE id = ?", id)
 	})
 	t.Run("an update that declares a stale attempt is refused", func(t *testing.T) {
-		refused(t, db, "stale writer: it declares attempt 0 but the row is at attempt 1",
+		refused(t, db, "stale writer declares attempt 0, row is at 1",
 			//fencelint:allow proves the trigger refuses a stale declaration even without the WHERE fence
 			"UPDATE refund_jobs SET state = 'ready', writer_attempt = 0 WHERE id = ?", id)
 	})
@@ -106,11 +109,11 @@ func TestFenceEveryUpdateDeclaresTheCurrentAttempt(t *testing.T) {
 		refused(t, db, "must declare the attempt it holds", "UPDATE refund_jobs SET last_error = 'y' WHERE id = ?", id)
 	})
 	t.Run("attempt may only stay or grow by one", func(t *testing.T) {
-		refused(t, db, "attempt may only stay or grow by one, not go from 1 to 3",
+		refused(t, db, "attempt may only stay or grow by one, not go 1 -> 3",
 			//fencelint:allow proves the trigger bounds the token whatever the WHERE clause says
 			"UPDATE refund_jobs SET attempt = 3, writer_attempt = 1 WHERE id = ?", id)
 		//fencelint:allow proves the trigger refuses a decreasing token
-		refused(t, db, "not go from 1 to 0", "UPDATE refund_jobs SET attempt = 0, writer_attempt = 1 WHERE id = ?", id)
+		refused(t, db, "not go 1 -> 0", "UPDATE refund_jobs SET attempt = 0, writer_attempt = 1 WHERE id = ?", id)
 		mustExec(t, db, "UPDATE refund_jobs SET attempt = 2, writer_attempt = 1, lease_until = UTC_TIMESTAMP(6) WHERE id = ? AND state = 'running' AND attempt = 1", id)
 		if got := readJob(t, db, id); got.attempt != 2 {
 			t.Fatalf("attempt = %d, want 2", got.attempt)
@@ -118,7 +121,7 @@ func TestFenceEveryUpdateDeclaresTheCurrentAttempt(t *testing.T) {
 	})
 	t.Run("the request's identity never changes", func(t *testing.T) {
 		for _, set := range []string{"operation_key = 'other'", "amount_minor = 999", "currency = 'USD'", "payment_ref = 'pay-2'", "id = id + 1000"} {
-			refused(t, db, "never changes", "UPDATE refund_jobs SET "+set+", writer_attempt = 2 WHERE id = ? AND state = 'running' AND attempt = 2", id)
+			refused(t, db, "created_at never change", "UPDATE refund_jobs SET "+set+", writer_attempt = 2 WHERE id = ? AND state = 'running' AND attempt = 2", id)
 		}
 	})
 	t.Run("an upsert that declares nothing is refused", func(t *testing.T) {
@@ -138,9 +141,9 @@ func TestFenceTerminalRowsNeverChange(t *testing.T) {
 			mustExec(t, db, "UPDATE refund_jobs SET state = ?, writer_attempt = 1, lease_until = NULL WHERE id = ? AND state = 'running' AND attempt = 1", terminal, id)
 			// Even a write that holds the current attempt and names the state
 			// and attempt in its WHERE clause is refused.
-			refused(t, db, "which is terminal: it never changes again",
+			refused(t, db, "is terminal and never changes",
 				"UPDATE refund_jobs SET state = 'ready', writer_attempt = 1 WHERE id = ? AND state = ? AND attempt = 1", id, terminal)
-			refused(t, db, "which is terminal",
+			refused(t, db, "is terminal and never changes",
 				"UPDATE refund_jobs SET last_error = 'note', writer_attempt = 1 WHERE id = ? AND state = ? AND attempt = 1", id, terminal)
 			if got := readJob(t, db, id); got.state != terminal || got.attempt != 1 {
 				t.Fatalf("job = %+v, want %s at attempt 1", got, terminal)
@@ -194,7 +197,7 @@ func TestFenceArchivalPathMovesOnlyOldTerminalRows(t *testing.T) {
 	}
 	for _, id := range []int64{oldRunning, recent} {
 		_, err := conn.ExecContext(t.Context(), "DELETE FROM refund_jobs WHERE id = ?", id)
-		if !dbtest.IsTriggerRefusal(err, "only succeeded or failed jobs settled more than 30 days") {
+		if !dbtest.IsTriggerRefusal(err, "only terminal jobs older than 30 days and the cutoff") {
 			t.Fatalf("delete of job %d with a faked marker: %v, want the fence's refusal", id, err)
 		}
 	}
@@ -237,4 +240,41 @@ func TestFenceObservationLogIsAppendOnly(t *testing.T) {
 	mustExec(t, db, "UPDATE refund_observations SET processed_at = UTC_TIMESTAMP(6) WHERE id = ?", id)
 	refused(t, db, "processed_at is set once", "UPDATE refund_observations SET processed_at = NULL WHERE id = ?", id)
 	refused(t, db, "rows are never deleted", "DELETE FROM refund_observations WHERE id = ?", id)
+}
+
+// MySQL refuses a SIGNAL whose MESSAGE_TEXT exceeds 128 characters (MariaDB
+// allows more), so every refusal must fit even with the largest ids.
+func TestFenceMessagesFitMySQLsLimit(t *testing.T) {
+	db := dbtest.New(t).RawDB()
+	mustExec(t, db, "ALTER TABLE refund_jobs AUTO_INCREMENT = 9223372036854775000")
+	id := newJob(t, db, "k")
+	claim(t, db, id, 0)
+	statements := []string{
+		//fencelint:allow each of these provokes one refusal of the trigger
+		"UPDATE refund_jobs SET state = 'ready' WHERE id = ?",
+		//fencelint:allow provokes the stale-writer refusal
+		"UPDATE refund_jobs SET state = 'ready', writer_attempt = 9223372036854775807 WHERE id = ?",
+		//fencelint:allow provokes the attempt-bound refusal
+		"UPDATE refund_jobs SET attempt = 9223372036854775807, writer_attempt = 1 WHERE id = ?",
+		//fencelint:allow provokes the identity refusal
+		"UPDATE refund_jobs SET currency = 'USD', writer_attempt = 1 WHERE id = ?",
+		"DELETE FROM refund_jobs WHERE id = ?",
+	}
+	for _, q := range statements {
+		_, err := db.Exec(q, id)
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 1644 {
+			t.Fatalf("%s: %v, want the fence's refusal", q, err)
+		}
+		if n := len(me.Message); n > 128 {
+			t.Errorf("%d-character refusal exceeds MySQL's 128: %s", n, me.Message)
+		}
+	}
+	mustExec(t, db, "UPDATE refund_jobs SET state = 'failed', writer_attempt = 1 WHERE id = ? AND state = 'running' AND attempt = 1", id)
+	//fencelint:allow provokes the terminal refusal
+	_, err := db.Exec("UPDATE refund_jobs SET last_error = 'x', writer_attempt = 1 WHERE id = ?", id)
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || len(me.Message) > 128 {
+		t.Errorf("terminal refusal: %v", err)
+	}
 }
