@@ -3,6 +3,8 @@ package dbtest
 import (
 	"context"
 	"database/sql"
+	"io"
+	"log"
 	"net"
 	"strings"
 	"sync"
@@ -28,6 +30,9 @@ type Proxy struct {
 // NewProxy starts a proxy to d's server, stopped when t ends.
 func NewProxy(t testing.TB, d *DB) *Proxy {
 	t.Helper()
+	// The proxy breaks connections on purpose; the driver would log each one
+	// to stderr. The errors still reach the code under test.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	p := toxiproxy.NewProxy(srv, "mysql-"+d.Name, "127.0.0.1:0", d.cfg.Addr)
 	if err := p.Start(); err != nil {
