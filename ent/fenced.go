@@ -328,14 +328,25 @@ func (c *RefundJobClient) Run(ctx context.Context, fn func(context.Context, *Tx)
 	if _, ok := c.driver.(*txDriver); ok {
 		return fmt.Errorf("run fenced transaction: %w: the fenced runner owns its transaction", ErrTxStarted)
 	}
-	begin := func(ctx context.Context) (*Tx, dialect.ExecQuerier, error) {
-		tx, err := (&Client{config: c.config}).Tx(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		return tx, tx.config.driver, nil
+	return fencedwrite.Run(ctx, c.driver, c.beginFenced, fn)
+}
+
+// beginFenced starts a transaction that only the fenced runner commits: a
+// callback that calls Commit itself gets fencedwrite.ErrRunnerOwnsCommit.
+func (c *RefundJobClient) beginFenced(ctx context.Context) (*Tx, dialect.ExecQuerier, error) {
+	tx, err := (&Client{config: c.config}).Tx(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
-	return fencedwrite.Run(ctx, c.driver, begin, fn)
+	tx.OnCommit(func(next Committer) Committer {
+		return CommitFunc(func(ctx context.Context, tx *Tx) error {
+			if err := fencedwrite.CheckCommit(ctx); err != nil {
+				return err
+			}
+			return next.Commit(ctx, tx)
+		})
+	})
+	return tx, tx.config.driver, nil
 }
 
 // Fence applies t inside the transaction of RefundJobClient.Run, on the
@@ -407,14 +418,7 @@ func (c *RefundJobClient) Enqueue(ctx context.Context, p RefundJobEnqueue, fn fu
 	if _, ok := c.driver.(*txDriver); ok {
 		return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w: enqueue runs in a transaction of its own", p.OperationKey, ErrTxStarted)
 	}
-	begin := func(ctx context.Context) (*Tx, dialect.ExecQuerier, error) {
-		tx, err := (&Client{config: c.config}).Tx(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		return tx, tx.config.driver, nil
-	}
-	id, err := fencedwrite.Insert(ctx, fencedRefundJob, begin, []any{p.OperationKey, p.PaymentRef, p.AmountMinor, p.Currency}, fn)
+	id, err := fencedwrite.Insert(ctx, fencedRefundJob, c.beginFenced, []any{p.OperationKey, p.PaymentRef, p.AmountMinor, p.Currency}, fn)
 	switch {
 	case errors.Is(err, fencedwrite.ErrKeyExists):
 		job, err := c.Query().Where(refundjob.OperationKeyEQ(p.OperationKey)).Only(ctx)

@@ -22,6 +22,8 @@ var ErrKeyExists = errors.New("idempotency key already enqueued")
 // by key, so calling the generated Enqueue again with the same parameters is
 // the way to find out.
 func Insert[T Tx](ctx context.Context, t *Table, begin func(context.Context) (T, dialect.ExecQuerier, error), args []any, fn func(context.Context, T) error) (int64, error) {
+	r := &run{}
+	ctx = context.WithValue(ctx, runKey{}, r)
 	tx, exec, err := begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("begin: %w: %w", ErrRolledBack, err)
@@ -31,6 +33,9 @@ func Insert[T Tx](ctx context.Context, t *Table, begin func(context.Context) (T,
 		_ = tx.Rollback()
 		return 0, err
 	}
+	r.mu.Lock()
+	r.committing = true
+	r.mu.Unlock()
 	if err := tx.Commit(); err != nil {
 		if CommitMayHaveLanded(err) {
 			return 0, fmt.Errorf("commit: %w: enqueue again with the same parameters to learn whether the job exists: %w", ErrCommitUnknown, err)

@@ -80,11 +80,32 @@ type runKey struct{}
 
 // run is the state of one Run, reachable from the callback's context.
 type run struct {
-	mu      sync.Mutex
-	exec    dialect.ExecQuerier
-	done    bool
-	applied []*Write
-	missed  *Write
+	mu         sync.Mutex
+	exec       dialect.ExecQuerier
+	done       bool
+	committing bool
+	applied    []*Write
+	missed     *Write
+}
+
+// ErrRunnerOwnsCommit is what a callback gets when it calls Commit on the
+// runner's transaction: only the runner commits, so that it can report the
+// outcome. Return from the callback instead.
+var ErrRunnerOwnsCommit = errors.New("the fenced runner owns COMMIT: return from the callback instead")
+
+// CheckCommit is called by the generated transaction's commit hook with the
+// transaction's context: it refuses every COMMIT but the runner's own.
+func CheckCommit(ctx context.Context) error {
+	r, _ := ctx.Value(runKey{}).(*run)
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.committing {
+		return ErrRunnerOwnsCommit
+	}
+	return nil
 }
 
 // Tx is the transaction a runner owns: Ent's generated *Tx.
@@ -115,12 +136,16 @@ type Tx interface {
 // still holds it, so the row it shows is final. A write found in place is
 // reported as ErrAlreadySettled.
 func Run[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Context) (T, dialect.ExecQuerier, error), fn func(context.Context, T) error) error {
+	r := &run{}
+	ctx = context.WithValue(ctx, runKey{}, r)
 	tx, exec, err := begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin fenced transaction: %w: %w", ErrRolledBack, err)
 	}
-	r := &run{exec: exec}
-	ferr := call(context.WithValue(ctx, runKey{}, r), tx, fn)
+	r.mu.Lock()
+	r.exec = exec
+	r.mu.Unlock()
+	ferr := call(ctx, tx, fn)
 	r.mu.Lock()
 	r.done = true
 	missed, applied := r.missed, r.applied
@@ -146,6 +171,9 @@ func Run[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Cont
 		return ErrNoFencedWrite
 	}
 	w := applied[0]
+	r.mu.Lock()
+	r.committing = true
+	r.mu.Unlock()
 	cerr := tx.Commit()
 	if cerr == nil {
 		return nil

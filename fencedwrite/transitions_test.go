@@ -343,6 +343,17 @@ func TestTransitions(t *testing.T) {
 		e.wantJob(job.ID, refundjob.StateRunning, 1)
 	})
 
+	t.Run("only the runner commits", func(t *testing.T) {
+		job, l := claimed("t-9")
+		err := e.c.RefundJob.Apply(ctx, l.Complete("re_9"), func(ctx context.Context, tx *ent.Tx) error {
+			return tx.Commit()
+		})
+		if !errors.Is(err, fencedwrite.ErrRolledBack) || !errors.Is(err, fencedwrite.ErrRunnerOwnsCommit) {
+			t.Fatalf("a callback that commits: %v, want rolled back because the runner owns COMMIT", err)
+		}
+		e.wantJob(job.ID, refundjob.StateRunning, 1)
+	})
+
 	t.Run("fenced writes run only inside the runner, and the runner needs one", func(t *testing.T) {
 		_, l := claimed("t-8")
 		tx, err := e.c.Tx(ctx)
