@@ -1,19 +1,18 @@
 package fencedwrite_test
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/ledger"
 )
 
 // opts are the claim options of every test: the demo's defaults.
@@ -44,10 +43,7 @@ func request(key string) ent.RefundJobEnqueue {
 func (e *env) enqueue(key string) *ent.RefundJob {
 	e.t.Helper()
 	p := request(key)
-	job, created, err := e.c.RefundJob.Enqueue(e.t.Context(), p, func(ctx context.Context, tx *ent.Tx) error {
-		return tx.Refund.Create().SetOperationKey(p.OperationKey).SetPaymentRef(p.PaymentRef).
-			SetAmountMinor(p.AmountMinor).SetCurrency(p.Currency).Exec(ctx)
-	})
+	job, created, err := e.c.RefundJob.Enqueue(e.t.Context(), p, ledger.Open(p))
 	if err != nil || !created {
 		e.t.Fatalf("enqueue %s: created=%v err=%v", key, created, err)
 	}
@@ -92,26 +88,6 @@ func (e *env) advance(id, n int64) {
 		if err := e.c.RefundJob.Apply(e.t.Context(), l.Reschedule(refundjob.NextActionRefund, 0, "", "provider rate limited before processing"), nil); err != nil {
 			e.t.Fatal(err)
 		}
-	}
-}
-
-// settleLedger is the business write that completion shares a transaction
-// with: the ledger row moves from requested to refunded exactly once.
-func settleLedger(key, providerRefundID string) func(context.Context, *ent.Tx) error {
-	return func(ctx context.Context, tx *ent.Tx) error {
-		n, err := tx.Refund.Update().
-			Where(refund.OperationKey(key), refund.StatusEQ(refund.StatusRequested)).
-			SetStatus(refund.StatusRefunded).
-			SetProviderRefundID(providerRefundID).
-			SetSettledAt(time.Now().UTC()).
-			Save(ctx)
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return fmt.Errorf("ledger row %s: %d rows moved to refunded", key, n)
-		}
-		return nil
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 )
@@ -19,17 +20,12 @@ import (
 // observation log.
 func TestRefundedButReplyLost(t *testing.T) {
 	t.Run("the late success is recorded as evidence, not written", func(t *testing.T) {
-		e := newEnv(t)
-		ctx := t.Context()
 		const key = "refund-late"
+		e, srv, req := withProvider(t, key)
+		ctx := t.Context()
 		job := e.enqueue(key)
-		srv := fakeprovider.Start()
-		t.Cleanup(srv.Close)
-		p := request(key)
-		srv.AddPayment(p.PaymentRef, 10_000, p.Currency)
 		hold := make(chan struct{})
 		srv.Script(key, fakeprovider.Fault{Hold: hold}) // executes, then the answer hangs
-		req := provider.RefundRequest{OperationKey: key, PaymentRef: p.PaymentRef, AmountMinor: p.AmountMinor, Currency: p.Currency}
 		a, b := e.worker(), e.worker()
 
 		la, err := a.RefundJob.Claim(ctx, job.ID, opts)
@@ -52,7 +48,7 @@ func TestRefundedButReplyLost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		found, err := srv.Client().Lookup(ctx, provider.Query{OperationKey: key, PaymentRef: p.PaymentRef})
+		found, err := srv.Client().Lookup(ctx, provider.Query{OperationKey: key, PaymentRef: req.PaymentRef})
 		if err != nil || len(found) != 1 || found[0].Status != provider.StatusSucceeded {
 			t.Fatalf("B's reconcile found %+v, %v; want the succeeded refund", found, err)
 		}
@@ -63,7 +59,7 @@ func TestRefundedButReplyLost(t *testing.T) {
 			Source: evidence.Reconcile, ProviderRefundID: found[0].ProviderRefundID, Status: evidence.Succeeded, Payload: found[0].Raw}); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.RefundJob.Apply(ctx, lb.Complete(found[0].ProviderRefundID), settleLedger(key, found[0].ProviderRefundID)); err != nil {
+		if err := b.RefundJob.Apply(ctx, lb.Complete(found[0].ProviderRefundID), ledger.Refunded(key, found[0].ProviderRefundID)); err != nil {
 			t.Fatal(err)
 		}
 
@@ -72,7 +68,7 @@ func TestRefundedButReplyLost(t *testing.T) {
 		if got.err != nil || got.r.Status != provider.StatusSucceeded {
 			t.Fatalf("A's late answer: %+v, %v", got.r, got.err)
 		}
-		err = a.RefundJob.Apply(ctx, la.Complete(got.r.ProviderRefundID), settleLedger(key, got.r.ProviderRefundID))
+		err = a.RefundJob.Apply(ctx, la.Complete(got.r.ProviderRefundID), ledger.Refunded(key, got.r.ProviderRefundID))
 		wantOutcome(t, err, fencedwrite.ErrSuperseded)
 		// A lost its fence but keeps the receipt.
 		id, created, err := evidence.Record(ctx, a, evidence.Observation{OperationKey: key, JobID: job.ID, Attempt: la.Attempt(),
@@ -99,16 +95,11 @@ func TestRefundedButReplyLost(t *testing.T) {
 	})
 
 	t.Run("a cut reply makes the takeover reconcile, never resend", func(t *testing.T) {
-		e := newEnv(t)
-		ctx := t.Context()
 		const key = "refund-cut"
+		e, srv, req := withProvider(t, key)
+		ctx := t.Context()
 		job := e.enqueue(key)
-		srv := fakeprovider.Start()
-		t.Cleanup(srv.Close)
-		p := request(key)
-		srv.AddPayment(p.PaymentRef, 10_000, p.Currency)
-		srv.Script(key, fakeprovider.Fault{After: fakeprovider.Cut})
-		req := provider.RefundRequest{OperationKey: key, PaymentRef: p.PaymentRef, AmountMinor: p.AmountMinor, Currency: p.Currency}
+		srv.Script(key, fakeprovider.Fault{After: fakeprovider.Cut}) // executes, then the connection drops
 		a, b := e.worker(), e.worker()
 
 		la, err := a.RefundJob.Claim(ctx, job.ID, opts)
@@ -128,11 +119,11 @@ func TestRefundedButReplyLost(t *testing.T) {
 		if lb.NextAction() != refundjob.NextActionReconcile {
 			t.Fatalf("takeover next action %s, want reconcile", lb.NextAction())
 		}
-		found, err := srv.Client().Lookup(ctx, provider.Query{OperationKey: key, PaymentRef: p.PaymentRef})
+		found, err := srv.Client().Lookup(ctx, provider.Query{OperationKey: key, PaymentRef: req.PaymentRef})
 		if err != nil || len(found) != 1 {
 			t.Fatalf("reconcile: %+v, %v", found, err)
 		}
-		if err := b.RefundJob.Apply(ctx, lb.Complete(found[0].ProviderRefundID), settleLedger(key, found[0].ProviderRefundID)); err != nil {
+		if err := b.RefundJob.Apply(ctx, lb.Complete(found[0].ProviderRefundID), ledger.Refunded(key, found[0].ProviderRefundID)); err != nil {
 			t.Fatal(err)
 		}
 		// A's catch block finally runs: "waiting to retry". It writes nothing.
@@ -144,6 +135,18 @@ func TestRefundedButReplyLost(t *testing.T) {
 		}
 		wantSameKeyEverywhere(t, srv, key)
 	})
+}
+
+// withProvider starts a test database and a fake provider that knows the
+// payment of key's request.
+func withProvider(t *testing.T, key string) (*env, *fakeprovider.Server, provider.RefundRequest) {
+	t.Helper()
+	e := newEnv(t)
+	srv := fakeprovider.Start()
+	t.Cleanup(srv.Close)
+	p := request(key)
+	srv.AddPayment(p.PaymentRef, 10_000, p.Currency)
+	return e, srv, provider.RefundRequest{OperationKey: key, PaymentRef: p.PaymentRef, AmountMinor: p.AmountMinor, Currency: p.Currency}
 }
 
 // wantSameKeyEverywhere checks the provider saw one refund request, with the

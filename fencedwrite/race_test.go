@@ -13,6 +13,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/ledger"
 )
 
 // The tests of DESIGN.md's "Tests that count", at the data layer: two
@@ -51,7 +52,7 @@ func TestZombieLateWriteIsRefused(t *testing.T) {
 		refundID := provider.refund(key) // the request executes at the provider
 		close(sent)
 		<-resume // ... but the reply hangs until B has settled the job
-		results <- result{"complete", a.RefundJob.Apply(ctx, la.Complete(refundID), settleLedger(key, refundID))}
+		results <- result{"complete", a.RefundJob.Apply(ctx, la.Complete(refundID), ledger.Refunded(key, refundID))}
 		results <- result{"reschedule", a.RefundJob.Apply(ctx, la.Reschedule(refundjob.NextActionRefund, 0, "", "socket timeout"), nil)}
 		results <- result{"manual review", a.RefundJob.Apply(ctx, la.ManualReview("socket timeout", "", ""), nil)}
 		close(results)
@@ -71,7 +72,7 @@ func TestZombieLateWriteIsRefused(t *testing.T) {
 	if !ok {
 		t.Fatal("reconcile found no refund for the operation key")
 	}
-	if err := b.RefundJob.Apply(ctx, lb.Complete(refundID), settleLedger(key, refundID)); err != nil {
+	if err := b.RefundJob.Apply(ctx, lb.Complete(refundID), ledger.Refunded(key, refundID)); err != nil {
 		t.Fatalf("B's completion: %v", err)
 	}
 	close(resume)
@@ -153,16 +154,7 @@ func TestCommitAcknowledgedToNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 	refundID := provider.refund(key)
-	cutBeforeCommit := func(ctx context.Context, tx *ent.Tx) error {
-		tx.OnCommit(func(next ent.Committer) ent.Committer {
-			return ent.CommitFunc(func(ctx context.Context, tx *ent.Tx) error {
-				proxy.CutReplies() // COMMIT still reaches the server; its reply does not come back
-				return next.Commit(ctx, tx)
-			})
-		})
-		return settleLedger(key, refundID)(ctx, tx)
-	}
-	err = a.RefundJob.Apply(ctx, la.Complete(refundID), cutBeforeCommit)
+	err = a.RefundJob.Apply(ctx, la.Complete(refundID), cutReplyOfCommit(proxy, ledger.Refunded(key, refundID)))
 	wantOutcome(t, err, fencedwrite.ErrCommitUnknown)
 	for _, other := range []error{fencedwrite.ErrRolledBack, fencedwrite.ErrAlreadySettled, fencedwrite.ErrSuperseded} {
 		if errors.Is(err, other) {
@@ -173,7 +165,7 @@ func TestCommitAcknowledgedToNobody(t *testing.T) {
 	proxy.Restore()
 	// The worker retries the same completion, as it would on any unknown
 	// outcome: the fence matches 0 rows and the fresh re-read explains why.
-	err = a.RefundJob.Apply(ctx, la.Complete(refundID), settleLedger(key, refundID))
+	err = a.RefundJob.Apply(ctx, la.Complete(refundID), ledger.Refunded(key, refundID))
 	wantOutcome(t, err, fencedwrite.ErrAlreadySettled)
 	// ErrAlreadySettled tells the worker it is done: it does not pay again.
 	e.wantJob(job.ID, refundjob.StateSucceeded, 1)
@@ -199,15 +191,7 @@ func TestLostCommitReplyIsResolvedByTheRunnersReRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = a.RefundJob.Apply(ctx, la.Complete("re_9"), func(ctx context.Context, tx *ent.Tx) error {
-		tx.OnCommit(func(next ent.Committer) ent.Committer {
-			return ent.CommitFunc(func(ctx context.Context, tx *ent.Tx) error {
-				proxy.CutReplies()
-				return next.Commit(ctx, tx)
-			})
-		})
-		return settleLedger(key, "re_9")(ctx, tx)
-	})
+	err = a.RefundJob.Apply(ctx, la.Complete("re_9"), cutReplyOfCommit(proxy, ledger.Refunded(key, "re_9")))
 	wantOutcome(t, err, fencedwrite.ErrAlreadySettled)
 	var we *fencedwrite.WriteError
 	if !errors.As(err, &we) || we.Cause == nil {
@@ -306,7 +290,7 @@ func TestZeroRowsRollsBackAndReReadsFresh(t *testing.T) {
 		if before.Attempt != again.Attempt {
 			t.Errorf("the snapshot moved from %d to %d; the test needs a stale snapshot", before.Attempt, again.Attempt)
 		}
-		if err := settleLedger(key, "re_1")(ctx, tx); err != nil { // the business write comes first here
+		if err := ledger.Refunded(key, "re_1")(ctx, tx); err != nil { // the business write comes first here
 			return err
 		}
 		return tx.RefundJob.Fence(ctx, la.Complete("re_1"))
@@ -377,5 +361,19 @@ func TestConcurrentClaimsHaveOneWinnerPerAttempt(t *testing.T) {
 	}
 	if !slices.Equal(won, []int64{1, 2, 3, 4, 5, 6}) {
 		t.Fatalf("attempts won %v, want 1..6 once each", won)
+	}
+}
+
+// cutReplyOfCommit wraps a business write so that the proxy cuts the reply of
+// the transaction's COMMIT: the COMMIT still reaches the server and runs.
+func cutReplyOfCommit(proxy *dbtest.Proxy, write func(context.Context, *ent.Tx) error) func(context.Context, *ent.Tx) error {
+	return func(ctx context.Context, tx *ent.Tx) error {
+		tx.OnCommit(func(next ent.Committer) ent.Committer {
+			return ent.CommitFunc(func(ctx context.Context, tx *ent.Tx) error {
+				proxy.CutReplies()
+				return next.Commit(ctx, tx)
+			})
+		})
+		return write(ctx, tx)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/ledger"
 )
 
 func TestEnqueue(t *testing.T) {
@@ -251,7 +252,7 @@ func TestTransitions(t *testing.T) {
 
 	t.Run("complete settles the job and the ledger in one transaction", func(t *testing.T) {
 		job, l := claimed("t-1")
-		if err := e.c.RefundJob.Apply(ctx, l.Complete("re_1"), settleLedger("t-1", "re_1")); err != nil {
+		if err := e.c.RefundJob.Apply(ctx, l.Complete("re_1"), ledger.Refunded("t-1", "re_1")); err != nil {
 			t.Fatal(err)
 		}
 		j := e.wantJob(job.ID, refundjob.StateSucceeded, 1)
@@ -272,7 +273,7 @@ func TestTransitions(t *testing.T) {
 		}
 		e.wantJob(job.ID, refundjob.StateRunning, 1)
 		// The lease still holds: the same transition can be retried.
-		if err := e.c.RefundJob.Apply(ctx, l.Complete("re_2"), settleLedger("t-2", "re_2")); err != nil {
+		if err := e.c.RefundJob.Apply(ctx, l.Complete("re_2"), ledger.Refunded("t-2", "re_2")); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -408,7 +409,7 @@ func TestWakeUpAndOperatorResolution(t *testing.T) {
 			t.Fatalf("resolved job next action %s, want reconcile", j.NextAction)
 		}
 		// A second operator acting on the same read loses: the attempt moved.
-		wantOutcome(t, e.c.RefundJob.Apply(ctx, e.c.RefundJob.ResolveSucceeded(seen, "re_1", "provider dashboard"), settleLedger("w-2", "re_1")),
+		wantOutcome(t, e.c.RefundJob.Apply(ctx, e.c.RefundJob.ResolveSucceeded(seen, "re_1", "provider dashboard"), ledger.Refunded("w-2", "re_1")),
 			fencedwrite.ErrSuperseded)
 		wantOutcome(t, e.c.RefundJob.Apply(ctx, e.c.RefundJob.ResolveRefund(seen, ""), nil), fencedwrite.ErrInvalid)
 	})
@@ -423,7 +424,7 @@ func TestWakeUpAndOperatorResolution(t *testing.T) {
 			t.Fatal(err)
 		}
 		seen := e.job(job.ID)
-		if err := e.c.RefundJob.Apply(ctx, e.c.RefundJob.ResolveSucceeded(seen, "re_7", "provider statement line 42"), settleLedger("w-3", "re_7")); err != nil {
+		if err := e.c.RefundJob.Apply(ctx, e.c.RefundJob.ResolveSucceeded(seen, "re_7", "provider statement line 42"), ledger.Refunded("w-3", "re_7")); err != nil {
 			t.Fatal(err)
 		}
 		e.wantJob(job.ID, refundjob.StateSucceeded, 2)

@@ -13,6 +13,7 @@ import (
 
 	"ariga.io/atlas/sql/migrate"
 	_ "ariga.io/atlas/sql/mysql"
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/internal/devdb"
@@ -88,16 +89,8 @@ func TestSchemaMatchesMigrations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := devdb.ServerConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	name, drop, err := devdb.Create(ctx, cfg, "drift")
-	if err != nil {
-		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
-	}
-	t.Cleanup(func() { _ = drop(context.Background()) })
+	cfg, name := scratch(t, "drift")
 	url, err := devdb.AtlasURL(cfg, name)
 	if err != nil {
 		t.Fatal(err)
@@ -128,16 +121,8 @@ func TestSchemaDiffDetectsDrift(t *testing.T) {
 	if err := schemadiff.Rehash(dir); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := devdb.ServerConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	name, drop, err := devdb.Create(ctx, cfg, "drift")
-	if err != nil {
-		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
-	}
-	t.Cleanup(func() { _ = drop(context.Background()) })
+	cfg, name := scratch(t, "drift")
 	url, err := devdb.AtlasURL(cfg, name)
 	if err != nil {
 		t.Fatal(err)
@@ -206,16 +191,8 @@ func TestApplyRecordsRevisionsLikeTheCLIAndIsIdempotent(t *testing.T) {
 }
 
 func TestConcurrentAppliesApplyEachFileOnce(t *testing.T) {
-	cfg, err := devdb.ServerConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	name, drop, err := devdb.Create(ctx, cfg, "concurrent")
-	if err != nil {
-		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
-	}
-	t.Cleanup(func() { _ = drop(context.Background()) })
+	cfg, name := scratch(t, "concurrent")
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -262,16 +239,7 @@ func TestFilesApplyWithPlainClient(t *testing.T) {
 	if client == "" {
 		t.Fatal("neither the mariadb nor the mysql client is installed (scripts/ensure-db.sh installs mariadb-client)")
 	}
-	cfg, err := devdb.ServerConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	name, drop, err := devdb.Create(ctx, cfg, "plain")
-	if err != nil {
-		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
-	}
-	t.Cleanup(func() { _ = drop(context.Background()) })
+	cfg, name := scratch(t, "plain")
 	host, port, _ := strings.Cut(cfg.Addr, ":")
 	files, err := filepath.Glob("*.sql")
 	if err != nil {
@@ -307,4 +275,19 @@ func TestFilesApplyWithPlainClient(t *testing.T) {
 	if triggers != 5 {
 		t.Fatalf("plain client created %d triggers, want 5", triggers)
 	}
+}
+
+// scratch creates an empty database on the test server, dropped when t ends.
+func scratch(t *testing.T, prefix string) (*mysql.Config, string) {
+	t.Helper()
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, drop, err := devdb.Create(context.Background(), cfg, prefix)
+	if err != nil {
+		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	return cfg, name
 }

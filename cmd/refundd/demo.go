@@ -18,6 +18,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 )
@@ -68,12 +69,8 @@ func demo(ctx context.Context, dsn string, out io.Writer) error {
 	srv.AddPayment(req.PaymentRef, 5000, req.Currency)
 
 	// The service enqueues the approved refund request with its ledger row.
-	job, _, err := svc.RefundJob.Enqueue(ctx, ent.RefundJobEnqueue{
-		OperationKey: req.OperationKey, PaymentRef: req.PaymentRef, AmountMinor: req.AmountMinor, Currency: req.Currency,
-	}, func(ctx context.Context, tx *ent.Tx) error {
-		return tx.Refund.Create().SetOperationKey(req.OperationKey).SetPaymentRef(req.PaymentRef).
-			SetAmountMinor(req.AmountMinor).SetCurrency(req.Currency).Exec(ctx)
-	})
+	p := ent.RefundJobEnqueue{OperationKey: req.OperationKey, PaymentRef: req.PaymentRef, AmountMinor: req.AmountMinor, Currency: req.Currency}
+	job, _, err := svc.RefundJob.Enqueue(ctx, p, ledger.Open(p))
 	if err != nil {
 		return err
 	}
@@ -134,7 +131,7 @@ func demo(ctx context.Context, dsn string, out io.Writer) error {
 		return err
 	}
 	say("worker B   reconciled %s with the same key: succeeded as %s (no second refund sent)", key, refundID)
-	if err := b.RefundJob.Apply(ctx, lb.Complete(refundID), settleLedger(key, refundID)); err != nil {
+	if err := b.RefundJob.Apply(ctx, lb.Complete(refundID), ledger.Refunded(key, refundID)); err != nil {
 		return err
 	}
 	say("worker B   completed job %d at attempt %d, and settled the ledger in the same transaction", job.ID, lb.Attempt())
@@ -145,7 +142,7 @@ func demo(ctx context.Context, dsn string, out io.Writer) error {
 		return fmt.Errorf("worker A's late answer: %w", got.err)
 	}
 	say("worker A   finally heard back: %s (%s)", got.r.Status, got.r.ProviderRefundID)
-	err = a.RefundJob.Apply(ctx, la.Complete(got.r.ProviderRefundID), settleLedger(key, got.r.ProviderRefundID))
+	err = a.RefundJob.Apply(ctx, la.Complete(got.r.ProviderRefundID), ledger.Refunded(key, got.r.ProviderRefundID))
 	if !errors.Is(err, fencedwrite.ErrSuperseded) {
 		return fmt.Errorf("worker A's completion at attempt %d: %v, want it refused as superseded", la.Attempt(), err)
 	}
@@ -183,25 +180,6 @@ func demo(ctx context.Context, dsn string, out io.Writer) error {
 		return errors.New("the customer would have been paid twice")
 	}
 	return nil
-}
-
-// settleLedger moves the ledger row from requested to refunded, exactly once.
-func settleLedger(key, providerRefundID string) func(context.Context, *ent.Tx) error {
-	return func(ctx context.Context, tx *ent.Tx) error {
-		n, err := tx.Refund.Update().
-			Where(refund.OperationKey(key), refund.StatusEQ(refund.StatusRequested)).
-			SetStatus(refund.StatusRefunded).
-			SetProviderRefundID(providerRefundID).
-			SetSettledAt(time.Now().UTC()).
-			Save(ctx)
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return fmt.Errorf("settle ledger row %s: %d rows", key, n)
-		}
-		return nil
-	}
 }
 
 // recreate drops and creates the demo's database, so that every run starts
