@@ -118,8 +118,11 @@ func (c *checker) walk() {
 					return false
 				}
 				switch n := n.(type) {
+				case *ast.BasicLit:
+					return false
 				case *ast.Ident:
 					c.globalUse(n, stack)
+					return false
 				case *ast.SelectorExpr:
 					c.entBuilder(n)
 				case *ast.CallExpr:
@@ -219,29 +222,38 @@ func (c *checker) opaque(query ast.Expr) bool {
 
 // static returns the value of e when it is a static string expression: a
 // Go string constant, or a concatenation / fmt.Sprintf whose parts are all
-// static.
+// static. It runs on most nodes, so it avoids the Types map (keyed by
+// interface) where a cheaper lookup decides. A constant conversion such as
+// State("…") is not static itself: its operand is.
 func (c *checker) static(e ast.Expr) (string, bool) {
-	tv, ok := c.pass.TypesInfo.Types[e]
-	if !ok {
-		return "", false
-	}
-	if tv.Value != nil {
-		if tv.Value.Kind() == constant.String {
-			return constant.StringVal(tv.Value), true
-		}
-		return "", false
-	}
 	switch x := e.(type) {
+	case *ast.BasicLit:
+		if x.Kind != token.STRING {
+			return "", false
+		}
+		return c.constString(x)
+	case *ast.Ident:
+		return constOf(c.pass.TypesInfo.Uses[x])
+	case *ast.SelectorExpr:
+		return constOf(c.pass.TypesInfo.Uses[x.Sel])
 	case *ast.ParenExpr:
 		return c.static(x.X)
 	case *ast.BinaryExpr:
-		if x.Op != token.ADD || !isString(tv.Type) || c.notStatic[x] {
+		if x.Op != token.ADD || c.notStatic[x] {
 			return "", false
 		}
-		l, ok1 := c.static(x.X)
-		if ok1 {
-			if r, ok2 := c.static(x.Y); ok2 {
-				return l + r, true
+		tv := c.pass.TypesInfo.Types[x]
+		if tv.Value != nil {
+			if tv.Value.Kind() == constant.String {
+				return constant.StringVal(tv.Value), true
+			}
+			return "", false
+		}
+		if tv.Type != nil && isString(tv.Type) {
+			if l, ok := c.static(x.X); ok {
+				if r, ok := c.static(x.Y); ok {
+					return l + r, true
+				}
 			}
 		}
 		c.notStatic[x] = true
@@ -252,6 +264,20 @@ func (c *checker) static(e ast.Expr) (string, bool) {
 			}
 			c.notStatic[x] = true
 		}
+	}
+	return "", false
+}
+
+func (c *checker) constString(e ast.Expr) (string, bool) {
+	if tv := c.pass.TypesInfo.Types[e]; tv.Value != nil && tv.Value.Kind() == constant.String {
+		return constant.StringVal(tv.Value), true
+	}
+	return "", false
+}
+
+func constOf(obj types.Object) (string, bool) {
+	if k, ok := obj.(*types.Const); ok && k.Val().Kind() == constant.String {
+		return constant.StringVal(k.Val()), true
 	}
 	return "", false
 }
@@ -480,7 +506,7 @@ func (c *checker) globalUse(id *ast.Ident, stack []ast.Node) {
 // sinkCall records calls of SQL sinks whose query is not static.
 func (c *checker) sinkCall(call *ast.CallExpr) {
 	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
-	if !ok {
+	if !ok || !sinkName(sel.Sel.Name) {
 		return
 	}
 	fn, ok := c.pass.TypesInfo.Uses[sel.Sel].(*types.Func)
@@ -499,6 +525,15 @@ func (c *checker) sinkCall(call *ast.CallExpr) {
 
 var sinkPrefixes = []string{"Exec", "Query", "Prepare", "MustExec"}
 
+func sinkName(name string) bool {
+	for _, p := range sinkPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // sinkQueryIndex returns the index of the query parameter of a SQL sink: a
 // method in the Exec/Query/Prepare families whose first parameter, or
 // second after a context.Context, is a string. It returns -1 otherwise.
@@ -507,15 +542,7 @@ func sinkQueryIndex(fn *types.Func) int {
 	if !ok || sig.Recv() == nil {
 		return -1
 	}
-	name := fn.Name()
-	family := false
-	for _, p := range sinkPrefixes {
-		if strings.HasPrefix(name, p) {
-			family = true
-			break
-		}
-	}
-	if !family {
+	if !sinkName(fn.Name()) {
 		return -1
 	}
 	params := sig.Params()

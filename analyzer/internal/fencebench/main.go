@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -41,7 +42,18 @@ func main() {
 	rounds := flag.Int("rounds", 5, "measurements of each analyzer per set (the median is reported)")
 	real := flag.String("real", "golang.org/x/tools/...,github.com/fencekit/fencekit/ent/...", "comma-separated patterns of the real set, resolved from the current directory")
 	densePkgs := flag.Int("dense", 40, "packages in the generated SQL-dense set (0 skips it)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	log.SetFlags(0)
 
 	fmt.Printf("fencebench: %s, GOMAXPROCS=%d, %d rounds, median wall time of load+type-check+analysis\n\n",
@@ -50,6 +62,9 @@ func main() {
 
 	if *real != "" {
 		bench("real", ".", strings.Split(*real, ","), nil, *rounds)
+	}
+	if len(broken) > 0 {
+		fmt.Printf("(left out, not type-checking: %d packages)\n", len(broken))
 	}
 	if *densePkgs > 0 {
 		dir, err := os.MkdirTemp("", "fencebench-dense")
@@ -101,6 +116,10 @@ func bench(name, dir string, patterns, env []string, rounds int) {
 		n.analysis.Round(time.Millisecond), f.analysis.Round(time.Millisecond))
 }
 
+// broken collects packages that do not type-check (a work tree in flux):
+// they and their importers are left out of the set, and counted.
+var broken = map[string]bool{}
+
 func measure(a *analysis.Analyzer, cfg *packages.Config, patterns []string) (sample, int, int) {
 	runtime.GC()
 	start := time.Now()
@@ -109,8 +128,19 @@ func measure(a *analysis.Analyzer, cfg *packages.Config, patterns []string) (sam
 		log.Fatalf("load %v: %v", patterns, err)
 	}
 	var ok []*packages.Package
+	// Post-order: a package is broken if it or an import is.
+	packages.Visit(pkgs, nil, func(p *packages.Package) {
+		if len(p.Errors) > 0 || p.Types == nil {
+			broken[p.PkgPath] = true
+		}
+		for _, imp := range p.Imports {
+			if broken[imp.PkgPath] {
+				broken[p.PkgPath] = true
+			}
+		}
+	})
 	for _, p := range pkgs {
-		if len(p.Errors) == 0 && p.Types != nil {
+		if !broken[p.PkgPath] {
 			ok = append(ok, p)
 		}
 	}
