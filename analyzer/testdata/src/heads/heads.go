@@ -64,3 +64,55 @@ func globals(db *sql.DB) {
 	db.Exec(prefix + " AND state = ? AND attempt = ?")
 	db.Exec(prefix + " AND attempt = ?") // want `lacks state = \?`
 }
+
+func declared(db *sql.DB, id int) {
+	// var declarations are followed like := ones.
+	var q = "UPDATE refund_jobs SET state = ? WHERE id = ?"
+	q += " AND state = ? AND attempt = ?"
+	db.Exec(q)
+
+	var bad = "UPDATE refund_jobs SET state = ? WHERE id = ?" // want `unfenced UPDATE of refund_jobs`
+	db.Exec(bad)
+
+	// A local captured by a closure is used alone.
+	captured := "UPDATE refund_jobs SET state = ? WHERE id = ?" // want `unfenced UPDATE of refund_jobs`
+	func() { db.Exec(captured) }()
+
+	// Overwritten before any use: the first value is never used.
+	dead := "UPDATE refund_jobs SET state = ? WHERE id = ?"
+	dead = "UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ?"
+	db.Exec(dead)
+}
+
+// A constant returned by a helper is judged at the return.
+func resetSQL() string {
+	return "UPDATE refund_jobs SET state = 'ready' WHERE id = ?" // want `unfenced UPDATE of refund_jobs`
+}
+
+func viaHelper(db *sql.DB) {
+	db.Exec(resetSQL()) // not reported again here
+}
+
+// A package variable used alone somewhere is judged at its declaration.
+var mixed = "UPDATE refund_jobs SET state = ? WHERE id = ?" // want `unfenced UPDATE of refund_jobs`
+
+func mixedUses(db *sql.DB) {
+	db.Exec(mixed + " AND state = ? AND attempt = ?")
+	db.Exec(mixed)
+}
+
+// Exported package variables may be used alone by other packages.
+var Exported = "UPDATE refund_jobs SET state = ? WHERE id = ?" // want `unfenced UPDATE of refund_jobs`
+
+func exportedUse(db *sql.DB) {
+	db.Exec(Exported + " AND state = ? AND attempt = ?")
+}
+
+// A type with a String method: fmt.Sprintf cannot be evaluated statically.
+type tableName string
+
+func (t tableName) String() string { return "refund_jobs" }
+
+func stringer(db *sql.DB, t tableName) {
+	db.Exec(fmt.Sprintf("UPDATE %v SET state = ? WHERE id = ?", tableName("x")))
+}
