@@ -7,28 +7,19 @@ import (
 	"golang.org/x/tools/go/analysis/analysistest"
 )
 
-func TestConstantSQL(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "sqlconst", "queries")
-}
-
-func TestHeads(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "heads")
-}
-
-func TestNotSQL(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "notsql")
-}
-
-func TestDynamic(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "dynamic")
-}
-
-func TestSuppression(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "suppress")
-}
-
-func TestEntBuilders(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "entuse", "example.com/app/ent")
+// TestAnalyzer runs the default configuration over every case package in
+// one load (loading dominates the cost, above all under -race):
+//
+//   - sqlconst, queries: constant SQL, the fence, the lease regression,
+//     upserts, multi-statement strings, constants from other packages;
+//   - heads: strings used only as heads of longer strings;
+//   - notsql: log and error text, reads, discarded and unused constants;
+//   - dynamic: queries built at run time that reach SQL sinks;
+//   - suppress: //fencelint:allow directives;
+//   - entuse, example.com/app/ent: Ent's generic builders.
+func TestAnalyzer(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer,
+		"sqlconst", "queries", "heads", "notsql", "dynamic", "suppress", "entuse", "example.com/app/ent")
 }
 
 // withFlag runs the analyzer with one flag set, restoring it afterwards.
@@ -42,12 +33,23 @@ func withFlag(t *testing.T, name, value string) {
 	t.Cleanup(func() { f.Value.Set(old) })
 }
 
+// TestTablesFlag: other tables and columns, several tables, default Ent
+// naming for an entity fenced by flag.
 func TestTablesFlag(t *testing.T) {
 	withFlag(t, "tables", "refund_jobs,payouts:status:version:held_until,audit_entries")
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "tables")
 }
 
+// TestDeleteFlag: DELETE statements and Ent delete builders.
 func TestDeleteFlag(t *testing.T) {
 	withFlag(t, "delete", "true")
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "deletes")
+}
+
+func TestNewRejectsBadTables(t *testing.T) {
+	for _, spec := range []string{"refund_jobs:state:state", "refund-jobs", "a,a"} {
+		if _, err := analyzer.New(spec, false); err == nil {
+			t.Errorf("New(%q) succeeded", spec)
+		}
+	}
 }

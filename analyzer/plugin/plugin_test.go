@@ -17,6 +17,7 @@ func testdata() string {
 }
 
 func TestPluginRunsConfiguredAnalyzer(t *testing.T) {
+	t.Parallel()
 	newPlugin, err := register.GetPlugin("fencelint")
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +38,7 @@ func TestPluginRunsConfiguredAnalyzer(t *testing.T) {
 }
 
 func TestPluginDefaultsAndDelete(t *testing.T) {
+	t.Parallel()
 	newPlugin, _ := register.GetPlugin("fencelint")
 	p, err := newPlugin(map[string]any{"delete": true})
 	if err != nil {
@@ -47,6 +49,7 @@ func TestPluginDefaultsAndDelete(t *testing.T) {
 }
 
 func TestPluginRejectsBadSettings(t *testing.T) {
+	t.Parallel()
 	newPlugin, _ := register.GetPlugin("fencelint")
 	for _, raw := range []any{
 		map[string]any{"tables": "refund_jobs:state:state"},

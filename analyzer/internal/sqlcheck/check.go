@@ -76,23 +76,28 @@ func (p Problem) String() string {
 
 var parsers = sync.Pool{New: func() any { return parser.New() }}
 
-// parse parses s after rewriting named placeholders. It returns nil when s
-// is not SQL. The TiDB parser may panic on inputs it was never meant to see;
-// such text is treated as not SQL.
-func parse(s string) (stmts []ast.StmtNode) {
+// eachStmt parses s after rewriting named placeholders and calls f on each
+// statement. It does nothing when s is not SQL. The statements belong to a
+// pooled parser (it reuses its result slice), so f must not keep them. The
+// TiDB parser may panic on inputs it was never meant to see; such text is
+// treated as not SQL.
+func eachStmt(s string, f func(ast.StmtNode)) (parsed bool) {
 	p := parsers.Get().(*parser.Parser)
 	defer func() {
 		if recover() != nil {
-			stmts = nil
+			parsed = false
 			p = parser.New() // state unknown: do not reuse
 		}
 		parsers.Put(p)
 	}()
 	stmts, _, err := p.ParseSQL(ReplaceNamedParams(s))
 	if err != nil {
-		return nil
+		return false
 	}
-	return stmts
+	for _, st := range stmts {
+		f(st)
+	}
+	return true
 }
 
 // Check judges the SQL text s. It returns nil when s is not SQL, reads only,
@@ -102,9 +107,7 @@ func Check(s string, cfg *Config) []Problem {
 		return nil
 	}
 	var out []Problem
-	for _, st := range parse(s) {
-		out = append(out, checkStmt(st, cfg, false)...)
-	}
+	eachStmt(s, func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, false)...) })
 	return out
 }
 

@@ -157,3 +157,27 @@ func FuzzCheck(f *testing.F) {
 		_ = ReplaceNamedParams(s)
 	})
 }
+
+// TestCheckConcurrently guards the parser pool: the driver analyses
+// packages in parallel (run with -race).
+func TestCheckConcurrently(t *testing.T) {
+	cfg := defaultConfig(t)
+	cases := parseCases(t)
+	done := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < 20; i++ {
+				for _, tc := range cases {
+					if got := summary(Check(tc.sql, cfg)); got != tc.want {
+						t.Errorf("Check(%q) = %q, want %q", tc.sql, got, tc.want)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		<-done
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
 // Part is a piece of a query built at run time: constant text, or a hole
@@ -36,11 +37,8 @@ func CheckTemplate(parts []Part, cfg *Config) []Problem {
 	}
 	// Holes in value positions (the usual case) leave a statement that
 	// parses; judge it with the grammar.
-	if stmts := parse(b.String()); stmts != nil {
-		var out []Problem
-		for _, st := range stmts {
-			out = append(out, checkStmt(st, cfg, true)...)
-		}
+	var out []Problem
+	if eachStmt(b.String(), func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, true)...) }) {
 		return out
 	}
 	return lexTemplate(parts, cfg)
