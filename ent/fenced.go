@@ -14,16 +14,16 @@ import (
 	"github.com/fencekit/fencekit/fencedwrite"
 )
 
-// nullable turns an empty string into SQL NULL.
-func nullable(s string) any {
+// fencedNullable turns an empty string into SQL NULL.
+func fencedNullable(s string) any {
 	if s == "" {
 		return nil
 	}
 	return s
 }
 
-// maxDelay bounds a reschedule's delay.
-const maxDelay = 30 * 24 * time.Hour
+// fencedMaxDelay bounds a reschedule's delay.
+const fencedMaxDelay = 30 * 24 * time.Hour
 
 // RefundJobFencedTable is the table whose rows only the fenced API may
 // write. fencelint reads this constant to recognise RefundJob's generic
@@ -196,11 +196,11 @@ func (l *RefundJobLease) Reschedule(next refundjob.NextAction, after time.Durati
 	if err := refundjob.NextActionValidator(next); err != nil {
 		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "next_action", Problem: err.Error()})
 	}
-	if after < 0 || after > maxDelay {
-		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "after", Problem: fmt.Sprintf("must be between 0 and %v, got %v", maxDelay, after)})
+	if after < 0 || after > fencedMaxDelay {
+		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "after", Problem: fmt.Sprintf("must be between 0 and %v, got %v", fencedMaxDelay, after)})
 	}
 	return newRefundJobTransition(op, l.id, l.attempt, fencedwrite.StateRunning, fencedwrite.StateReady, l.attempt,
-		fencedRefundJobReschedule, string(next), after.Microseconds(), nullable(providerRefundID), nullable(lastError), l.attempt, l.id, l.attempt)
+		fencedRefundJobReschedule, string(next), after.Microseconds(), fencedNullable(providerRefundID), fencedNullable(lastError), l.attempt, l.id, l.attempt)
 }
 
 // ManualReview hands the job to an operator with the reason and the
@@ -215,7 +215,7 @@ func (l *RefundJobLease) ManualReview(reason, evidence, providerRefundID string)
 		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "reason", Problem: "must not be empty: say why a person must look"})
 	}
 	return newRefundJobTransition(op, l.id, l.attempt, fencedwrite.StateRunning, fencedwrite.StateManualReview, l.attempt,
-		fencedRefundJobManualReview, reason, nullable(evidence), nullable(providerRefundID), l.attempt, l.id, l.attempt)
+		fencedRefundJobManualReview, reason, fencedNullable(evidence), fencedNullable(providerRefundID), l.attempt, l.id, l.attempt)
 }
 
 // Fail settles the job as failed on a definitive provider rejection, with
@@ -229,7 +229,7 @@ func (l *RefundJobLease) Fail(reason, providerRefundID string) *RefundJobTransit
 		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "reason", Problem: "must not be empty: record the provider's rejection"})
 	}
 	return newRefundJobTransition(op, l.id, l.attempt, fencedwrite.StateRunning, fencedwrite.StateFailed, l.attempt,
-		fencedRefundJobFail, reason, nullable(providerRefundID), l.attempt, l.id, l.attempt)
+		fencedRefundJobFail, reason, fencedNullable(providerRefundID), l.attempt, l.id, l.attempt)
 }
 
 // seen checks a job the caller read before building a transition from it.

@@ -3,6 +3,7 @@ package fencedwrite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"testing"
 
@@ -103,6 +104,7 @@ func TestCommitMayHaveLanded(t *testing.T) {
 		{"server answered with an error", &mysql.MySQLError{Number: 1180, Message: "Got error during COMMIT"}, false},
 		{"context cancelled before sending", context.Canceled, false},
 		{"transaction already done", sql.ErrTxDone, false},
+		{"nothing was sent", driver.ErrBadConn, false},
 	} {
 		if got := CommitMayHaveLanded(tc.err); got != tc.want {
 			t.Errorf("%s: CommitMayHaveLanded = %v, want %v", tc.name, got, tc.want)

@@ -3,6 +3,7 @@ package fencedwrite
 import (
 	"context"
 	stdsql "database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -278,6 +279,8 @@ func (w *Write) classify(row Row, afterCommit bool, cause error) error {
 // outcome open. A server error reply, or an error raised before anything was
 // sent, means the transaction did not commit; a broken connection after the
 // COMMIT was sent (mysql.ErrInvalidConn, an I/O error) means it may have.
+// When in doubt it says true: the caller then re-reads, or reports the
+// outcome unknown.
 func CommitMayHaveLanded(err error) bool {
 	var me *mysql.MySQLError
 	switch {
@@ -288,6 +291,9 @@ func CommitMayHaveLanded(err error) bool {
 	case errors.Is(err, stdsql.ErrTxDone), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// database/sql checks the context before sending COMMIT and rolls
 		// back instead.
+		return false
+	case errors.Is(err, driver.ErrBadConn):
+		// The MySQL driver returns ErrBadConn only when nothing was sent.
 		return false
 	default:
 		return true
