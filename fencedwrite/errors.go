@@ -5,10 +5,11 @@ import (
 	"fmt"
 )
 
-// The outcomes of a fenced write. Every error returned by the fenced layer
-// matches (errors.Is) at most one of the outcome sentinels below, so callers
-// can switch on them. A nil error means the transaction committed and the
-// driver acknowledged the COMMIT.
+// The outcomes of a fenced write. An error returned by the runner matches
+// (errors.Is) one of the outcome sentinels below, so callers can switch on
+// them; the one exception is a write superseded after its COMMIT reply was
+// lost, which matches both ErrSuperseded and ErrCommitUnknown. A nil error
+// means the transaction committed and the driver acknowledged the COMMIT.
 var (
 	// ErrSuperseded means another claim, takeover or operator resolution moved
 	// the job's attempt past the caller's: the caller has lost its write
