@@ -7,8 +7,10 @@ import (
 	"go/types"
 	"strings"
 
-	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/types/typeutil"
+
+	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 )
 
 // checker holds the state of one pass.
@@ -174,16 +176,7 @@ func (c *checker) foreignCall(e ast.Expr) bool {
 	if !ok {
 		return false
 	}
-	var id *ast.Ident
-	switch f := ast.Unparen(call.Fun).(type) {
-	case *ast.SelectorExpr:
-		id = f.Sel
-	case *ast.Ident:
-		id = f
-	default:
-		return false
-	}
-	fn, ok := c.pass.TypesInfo.Uses[id].(*types.Func)
+	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
 	if !ok || fn.Pkg() == nil || fn.Pkg() == c.pass.Pkg {
 		return false
 	}
@@ -291,11 +284,7 @@ func isString(t types.Type) bool {
 // bytes.Buffer (WriteString, or fmt.Fprintf to one): its strings are parts
 // of the builder's content, judged where that content is used.
 func (c *checker) isBuilderWrite(call *ast.CallExpr) bool {
-	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
-	if !ok {
-		return false
-	}
-	fn, ok := c.pass.TypesInfo.Uses[sel.Sel].(*types.Func)
+	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
 	if !ok {
 		return false
 	}
@@ -308,16 +297,7 @@ func (c *checker) isBuilderWrite(call *ast.CallExpr) bool {
 }
 
 func isSprintf(info *types.Info, call *ast.CallExpr) bool {
-	var id *ast.Ident
-	switch f := ast.Unparen(call.Fun).(type) {
-	case *ast.SelectorExpr:
-		id = f.Sel
-	case *ast.Ident:
-		id = f
-	default:
-		return false
-	}
-	fn, ok := info.Uses[id].(*types.Func)
+	fn, ok := typeutil.Callee(info, call).(*types.Func)
 	return ok && fn.Name() == "Sprintf" && fn.Pkg() != nil && fn.Pkg().Path() == "fmt"
 }
 
@@ -505,12 +485,8 @@ func (c *checker) globalUse(id *ast.Ident, stack []ast.Node) {
 
 // sinkCall records calls of SQL sinks whose query is not static.
 func (c *checker) sinkCall(call *ast.CallExpr) {
-	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
-	if !ok || !sinkName(sel.Sel.Name) {
-		return
-	}
-	fn, ok := c.pass.TypesInfo.Uses[sel.Sel].(*types.Func)
-	if !ok {
+	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
+	if !ok || fn.Type().(*types.Signature).Recv() == nil || !sinkName(fn.Name()) {
 		return
 	}
 	i := sinkQueryIndex(fn)
