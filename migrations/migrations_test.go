@@ -89,17 +89,7 @@ func TestSchemaMatchesMigrations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	cfg, name := scratch(t, "drift")
-	url, err := devdb.AtlasURL(cfg, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrote, err := schemadiff.Diff(ctx, url, dir, "drift")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if wrote {
+	if diff(t, dir, "drift") {
 		var planned []string
 		files, _ := filepath.Glob(filepath.Join(tmp, "*_drift.sql"))
 		for _, f := range files {
@@ -121,17 +111,7 @@ func TestSchemaDiffDetectsDrift(t *testing.T) {
 	if err := schemadiff.Rehash(dir); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	cfg, name := scratch(t, "drift")
-	url, err := devdb.AtlasURL(cfg, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrote, err := schemadiff.Diff(ctx, url, dir, "everything")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !wrote {
+	if !diff(t, dir, "everything") {
 		t.Fatal("a diff against an empty directory planned nothing")
 	}
 }
@@ -275,6 +255,23 @@ func TestFilesApplyWithPlainClient(t *testing.T) {
 	if triggers != 5 {
 		t.Fatalf("plain client created %d triggers, want 5", triggers)
 	}
+}
+
+// diff plans the changes between dir and the Ent schema on a scratch
+// database, writing them to dir as a file named name; it reports whether
+// there were any.
+func diff(t *testing.T, dir migrate.Dir, name string) bool {
+	t.Helper()
+	cfg, db := scratch(t, "drift")
+	url, err := devdb.AtlasURL(cfg, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := schemadiff.Diff(context.Background(), url, dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wrote
 }
 
 // scratch creates an empty database on the test server, dropped when t ends.
