@@ -39,8 +39,9 @@ var (
 	ErrRejected = errors.New("refund rejected")
 
 	// ErrAlreadyRefunded means the provider answered "already refunded" or
-	// "exceeds refundable amount". After a send that may have executed this
-	// is evidence that our refund went through, not a failure: reconcile.
+	// "exceeds refundable amount", or reported this key's refund as
+	// reversed. After a send that may have executed this is evidence that
+	// our refund went through, not a failure: reconcile.
 	ErrAlreadyRefunded = errors.New("payment already refunded")
 
 	// ErrMismatch means the provider's answer names a different reference,

@@ -48,7 +48,8 @@ func (c *HTTPClient) Capabilities() Capabilities { return c.caps }
 // bodies, 5xx and answers it cannot read wrap ErrOutcomeUnknown; 429 is
 // ErrRateLimited; 409 maps to ErrKeyParamsMismatch or ErrKeyInUse; 400 and
 // 422 to *RejectedError or ErrAlreadyRefunded; an answer that fails Verify
-// wraps ErrMismatch. It sends the request once: it never resends, and neither
+// wraps ErrMismatch; a verified refund reported reversed wraps
+// ErrAlreadyRefunded. It sends the request once: it never resends, and neither
 // may net/http.
 func (c *HTTPClient) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
 	if err := req.validate(); err != nil {
@@ -85,8 +86,13 @@ func (c *HTTPClient) Refund(ctx context.Context, req RefundRequest) (Refund, err
 	if err := Verify(req, r); err != nil {
 		return r, fmt.Errorf("send refund: %w", err)
 	}
-	if r.Status == StatusRejected {
+	switch r.Status {
+	case StatusRejected:
 		return r, fmt.Errorf("send refund: %w", &RejectedError{Code: string(StatusRejected), Reason: r.Reason})
+	case StatusReversed:
+		// It executed, then came back: not a success to complete on, and not
+		// a failure either. Reconciling shows the same refund.
+		return r, fmt.Errorf("send refund: refund %s reversed: %w", r.ProviderRefundID, ErrAlreadyRefunded)
 	}
 	return r, nil
 }
@@ -214,7 +220,7 @@ func decodeRefund(raw []byte) (Refund, error) {
 		Raw:              raw,
 	}
 	switch r.Status {
-	case StatusSucceeded, StatusPending, StatusRejected:
+	case StatusSucceeded, StatusPending, StatusRejected, StatusReversed:
 		return r, nil
 	}
 	return Refund{}, fmt.Errorf("decode refund: status %q: %w", w.Status, ErrOutcomeUnknown)

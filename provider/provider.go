@@ -5,6 +5,10 @@
 // The only identity that crosses this seam is the operation key. The fencing
 // attempt never does: two attempts of one job are one refund, and there is no
 // field that could carry an attempt to the provider.
+//
+// The provider also pushes each change of a refund's status as a signed
+// webhook; WebhookSignatureHeader documents the format, SignWebhook signs one
+// and VerifyWebhook checks one.
 package provider
 
 import (
@@ -33,6 +37,11 @@ const (
 	StatusPending Status = "pending"
 	// StatusRejected: the provider will not execute this refund.
 	StatusRejected Status = "rejected"
+	// StatusReversed: the refund succeeded and was reversed afterwards (the
+	// money came back to the merchant). It is news about a refund that did
+	// execute: never a reason to refund again, and never a change to a job
+	// already settled (record it and raise an alert).
+	StatusReversed Status = "reversed"
 	// StatusNotFound is what a reconcile concludes when a lookup returns
 	// nothing. No provider answer carries it, and it is not proof that no
 	// refund exists: lookups lag, and an old request may still be queued.

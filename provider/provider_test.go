@@ -94,6 +94,7 @@ func TestRefundAnswers(t *testing.T) {
 		{"a lower-case currency is the same currency", 200, `{"id":"re_1","payment":"pay_1","amount":300,"currency":"eur","reference":"op-1","status":"succeeded"}`, nil, provider.StatusSucceeded},
 		{"pending is an answer, not a success", 200, `{"id":"re_1","payment":"pay_1","amount":300,"currency":"EUR","reference":"op-1","status":"pending"}`, nil, provider.StatusPending},
 		{"a rejected refund in a 200 is a rejection", 200, `{"id":"re_1","payment":"pay_1","amount":300,"currency":"EUR","reference":"op-1","status":"rejected","reason":"closed account"}`, provider.ErrRejected, provider.StatusRejected},
+		{"a reversed refund executed, then came back: reconcile, do not complete", 200, `{"id":"re_1","payment":"pay_1","amount":300,"currency":"EUR","reference":"op-1","status":"reversed"}`, provider.ErrAlreadyRefunded, provider.StatusReversed},
 		{"success with another amount is a mismatch", 200, `{"id":"re_1","payment":"pay_1","amount":299,"currency":"EUR","reference":"op-1","status":"succeeded"}`, provider.ErrMismatch, provider.StatusSucceeded},
 		{"success with another reference is a mismatch", 200, `{"id":"re_1","payment":"pay_1","amount":300,"currency":"EUR","reference":"op-2","status":"succeeded"}`, provider.ErrMismatch, provider.StatusSucceeded},
 		{"an unknown status is an unknown outcome", 200, `{"id":"re_1","payment":"pay_1","amount":300,"currency":"EUR","reference":"op-1","status":"processing"}`, provider.ErrOutcomeUnknown, ""},
@@ -310,6 +311,14 @@ func TestLookup(t *testing.T) {
 			t.Fatalf("found %+v, %v; want the reported refund", got, err)
 		}
 		wantOnly(t, provider.Verify(req, got[0]), provider.ErrMismatch)
+	})
+
+	t.Run("a reversed refund is reported as reversed", func(t *testing.T) {
+		srv, _ := stub(t, 200, `{"data":[{"id":"re_1","payment":"pay_1","amount":300,"currency":"EUR","reference":"op-1","status":"reversed"}]}`)
+		got, err := provider.NewHTTPClient(srv.URL, nil, allLookups).Lookup(context.Background(), provider.Query{OperationKey: "op-1"})
+		if err != nil || len(got) != 1 || got[0].Status != provider.StatusReversed {
+			t.Errorf("found %+v, %v; want one reversed refund", got, err)
+		}
 	})
 
 	failures := []struct {
