@@ -6,16 +6,32 @@
 // a resend executes again. That last one is the double refund workers must
 // avoid, so the fake really does it.
 //
-// Faults are scripted per operation key (see Fault), with no sleeps and no
-// randomness. Tests order actors with Executed and Fault.Hold, and assert
-// with Executions, Refunded and Requests.
+// Faults are scripted per operation key (see Fault), or injected at random
+// by rate from a seed (see RandomFaults). Tests order actors with Executed,
+// WebhooksSent and Fault.Hold, and assert with Executions, Refunded,
+// Requests, Events, WebhookDeliveries and Injected.
+//
+// The server also behaves by itself over time: pending refunds settle or
+// fail, lagging refunds appear in lookups, succeeded refunds are reversed,
+// slow answers and late webhooks come due. All of it is measured on the
+// server's clock (Config.Now) and carried out by RunDue, which tests call
+// after moving their clock; the demo sets Config.Background instead.
+//
+// Every change of a refund's status (executed succeeded or pending, settled,
+// declined, reversed) becomes a webhook event, signed as package provider
+// documents and POSTed to Config.WebhookURL in order by one sender. A test
+// makes them late, out of order or duplicated with HoldWebhooks,
+// ReleaseWebhooks and Redeliver, or at random with RandomFaults.
 package fakeprovider
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -41,8 +57,75 @@ type Config struct {
 	// it when a test scripts them, so the declared contract covers them.
 	LookupLag time.Duration
 	// Now is the server's clock, time.Now when nil. Tests move it to expire
-	// keys without sleeping.
+	// keys, and to make timed work due (see RunDue), without sleeping. It
+	// also signs webhooks: a receiver must agree with it within its
+	// tolerance.
 	Now func() time.Time
+
+	// WebhookURL receives a signed POST for every change of a refund's
+	// status. When it is empty none is sent; Events still records them.
+	WebhookURL string
+	// WebhookSecret signs the webhooks; required with WebhookURL.
+	WebhookSecret []byte
+	// WebhookAttempts bounds the POSTs of one sending of an event: a
+	// non-2xx answer or a failed POST is retried at once until then.
+	// DefaultWebhookAttempts when zero.
+	WebhookAttempts int
+	// WebhookTimeout bounds each POST; DefaultWebhookTimeout when zero.
+	WebhookTimeout time.Duration
+
+	// Random injects faults at random by rate; the zero value injects none.
+	Random RandomFaults
+
+	// Background runs RunDue by itself from a timer loop, in real time, as
+	// the demo needs; Close stops it. Tests leave it false and call RunDue,
+	// so that nothing happens behind their back.
+	Background bool
+}
+
+// withDefaults fills the zero fields that have defaults.
+func (cfg Config) withDefaults() Config {
+	if cfg.KeyRetention == 0 {
+		cfg.KeyRetention = DefaultKeyRetention
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.WebhookAttempts == 0 {
+		cfg.WebhookAttempts = DefaultWebhookAttempts
+	}
+	if cfg.WebhookTimeout == 0 {
+		cfg.WebhookTimeout = DefaultWebhookTimeout
+	}
+	cfg.Random = cfg.Random.withDefaults()
+	return cfg
+}
+
+// validate returns an error naming every invalid field of cfg.
+func (cfg Config) validate() error {
+	var errs []error
+	if cfg.KeyRetention < 0 {
+		errs = append(errs, fmt.Errorf("KeyRetention must not be negative, got %v", cfg.KeyRetention))
+	}
+	if cfg.LookupLag < 0 {
+		errs = append(errs, fmt.Errorf("LookupLag must not be negative, got %v", cfg.LookupLag))
+	}
+	if cfg.WebhookURL != "" {
+		if u, err := url.Parse(cfg.WebhookURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("WebhookURL %q is not an http(s) URL", cfg.WebhookURL))
+		}
+		if len(cfg.WebhookSecret) == 0 {
+			errs = append(errs, errors.New("WebhookSecret is required with WebhookURL"))
+		}
+	}
+	if cfg.WebhookAttempts < 0 {
+		errs = append(errs, fmt.Errorf("WebhookAttempts must not be negative, got %d", cfg.WebhookAttempts))
+	}
+	if cfg.WebhookTimeout < 0 {
+		errs = append(errs, fmt.Errorf("WebhookTimeout must not be negative, got %v", cfg.WebhookTimeout))
+	}
+	errs = append(errs, cfg.Random.validate(cfg.LookupLag))
+	return errors.Join(errs...)
 }
 
 // Server is a running fake provider. Its methods are safe for concurrent use.
@@ -52,18 +135,36 @@ type Server struct {
 	http      *http.Server
 	mux       *http.ServeMux
 	transport *http.Transport
-	done      chan struct{} // closed by Close: cuts every held answer
-	active    sync.WaitGroup
+	hooks     *http.Client       // sends webhooks
+	done      chan struct{}      // closed by Close: cuts every held answer, stops the loops
+	ctx       context.Context    // cancelled by Close: ends webhook POSTs
+	cancel    context.CancelFunc //
+	active    sync.WaitGroup     // request handlers
+	bg        sync.WaitGroup     // the sender and the background loop
 
-	mu         sync.Mutex
-	closed     bool
-	payments   map[string]*payment
-	keys       map[string]*keyRecord
-	faults     map[string][]Fault
-	refunds    []*refund // in creation order
-	executions map[string]int
-	waiters    map[string][]waiter
-	requests   []Request
+	mu          sync.Mutex
+	closed      bool
+	payments    map[string]*payment
+	keys        map[string]*keyRecord
+	faults      map[string][]Fault
+	refunds     []*refund // in creation order
+	executions  tally
+	requests    []Request
+	requestRand *rand.Rand // RandomFaults' stream for refund requests
+	eventRand   *rand.Rand // and for webhook events
+	injected    Injected
+	due         []dueItem
+	dueSeq      uint64
+	wake        chan struct{} // a due item was scheduled
+
+	events      []*event // in the order they happened
+	eventByID   map[string]*event
+	holding     map[string]bool     // keys whose events are held
+	held        map[string][]*event // their held events, in order
+	outbox      []*event            // sendings waiting for the sender
+	outboxReady chan struct{}
+	deliveries  []WebhookDelivery
+	sent        tally // finished sendings, by key
 }
 
 // Request is one HTTP request the server received, as it was sent.
@@ -100,14 +201,22 @@ type keyRecord struct {
 }
 
 type refund struct {
-	ID        string          `json:"id"`
-	Payment   string          `json:"payment"`
-	Amount    int64           `json:"amount"`
-	Currency  string          `json:"currency"`
-	Reference string          `json:"reference"`
-	Status    provider.Status `json:"status"`
-	Reason    string          `json:"reason,omitempty"`
-	hidden    bool            // unpublished: invisible to lookups
+	ID           string          `json:"id"`
+	Payment      string          `json:"payment"`
+	Amount       int64           `json:"amount"`
+	Currency     string          `json:"currency"`
+	Reference    string          `json:"reference"`
+	Status       provider.Status `json:"status"`
+	Reason       string          `json:"reason,omitempty"`
+	hidden       bool            // unpublished: invisible to lookups
+	reverseAfter time.Duration   // reverse it this long after it succeeds
+}
+
+// tally counts per key and closes each waiter's channel once the count
+// reaches the waiter's. Its owner's mutex guards it.
+type tally struct {
+	n       map[string]int
+	waiters map[string][]waiter
 }
 
 type waiter struct {
@@ -115,43 +224,80 @@ type waiter struct {
 	ch chan struct{}
 }
 
+func newTally() tally { return tally{n: map[string]int{}, waiters: map[string][]waiter{}} }
+
+func (t *tally) add(key string) {
+	t.n[key]++
+	kept := t.waiters[key][:0]
+	for _, w := range t.waiters[key] {
+		if t.n[key] >= w.n {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	t.waiters[key] = kept
+}
+
+func (t *tally) wait(key string, n int) <-chan struct{} {
+	ch := make(chan struct{})
+	if t.n[key] >= n {
+		close(ch)
+	} else {
+		t.waiters[key] = append(t.waiters[key], waiter{n: n, ch: ch})
+	}
+	return ch
+}
+
 // Start starts a server with the default Config on 127.0.0.1. Close it when
 // done.
 func Start() *Server { return StartWith(Config{}) }
 
 // StartWith starts a server with cfg on 127.0.0.1. Like httptest.NewServer
-// it panics if cfg is invalid or it cannot listen.
+// it panics if cfg is invalid, with a message naming each invalid field, or
+// if it cannot listen.
 func StartWith(cfg Config) *Server {
-	if cfg.KeyRetention == 0 {
-		cfg.KeyRetention = DefaultKeyRetention
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.KeyRetention < 0 || cfg.LookupLag < 0 {
-		panic(fmt.Sprintf("fakeprovider: negative KeyRetention %v or LookupLag %v", cfg.KeyRetention, cfg.LookupLag))
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		panic("fakeprovider: invalid Config: " + err.Error())
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(fmt.Sprintf("fakeprovider: listen: %v", err))
 	}
 	s := &Server{
-		cfg:        cfg,
-		url:        "http://" + ln.Addr().String(),
-		mux:        http.NewServeMux(),
-		transport:  &http.Transport{},
-		done:       make(chan struct{}),
-		payments:   map[string]*payment{},
-		keys:       map[string]*keyRecord{},
-		faults:     map[string][]Fault{},
-		executions: map[string]int{},
-		waiters:    map[string][]waiter{},
+		cfg:         cfg,
+		url:         "http://" + ln.Addr().String(),
+		mux:         http.NewServeMux(),
+		transport:   &http.Transport{},
+		done:        make(chan struct{}),
+		payments:    map[string]*payment{},
+		keys:        map[string]*keyRecord{},
+		faults:      map[string][]Fault{},
+		executions:  newTally(),
+		wake:        make(chan struct{}, 1),
+		eventByID:   map[string]*event{},
+		holding:     map[string]bool{},
+		held:        map[string][]*event{},
+		outboxReady: make(chan struct{}, 1),
+		sent:        newTally(),
 	}
+	s.requestRand, s.eventRand = newGenerators(cfg.Random.Seed)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.hooks = &http.Client{Transport: &http.Transport{}, Timeout: cfg.WebhookTimeout}
 	s.mux.HandleFunc("POST /v1/refunds", s.create)
 	s.mux.HandleFunc("GET /v1/refunds", s.list)
 	s.mux.HandleFunc("GET /v1/refunds/{id}", s.get)
 	s.http = &http.Server{Handler: http.HandlerFunc(s.serve)}
 	go s.http.Serve(ln) // returns ErrServerClosed on Close
+	if cfg.WebhookURL != "" {
+		s.bg.Add(1)
+		go s.sender()
+	}
+	if cfg.Background {
+		s.bg.Add(1)
+		go s.background()
+	}
 	return s
 }
 
@@ -178,8 +324,9 @@ func (s *Server) Client() *provider.HTTPClient {
 	return provider.NewHTTPClient(s.url, &http.Client{Transport: s.transport}, s.Capabilities())
 }
 
-// Close cuts every held answer, stops the server and waits for its handlers
-// to return.
+// Close cuts every held answer, abandons the webhooks not yet sent (a POST
+// under way fails), stops the server and its loops, and waits for its
+// handlers to return.
 func (s *Server) Close() {
 	s.mu.Lock()
 	if !s.closed {
@@ -187,9 +334,12 @@ func (s *Server) Close() {
 		close(s.done)
 	}
 	s.mu.Unlock()
+	s.cancel()
 	s.http.Close()
 	s.active.Wait()
+	s.bg.Wait()
 	s.transport.CloseIdleConnections()
+	s.hooks.CloseIdleConnections()
 }
 
 // AddPayment records a captured payment that refunds can draw on. It panics
@@ -224,34 +374,74 @@ func (s *Server) ForgetKey(key string) {
 	delete(s.keys, key)
 }
 
-// Settle turns key's pending refunds into succeeded ones. A resend of the
-// key still replays the original pending answer, as real providers do;
-// lookups show the new state. It panics if key has no pending refund.
+// Settle turns key's pending refunds into succeeded ones, with a
+// refund.succeeded webhook each. A resend of the key still replays the
+// original pending answer, as real providers do; lookups show the new
+// state. It panics if key has no pending refund.
 func (s *Server) Settle(key string) {
-	s.decide(key, func(r *refund) { r.Status = provider.StatusSucceeded })
+	s.each(key, provider.StatusPending, s.settle)
 }
 
-// Decline rejects key's pending refunds with reason and gives their amount
-// back to the payment. It panics if key has no pending refund.
+// Decline rejects key's pending refunds with reason, with a refund.failed
+// webhook each, and gives their amount back to the payment. It panics if
+// key has no pending refund.
 func (s *Server) Decline(key, reason string) {
-	s.decide(key, func(r *refund) {
-		r.Status, r.Reason = provider.StatusRejected, reason
-		s.payments[r.Payment].refunded -= r.Amount
-	})
+	s.each(key, provider.StatusPending, func(r *refund) { s.decline(r, reason) })
 }
 
-func (s *Server) decide(key string, apply func(*refund)) {
+// Reverse reverses key's succeeded refunds, with a refund.reversed webhook
+// each, and gives their amount back to the payment: the money came back
+// after the refund had succeeded. Executions does not change. It panics if
+// key has no succeeded refund.
+func (s *Server) Reverse(key string) {
+	s.each(key, provider.StatusSucceeded, s.reverse)
+}
+
+// each applies apply to key's refunds in status, and panics if there is
+// none.
+func (s *Server) each(key string, status provider.Status, apply func(*refund)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for _, r := range s.refunds {
-		if r.Reference == key && r.Status == provider.StatusPending {
+		if r.Reference == key && r.Status == status {
 			apply(r)
 			n++
 		}
 	}
 	if n == 0 {
-		panic(fmt.Sprintf("fakeprovider: no pending refund for key %q", key))
+		panic(fmt.Sprintf("fakeprovider: no %s refund for key %q", status, key))
+	}
+}
+
+// settle, decline, reverse and succeeded change a refund's status. s.mu is
+// held.
+func (s *Server) settle(r *refund) {
+	r.Status = provider.StatusSucceeded
+	s.succeeded(r)
+}
+
+func (s *Server) decline(r *refund, reason string) {
+	r.Status, r.Reason = provider.StatusRejected, reason
+	s.payments[r.Payment].refunded -= r.Amount
+	s.emit(r, provider.EventRefundFailed)
+}
+
+func (s *Server) reverse(r *refund) {
+	r.Status = provider.StatusReversed
+	s.payments[r.Payment].refunded -= r.Amount
+	s.emit(r, provider.EventRefundReversed)
+}
+
+// succeeded announces r's success and schedules its reversal, if any.
+func (s *Server) succeeded(r *refund) {
+	s.emit(r, provider.EventRefundSucceeded)
+	if r.reverseAfter > 0 {
+		s.schedule(r.reverseAfter, func() {
+			if r.Status == provider.StatusSucceeded {
+				s.reverse(r)
+			}
+		})
 	}
 }
 
@@ -277,13 +467,7 @@ func (s *Server) Publish(key string) {
 func (s *Server) Executed(key string, n int) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ch := make(chan struct{})
-	if s.executions[key] >= n {
-		close(ch)
-	} else {
-		s.waiters[key] = append(s.waiters[key], waiter{n: n, ch: ch})
-	}
-	return ch
+	return s.executions.wait(key, n)
 }
 
 // Executions is how many refunds the server created for key, pending and
@@ -292,10 +476,18 @@ func (s *Server) Executed(key string, n int) <-chan struct{} {
 func (s *Server) Executions(key string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.executions[key]
+	return s.executions.n[key]
 }
 
-// Refunded is the total of a payment's succeeded and pending refunds.
+// Injected returns how many faults RandomFaults injected so far, by kind.
+func (s *Server) Injected() Injected {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.injected
+}
+
+// Refunded is the total of a payment's succeeded and pending refunds:
+// declined and reversed ones gave their amount back.
 func (s *Server) Refunded(paymentRef string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -375,9 +567,19 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 func (s *Server) process(key string, p params) answer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var f Fault
+	d := drawRequest(s.requestRand)
+	f, random := d.fault(s.cfg.Random, s.cfg.LookupLag), true
 	if q := s.faults[key]; len(q) > 0 {
-		f, s.faults[key] = q[0], q[1:]
+		f, s.faults[key], random = q[0], q[1:], false
+	}
+	if random {
+		s.countAnswerFaults(f)
+	}
+	if f.Latency > 0 {
+		// A slow answer is a held one that RunDue releases.
+		release := make(chan struct{})
+		s.schedule(f.Latency, func() { close(release) })
+		f.Hold = release
 	}
 	a := answer{fault: f}
 	rec := s.keys[key]
@@ -397,17 +599,106 @@ func (s *Server) process(key string, p params) answer {
 	case rec != nil:
 		a.code, a.body = rec.code, rec.body
 	default:
+		var r *refund
 		rec = &keyRecord{params: p, firstUse: s.cfg.Now(), inFlight: true}
-		rec.code, rec.body = s.execute(key, p, f)
+		rec.code, rec.body, r = s.execute(key, p, f)
 		s.keys[key] = rec
 		a.code, a.body, a.taken = rec.code, rec.body, rec
+		if r != nil && random {
+			s.countRefundFaults(f)
+		}
 	}
 	return a
 }
 
+// countAnswerFaults counts the random faults that befall an answer. s.mu is
+// held.
+func (s *Server) countAnswerFaults(f Fault) {
+	switch {
+	case f.Refuse == http.StatusTooManyRequests:
+		s.injected.RateLimit++
+	case f.Refuse != 0:
+		s.injected.ServerError++
+	}
+	if f.After == Cut {
+		s.injected.Cut++
+	}
+	if f.Latency > 0 {
+		s.injected.Latency++
+	}
+}
+
+// countRefundFaults counts the random faults that befall a refund that
+// executed. s.mu is held.
+func (s *Server) countRefundFaults(f Fault) {
+	if f.Pending {
+		s.injected.Pending++
+	}
+	if f.DeclineAfter > 0 {
+		s.injected.Declined++
+	}
+	if f.Unpublished {
+		s.injected.LookupLag++
+	}
+	if f.ReverseAfter > 0 {
+		s.injected.Reversal++
+	}
+}
+
 // execute decides a new refund request and, unless it is rejected, moves
-// the money. s.mu is held.
-func (s *Server) execute(key string, p params, f Fault) (int, []byte) {
+// the money, announces it and schedules what f says becomes of it. It
+// returns the answer and the refund, nil when rejected. s.mu is held.
+func (s *Server) execute(key string, p params, f Fault) (int, []byte, *refund) {
+	code, body := s.refuse(p, f)
+	if code != 0 {
+		return code, body, nil
+	}
+	pay := s.payments[p.Payment]
+	r := &refund{
+		ID:           fmt.Sprintf("re_%d", len(s.refunds)+1),
+		Payment:      p.Payment,
+		Amount:       p.Amount,
+		Currency:     p.Currency,
+		Reference:    key,
+		Status:       provider.StatusSucceeded,
+		hidden:       f.Unpublished,
+		reverseAfter: f.ReverseAfter,
+	}
+	if f.Pending {
+		r.Status = provider.StatusPending
+	}
+	s.refunds = append(s.refunds, r)
+	pay.refunded += p.Amount
+	s.executions.add(key)
+	body = mustJSON(r) // the answer shows the refund as it executed
+	if r.Status == provider.StatusSucceeded {
+		s.succeeded(r)
+	} else {
+		s.emit(r, provider.EventRefundPending)
+	}
+	switch {
+	case f.SettleAfter > 0:
+		s.schedule(f.SettleAfter, func() {
+			if r.Status == provider.StatusPending {
+				s.settle(r)
+			}
+		})
+	case f.DeclineAfter > 0:
+		s.schedule(f.DeclineAfter, func() {
+			if r.Status == provider.StatusPending {
+				s.decline(r, AsyncDeclineReason)
+			}
+		})
+	}
+	if f.PublishAfter > 0 {
+		s.schedule(f.PublishAfter, func() { r.hidden = false })
+	}
+	return http.StatusOK, body, r
+}
+
+// refuse returns the rejection of a new refund request, or a zero code when
+// it may execute. s.mu is held.
+func (s *Server) refuse(p params, f Fault) (int, []byte) {
 	pay := s.payments[p.Payment]
 	switch {
 	case f.Reject != "":
@@ -422,31 +713,7 @@ func (s *Server) execute(key string, p params, f Fault) (int, []byte) {
 		return errorBody(http.StatusUnprocessableEntity, "exceeds_refundable_amount",
 			fmt.Sprintf("refundable amount is %d", pay.amount-pay.refunded))
 	}
-	r := &refund{
-		ID:        fmt.Sprintf("re_%d", len(s.refunds)+1),
-		Payment:   p.Payment,
-		Amount:    p.Amount,
-		Currency:  p.Currency,
-		Reference: key,
-		Status:    provider.StatusSucceeded,
-		hidden:    f.Unpublished,
-	}
-	if f.Pending {
-		r.Status = provider.StatusPending
-	}
-	s.refunds = append(s.refunds, r)
-	pay.refunded += p.Amount
-	s.executions[key]++
-	kept := s.waiters[key][:0]
-	for _, wt := range s.waiters[key] {
-		if s.executions[key] >= wt.n {
-			close(wt.ch)
-		} else {
-			kept = append(kept, wt)
-		}
-	}
-	s.waiters[key] = kept
-	return http.StatusOK, mustJSON(r)
+	return 0, nil
 }
 
 // deliver holds a as a.fault says, releases the key it took, then sends a
