@@ -58,8 +58,9 @@ type Config struct {
 	LookupLag time.Duration
 	// Now is the server's clock, time.Now when nil. Tests move it to expire
 	// keys, and to make timed work due (see RunDue), without sleeping. It
-	// also signs webhooks: a receiver must agree with it within its
-	// tolerance.
+	// also dates webhook signatures, so a receiver must agree with it within
+	// its tolerance: a test that moves it further than that waits for the
+	// webhooks under way first (WebhooksSent).
 	Now func() time.Time
 
 	// WebhookURL receives a signed POST for every change of a refund's
