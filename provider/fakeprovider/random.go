@@ -64,9 +64,9 @@ type RandomFaults struct {
 
 // Injected counts the faults RandomFaults injected, by kind. Scripted faults
 // are not counted. A refund's kinds (Pending, Declined, LookupLag, Reversal)
-// are counted when the refund executes with them; Declined and Reversal say
-// what the server will do, which a test may pre-empt with Settle, Decline or
-// Reverse.
+// are counted when the refund executes with them: Declined and Reversal say
+// what the server will do when they fall due, which a test may pre-empt with
+// Settle, Decline or Reverse.
 type Injected struct {
 	RateLimit   int // 429 before processing
 	ServerError int // 503 before processing

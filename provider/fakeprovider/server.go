@@ -641,7 +641,7 @@ func (s *Server) countRefundFaults(f Fault) {
 	if f.Unpublished {
 		s.injected.LookupLag++
 	}
-	if f.ReverseAfter > 0 {
+	if f.ReverseAfter > 0 && f.DeclineAfter == 0 { // a declined refund is never reversed
 		s.injected.Reversal++
 	}
 }
