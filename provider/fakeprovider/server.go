@@ -19,9 +19,11 @@
 //
 // Every change of a refund's status (executed succeeded or pending, settled,
 // declined, reversed) becomes a webhook event, signed as package provider
-// documents and POSTed to Config.WebhookURL in order by one sender. A test
-// makes them late, out of order or duplicated with HoldWebhooks,
-// ReleaseWebhooks and Redeliver, or at random with RandomFaults.
+// documents and POSTed to Config.WebhookURL in order by one sender. As with
+// real providers, a webhook may arrive before the answer to the request that
+// caused it. A test makes them late, out of order or duplicated with
+// HoldWebhooks, ReleaseWebhooks and Redeliver, or at random with
+// RandomFaults.
 package fakeprovider
 
 import (
@@ -53,8 +55,10 @@ type Config struct {
 	// DefaultKeyRetention when zero. ForgetKey expires one at once.
 	KeyRetention time.Duration
 	// LookupLag is the lag the server declares in its Capabilities. Lookups
-	// actually lag only for refunds scripted Unpublished, until Publish; set
-	// it when a test scripts them, so the declared contract covers them.
+	// actually lag only for refunds scripted Unpublished, until Publish or
+	// Fault.PublishAfter, and for those RandomFaults.LookupLag picks, which
+	// it then hides for exactly LookupLag; set it when a test scripts them,
+	// so the declared contract covers them.
 	LookupLag time.Duration
 	// Now is the server's clock, time.Now when nil. Tests move it to expire
 	// keys, and to make timed work due (see RunDue), without sleeping. It
@@ -99,6 +103,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.WebhookTimeout = DefaultWebhookTimeout
 	}
 	cfg.Random = cfg.Random.withDefaults()
+	cfg.WebhookSecret = bytes.Clone(cfg.WebhookSecret)
 	return cfg
 }
 
@@ -136,12 +141,12 @@ type Server struct {
 	http      *http.Server
 	mux       *http.ServeMux
 	transport *http.Transport
-	hooks     *http.Client       // sends webhooks
-	done      chan struct{}      // closed by Close: cuts every held answer, stops the loops
-	ctx       context.Context    // cancelled by Close: ends webhook POSTs
-	cancel    context.CancelFunc //
-	active    sync.WaitGroup     // request handlers
-	bg        sync.WaitGroup     // the sender and the background loop
+	hooks     *http.Client    // sends webhooks
+	done      chan struct{}   // closed by Close: cuts every held answer, stops the loops
+	ctx       context.Context // cancelled by Close: ends webhook POSTs
+	cancel    context.CancelFunc
+	active    sync.WaitGroup // request handlers
+	bg        sync.WaitGroup // the sender and the background loop
 
 	mu          sync.Mutex
 	closed      bool

@@ -81,7 +81,13 @@ func (s *Server) emit(r *refund, typ provider.EventType) {
 		}
 		if d.late < s.cfg.Random.WebhookLate {
 			s.injected.WebhookLate++
-			s.schedule(upTo(s.cfg.Random.MaxWebhookDelay, d.lateAmount), func() { s.enqueue(e, n) })
+			s.schedule(upTo(s.cfg.Random.MaxWebhookDelay, d.lateAmount), func() {
+				if s.holding[e.key] { // held meanwhile: the test decides
+					s.held[e.key] = append(s.held[e.key], e)
+					return
+				}
+				s.enqueue(e, n)
+			})
 			return
 		}
 		s.enqueue(e, n)
