@@ -18,7 +18,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 
-	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 
 	stdsql "database/sql"
 )
@@ -71,8 +71,12 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	// Ent's generic builders may create Observation rows but never change them.
+	cfg.hooks.Observation = append(cfg.hooks.Observation, fencedrt.CreateOnly("Observation", "refund_observations", "the evidence log is append-only: record with evidence.Record, mark with evidence.MarkProcessed"))
+	// Ent's generic builders may create Refund rows but never change them.
+	cfg.hooks.Refund = append(cfg.hooks.Refund, fencedrt.CreateOnly("Refund", "refunds", "a ledger row settles only with its job: use ledger.Refunded or ledger.Failed in the job's Apply"))
 	// Ent's generic builders may not write RefundJob: only the fenced API does.
-	cfg.hooks.RefundJob = append(cfg.hooks.RefundJob, fencedwrite.Backstop("RefundJob", RefundJobFencedTable))
+	cfg.hooks.RefundJob = append(cfg.hooks.RefundJob, fencedrt.Backstop("RefundJob", RefundJobFencedTable))
 
 	cfg.options(opts...)
 	return cfg

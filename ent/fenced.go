@@ -8,10 +8,9 @@ import (
 	"fmt"
 	"time"
 
-	"entgo.io/ent/dialect"
-
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 )
 
 // fencedNullable turns an empty string into SQL NULL.
@@ -26,34 +25,153 @@ func fencedNullable(s string) any {
 const fencedMaxDelay = 30 * 24 * time.Hour
 
 // RefundJobFencedTable is the table whose rows only the fenced API may
-// write. fencelint reads this constant to recognise RefundJob's generic
-// update builders.
-const RefundJobFencedTable = "refund_jobs"
-
-var fencedRefundJob = &fencedwrite.Table{
-	Name:           "refund_jobs",
-	Entity:         "RefundJob",
-	Read:           "SELECT `state`, `attempt` FROM `refund_jobs` WHERE `id` = ?",
-	ReadLocked:     "SELECT `state`, `attempt` FROM `refund_jobs` WHERE `id` = ? FOR UPDATE",
-	ClaimLock:      "SELECT `state`, `attempt`, `next_action`, `next_run_at` <= UTC_TIMESTAMP(6), `lease_until` < UTC_TIMESTAMP(6), `key_first_used_at` IS NULL OR `key_first_used_at` > UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6) FROM `refund_jobs` WHERE `id` = ? FOR UPDATE",
-	ClaimSend:      "UPDATE `refund_jobs` SET `attempt` = ?, `state` = 'running', `lease_until` = ?, `next_action` = 'refund', `key_first_used_at` = COALESCE(`key_first_used_at`, ?), `last_send_at` = ?, `writer_attempt` = ?, `updated_at` = ? WHERE `id` = ? AND `state` = 'ready' AND `attempt` = ?",
-	ClaimReconcile: "UPDATE `refund_jobs` SET `attempt` = ?, `state` = 'running', `lease_until` = ?, `next_action` = 'reconcile', `writer_attempt` = ?, `updated_at` = ? WHERE `id` = ? AND `state` = 'ready' AND `attempt` = ?",
-	Takeover:       "UPDATE `refund_jobs` SET `attempt` = ?, `lease_until` = ?, `next_action` = 'reconcile', `writer_attempt` = ?, `updated_at` = ? WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?",
-	Insert:         "INSERT INTO `refund_jobs` (`operation_key`, `payment_ref`, `amount_minor`, `currency`, `state`, `attempt`, `next_action`, `next_run_at`, `created_at`, `updated_at`) VALUES (?, ?, ?, ?, 'ready', 0, 'refund', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
-}
-
-// The fenced transitions of refund_jobs. Each one carries
-// `WHERE id AND state AND attempt` and declares the attempt it holds.
+// write, and the columns of its fence. fencelint reads these constants to
+// recognise RefundJob's generic update builders and the fence they need.
 const (
-	fencedRefundJobComplete         = "UPDATE `refund_jobs` SET `state` = 'succeeded', `provider_refund_id` = ?, `lease_until` = NULL, `last_error` = NULL, `writer_attempt` = ?, `updated_at` = UTC_TIMESTAMP(6) WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
-	fencedRefundJobReschedule       = "UPDATE `refund_jobs` SET `state` = 'ready', `next_action` = ?, `next_run_at` = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, `lease_until` = NULL, `provider_refund_id` = COALESCE(?, `provider_refund_id`), `last_error` = ?, `writer_attempt` = ?, `updated_at` = UTC_TIMESTAMP(6) WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
-	fencedRefundJobManualReview     = "UPDATE `refund_jobs` SET `state` = 'manual_review', `review_reason` = ?, `review_evidence` = ?, `provider_refund_id` = COALESCE(?, `provider_refund_id`), `lease_until` = NULL, `writer_attempt` = ?, `updated_at` = UTC_TIMESTAMP(6) WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
-	fencedRefundJobFail             = "UPDATE `refund_jobs` SET `state` = 'failed', `last_error` = ?, `provider_refund_id` = COALESCE(?, `provider_refund_id`), `lease_until` = NULL, `writer_attempt` = ?, `updated_at` = UTC_TIMESTAMP(6) WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
-	fencedRefundJobWakeUp           = "UPDATE `refund_jobs` SET `next_run_at` = LEAST(`next_run_at`, UTC_TIMESTAMP(6)), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'ready' AND `attempt` = ?"
-	fencedRefundJobResolveSucceeded = "UPDATE `refund_jobs` SET `attempt` = ?, `state` = 'succeeded', `provider_refund_id` = ?, `review_evidence` = ?, `writer_attempt` = ?, `updated_at` = UTC_TIMESTAMP(6) WHERE `id` = ? AND `state` = 'manual_review' AND `attempt` = ?"
-	fencedRefundJobResolveReconcile = "UPDATE `refund_jobs` SET `attempt` = ?, `state` = 'ready', `next_action` = 'reconcile', `next_run_at` = UTC_TIMESTAMP(6), `review_evidence` = ?, `writer_attempt` = ?, `updated_at` = UTC_TIMESTAMP(6) WHERE `id` = ? AND `state` = 'manual_review' AND `attempt` = ?"
-	fencedRefundJobResolveRefund    = "UPDATE `refund_jobs` SET `attempt` = ?, `state` = 'ready', `next_action` = 'refund', `next_run_at` = UTC_TIMESTAMP(6), `review_evidence` = ?, `writer_attempt` = ?, `updated_at` = UTC_TIMESTAMP(6) WHERE `id` = ? AND `state` = 'manual_review' AND `attempt` = ?"
+	RefundJobFencedTable        = "refund_jobs"
+	RefundJobFencedStateColumn  = "state"
+	RefundJobFencedTokenColumn  = "attempt"
+	RefundJobFencedWriterColumn = "writer_attempt"
+	RefundJobFencedLeaseColumn  = "lease_until"
 )
+
+// The statements of refund_jobs. Each UPDATE locks by primary key only,
+// carries `WHERE id AND state AND attempt` and declares the attempt it holds.
+const (
+	fencedRefundJobRead             = "SELECT `state`, `attempt`, `provider_refund_id`, `next_action`, `last_error`, `review_reason`, `review_evidence` FROM `refund_jobs` WHERE `id` = ?"
+	fencedRefundJobReadLocked       = "SELECT `state`, `attempt`, `provider_refund_id`, `next_action`, `last_error`, `review_reason`, `review_evidence` FROM `refund_jobs` WHERE `id` = ? FOR UPDATE"
+	fencedRefundJobClaimLock        = "SELECT `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` FORCE INDEX (PRIMARY) WHERE `id` = ? FOR UPDATE"
+	fencedRefundJobRegisterKey      = "INSERT INTO `refund_jobs_keys` (`operation_key`, `payment_ref`, `amount_minor`, `currency`, `registered_at`) VALUES (?, ?, ?, ?, TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'))"
+	fencedRefundJobReadKey          = "SELECT `payment_ref`, `amount_minor`, `currency` FROM `refund_jobs_keys` WHERE `operation_key` = ?"
+	fencedRefundJobInsert           = "INSERT INTO `refund_jobs` (`operation_key`, `payment_ref`, `amount_minor`, `currency`, `state`, `attempt`, `next_action`, `next_run_at`, `created_at`, `updated_at`) VALUES (?, ?, ?, ?, 'ready', 0, 'refund', TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'))"
+	fencedRefundJobClaimSend        = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'running', `lease_until` = ?, `next_action` = 'refund', `key_first_used_at` = COALESCE(`key_first_used_at`, ?), `last_send_at` = ?, `updated_at` = ?, `writer_attempt` = ? WHERE `id` = ? AND `state` = 'ready' AND `attempt` = ?"
+	fencedRefundJobClaimReconcile   = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'running', `lease_until` = ?, `next_action` = 'reconcile', `updated_at` = ?, `writer_attempt` = ? WHERE `id` = ? AND `state` = 'ready' AND `attempt` = ?"
+	fencedRefundJobTakeover         = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `lease_until` = ?, `next_action` = 'reconcile', `updated_at` = ?, `writer_attempt` = ? WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
+	fencedRefundJobComplete         = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `state` = 'succeeded', `provider_refund_id` = ?, `lease_until` = NULL, `last_error` = NULL, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
+	fencedRefundJobReschedule       = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `state` = 'ready', `next_action` = ?, `next_run_at` = TIMESTAMPADD(MICROSECOND, ?, TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00')), `lease_until` = NULL, `provider_refund_id` = COALESCE(?, `provider_refund_id`), `last_error` = ?, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
+	fencedRefundJobManualReview     = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `state` = 'manual_review', `review_reason` = ?, `review_evidence` = ?, `provider_refund_id` = COALESCE(?, `provider_refund_id`), `lease_until` = NULL, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
+	fencedRefundJobFail             = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `state` = 'failed', `last_error` = ?, `provider_refund_id` = COALESCE(?, `provider_refund_id`), `lease_until` = NULL, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
+	fencedRefundJobWakeUp           = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `next_run_at` = LEAST(`next_run_at`, TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00')), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'ready' AND `attempt` = ?"
+	fencedRefundJobResolveSucceeded = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'succeeded', `provider_refund_id` = ?, `review_evidence` = ?, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'manual_review' AND `attempt` = ?"
+	fencedRefundJobResolveReconcile = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'ready', `next_action` = 'reconcile', `next_run_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `review_evidence` = ?, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'manual_review' AND `attempt` = ?"
+	fencedRefundJobResolveRefund    = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'ready', `next_action` = 'refund', `next_run_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `review_evidence` = ?, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'manual_review' AND `attempt` = ?"
+)
+
+var fencedRefundJob = fencedrt.MustTable(fencedrt.TableSpec{
+	Name:     RefundJobFencedTable,
+	Entity:   "RefundJob",
+	ID:       "id",
+	State:    RefundJobFencedStateColumn,
+	Token:    RefundJobFencedTokenColumn,
+	Writer:   RefundJobFencedWriterColumn,
+	Compared: []string{"provider_refund_id", "next_action", "last_error", "review_reason", "review_evidence"},
+	Stmts: map[fencedrt.Op]fencedrt.Stmt{
+		fencedrt.OpRead: {
+			SQL:    fencedRefundJobRead,
+			Params: []fencedrt.Param{fencedrt.ParamID},
+		},
+		fencedrt.OpReadLocked: {
+			SQL:    fencedRefundJobReadLocked,
+			Params: []fencedrt.Param{fencedrt.ParamID},
+		},
+		fencedrt.OpClaimLock: {
+			SQL:    fencedRefundJobClaimLock,
+			Params: []fencedrt.Param{fencedrt.ParamID},
+		},
+		fencedrt.OpRegisterKey: {
+			SQL:    fencedRefundJobRegisterKey,
+			Params: []fencedrt.Param{fencedrt.RequestParam("operation_key"), fencedrt.RequestParam("payment_ref"), fencedrt.RequestParam("amount_minor"), fencedrt.RequestParam("currency")},
+		},
+		fencedrt.OpReadKey: {
+			SQL:    fencedRefundJobReadKey,
+			Params: []fencedrt.Param{fencedrt.ParamKey},
+		},
+		fencedrt.OpInsert: {
+			SQL:    fencedRefundJobInsert,
+			Params: []fencedrt.Param{fencedrt.RequestParam("operation_key"), fencedrt.RequestParam("payment_ref"), fencedrt.RequestParam("amount_minor"), fencedrt.RequestParam("currency")},
+		},
+		fencedrt.OpClaimSend: {
+			SQL:    fencedRefundJobClaimSend,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamLeaseUntil, fencedrt.ParamNow, fencedrt.ParamNow, fencedrt.ParamNow, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpClaimReconcile: {
+			SQL:    fencedRefundJobClaimReconcile,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamLeaseUntil, fencedrt.ParamNow, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpTakeover: {
+			SQL:    fencedRefundJobTakeover,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamLeaseUntil, fencedrt.ParamNow, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpComplete: {
+			SQL:    fencedRefundJobComplete,
+			Params: []fencedrt.Param{fencedrt.ParamProviderRef, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "provider_refund_id", Param: fencedrt.ParamProviderRef},
+			},
+		},
+		fencedrt.OpReschedule: {
+			SQL:    fencedRefundJobReschedule,
+			Params: []fencedrt.Param{fencedrt.ParamNextAction, fencedrt.ParamDelay, fencedrt.ParamProviderRef, fencedrt.ParamLastError, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "next_action", Param: fencedrt.ParamNextAction},
+				{Column: "provider_refund_id", Param: fencedrt.ParamProviderRef, OrKeep: true},
+				{Column: "last_error", Param: fencedrt.ParamLastError},
+			},
+		},
+		fencedrt.OpManualReview: {
+			SQL:    fencedRefundJobManualReview,
+			Params: []fencedrt.Param{fencedrt.ParamReason, fencedrt.ParamEvidence, fencedrt.ParamProviderRef, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "review_reason", Param: fencedrt.ParamReason},
+				{Column: "review_evidence", Param: fencedrt.ParamEvidence},
+				{Column: "provider_refund_id", Param: fencedrt.ParamProviderRef, OrKeep: true},
+			},
+		},
+		fencedrt.OpFail: {
+			SQL:    fencedRefundJobFail,
+			Params: []fencedrt.Param{fencedrt.ParamLastError, fencedrt.ParamProviderRef, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "last_error", Param: fencedrt.ParamLastError},
+				{Column: "provider_refund_id", Param: fencedrt.ParamProviderRef, OrKeep: true},
+			},
+		},
+		fencedrt.OpWakeUp: {
+			SQL:    fencedRefundJobWakeUp,
+			Params: []fencedrt.Param{fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpResolveSucceeded: {
+			SQL:    fencedRefundJobResolveSucceeded,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamProviderRef, fencedrt.ParamEvidence, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "provider_refund_id", Param: fencedrt.ParamProviderRef},
+				{Column: "review_evidence", Param: fencedrt.ParamEvidence},
+			},
+		},
+		fencedrt.OpResolveReconcile: {
+			SQL:    fencedRefundJobResolveReconcile,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamEvidence, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "next_action", Literal: "reconcile"},
+				{Column: "review_evidence", Param: fencedrt.ParamEvidence},
+			},
+		},
+		fencedrt.OpResolveRefund: {
+			SQL:    fencedRefundJobResolveRefund,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamEvidence, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "next_action", Literal: "refund"},
+				{Column: "review_evidence", Param: fencedrt.ParamEvidence},
+			},
+		},
+	},
+})
+
+// RefundJobFencesSQL is the database fence of refund_jobs (triggers,
+// the keys table, the archival procedure), generated from the same
+// annotation as the statements above. A migration file carries it; see
+// docs/migrations.md.
+
+const RefundJobFencesSQL = "-- The database fence of `refund_jobs`, generated by fencedwrite/entext from the Fenced\n-- annotation of RefundJob: do not edit; change the annotation and run\n-- `go generate ./ent/... && go run ./internal/cmd/migdiff -fences <name>`.\n-- It replaces every trigger and procedure of earlier versions.\n--\n-- The rules, enforced whoever writes, in any language:\n--   1. A key is registered in `refund_jobs_keys` before its job exists, and takes one\n--      job, ever: archiving a job keeps its key, so a re-delivered request is\n--      never a second job. A job is born ready at attempt 0, holding no lease.\n--   2. Every UPDATE declares the attempt it holds in `writer_attempt`; it must equal\n--      the row's attempt, and is cleared afterwards.\n--   3. Only the moves of the state machine are allowed, each with its attempt\n--      rule: claim ready -> running (+1, due), takeover running -> running (+1,\n--      lease expired, reconcile), complete / reschedule / manual review / fail\n--      from running (same attempt), wake-up ready -> ready (same attempt, only\n--      sooner), operator resolution manual_review -> succeeded | ready (+1).\n--   4. succeeded and failed rows never change again, in any column.\n--   5. The request's identity and parameters never change.\n--   6. `key_first_used_at` is set once, by a claim that sends, never moved; `last_send_at`\n--      only moves forward, by a claim that sends. Neither lies in the future.\n--   7. Rows are deleted only through CALL refund_jobs_archive(cutoff): terminal, last\n--      changed over 30 days ago, and copied to `refund_jobs_archive` first.\n--   8. Times the fence relies on (`updated_at`, `created_at`, leases, due times) are\n--      checked or stamped on the server's real clock: SET timestamp moves nothing.\n\nCREATE TABLE IF NOT EXISTS `refund_jobs_keys` (\n  `operation_key` varchar(128) NOT NULL,\n  `payment_ref` varchar(128) NOT NULL,\n  `amount_minor` bigint NOT NULL,\n  `currency` char(3) NOT NULL,\n  `registered_at` datetime(6) NOT NULL,\n  `job_created_at` datetime(6) NULL,\n  PRIMARY KEY (`operation_key`)\n) CHARSET utf8mb4 COLLATE utf8mb4_bin;\n\nCREATE TABLE IF NOT EXISTS `refund_jobs_archive` LIKE `refund_jobs`;\n\n-- Every key already enqueued or archived stays known.\nINSERT INTO `refund_jobs_keys` (`operation_key`, `payment_ref`, `amount_minor`, `currency`, `registered_at`, `job_created_at`)\n  SELECT j.`operation_key`, j.`payment_ref`, j.`amount_minor`, j.`currency`, j.`created_at`, j.`created_at` FROM `refund_jobs` j\n  WHERE NOT EXISTS (SELECT 1 FROM `refund_jobs_keys` k WHERE k.`operation_key` = j.`operation_key`);\nINSERT INTO `refund_jobs_keys` (`operation_key`, `payment_ref`, `amount_minor`, `currency`, `registered_at`, `job_created_at`)\n  SELECT j.`operation_key`, j.`payment_ref`, j.`amount_minor`, j.`currency`, j.`created_at`, j.`created_at` FROM `refund_jobs_archive` j\n  WHERE NOT EXISTS (SELECT 1 FROM `refund_jobs_keys` k WHERE k.`operation_key` = j.`operation_key`);\n\nDROP TRIGGER IF EXISTS `refund_jobs_born_ready`;\nDROP TRIGGER IF EXISTS `refund_jobs_fence`;\nDROP TRIGGER IF EXISTS `refund_jobs_no_delete`;\nDROP PROCEDURE IF EXISTS `refund_jobs_archive`;\nDROP TRIGGER IF EXISTS `refund_jobs_keys_registered`;\nDROP TRIGGER IF EXISTS `refund_jobs_keys_bind_once`;\nDROP TRIGGER IF EXISTS `refund_jobs_keys_no_delete`;\nDROP TRIGGER IF EXISTS `refund_jobs_archive_only_old_terminal`;\nDROP TRIGGER IF EXISTS `refund_jobs_archive_no_update`;\nDROP TRIGGER IF EXISTS `refund_jobs_archive_no_delete`;\n\nDELIMITER //\n\nCREATE TRIGGER `refund_jobs_keys_registered` BEFORE INSERT ON `refund_jobs_keys` FOR EACH ROW\nBEGIN\n  IF NEW.`job_created_at` IS NOT NULL THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs_keys: a key is registered before its job';\n  END IF;\n  SET NEW.`registered_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00');\nEND//\n\nCREATE TRIGGER `refund_jobs_keys_bind_once` BEFORE UPDATE ON `refund_jobs_keys` FOR EACH ROW\nBEGIN\n  IF OLD.`job_created_at` IS NOT NULL OR NEW.`job_created_at` IS NULL OR NOT (NEW.`operation_key` <=> OLD.`operation_key`) OR NOT (NEW.`payment_ref` <=> OLD.`payment_ref`) OR NOT (NEW.`amount_minor` <=> OLD.`amount_minor`) OR NOT (NEW.`currency` <=> OLD.`currency`)\n     OR NOT (NEW.`registered_at` <=> OLD.`registered_at`) THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs_keys: a registered key never changes and takes one job, ever';\n  END IF;\nEND//\n\nCREATE TRIGGER `refund_jobs_keys_no_delete` BEFORE DELETE ON `refund_jobs_keys` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs_keys: a key once enqueued stays known for ever';\nEND//\n\nCREATE TRIGGER `refund_jobs_born_ready` BEFORE INSERT ON `refund_jobs` FOR EACH ROW\nBEGIN\n  DECLARE now DATETIME(6) DEFAULT TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00');\n  IF NEW.`state` <> 'ready' OR NEW.`attempt` <> 0 THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs: a job is born ready at attempt 0';\n  END IF;\n  IF NEW.`writer_attempt` IS NOT NULL OR NEW.`lease_until` IS NOT NULL OR NEW.`key_first_used_at` IS NOT NULL OR NEW.`last_send_at` IS NOT NULL THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs: a new job holds no lease, declares no writer and has sent nothing';\n  END IF;\n  UPDATE `refund_jobs_keys` SET `job_created_at` = now\n    WHERE `operation_key` = NEW.`operation_key` AND `payment_ref` = NEW.`payment_ref` AND `amount_minor` = NEW.`amount_minor` AND `currency` = NEW.`currency` AND `job_created_at` IS NULL;\n  IF ROW_COUNT() <> 1 THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs: register the key first; a key takes one job, ever (archived or not)';\n  END IF;\n  SET NEW.`created_at` = now, NEW.`updated_at` = now;\nEND//\n\nCREATE TRIGGER `refund_jobs_fence` BEFORE UPDATE ON `refund_jobs` FOR EACH ROW\nBEGIN\n  DECLARE now DATETIME(6) DEFAULT TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00');\n  DECLARE msg VARCHAR(255);\n  DECLARE sends BOOLEAN DEFAULT OLD.`state` = 'ready' AND NEW.`state` = 'running' AND NEW.`next_action` = 'refund';\n  IF @@session.time_zone <> 'SYSTEM' AND @@session.time_zone NOT REGEXP '^[+-][0-9]{1,2}:[0-9]{2}$' THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs: the fence needs time_zone SYSTEM or a numeric offset: named zones repeat an hour';\n  END IF;\n  IF OLD.`state` IN ('succeeded', 'failed') THEN\n    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': ', OLD.`state`, ' is terminal and never changes');\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;\n  END IF;\n  IF NEW.`writer_attempt` IS NULL THEN\n    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': an UPDATE must declare the attempt it holds: SET writer_attempt = ', OLD.`attempt`);\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;\n  END IF;\n  IF NEW.`writer_attempt` <> OLD.`attempt` THEN\n    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': stale writer declares attempt ', NEW.`writer_attempt`, ', row is at ', OLD.`attempt`);\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;\n  END IF;\n  IF NOT (NEW.`id` <=> OLD.`id` AND NEW.`operation_key` <=> OLD.`operation_key` AND NEW.`payment_ref` <=> OLD.`payment_ref` AND NEW.`amount_minor` <=> OLD.`amount_minor` AND NEW.`currency` <=> OLD.`currency` AND NEW.`created_at` <=> OLD.`created_at`) THEN\n    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': the id, the request and its creation time never change');\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;\n  END IF;\n  IF NEW.`attempt` <> OLD.`attempt` AND NEW.`attempt` <> OLD.`attempt` + 1 THEN\n    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': attempt may only stay or grow by one, not go ', OLD.`attempt`, ' -> ', NEW.`attempt`);\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;\n  END IF;\n  SET msg = CONCAT('refund_jobs#', OLD.`id`, ': ', OLD.`state`, ' -> ', NEW.`state`, ': ');\n  IF OLD.`state` = 'ready' AND NEW.`state` = 'running' THEN\n    IF NEW.`attempt` <> OLD.`attempt` + 1 THEN\n      SET msg = CONCAT(msg, 'a claim takes attempt+1');\n    ELSEIF NOT (OLD.`next_run_at` <= now) THEN\n      SET msg = CONCAT(msg, 'a claim needs a due job (database clock)');\n    ELSEIF NEW.`lease_until` IS NULL THEN\n      SET msg = CONCAT(msg, 'a claim holds a lease');\n    ELSEIF OLD.`next_action` = 'reconcile' AND NEW.`next_action` <> 'reconcile' THEN\n      SET msg = CONCAT(msg, 'a claim never turns a reconcile into a send');\n    ELSEIF sends AND (NEW.`key_first_used_at` IS NULL OR NEW.`last_send_at` IS NULL OR NEW.`last_send_at` <=> OLD.`last_send_at`) THEN\n      SET msg = CONCAT(msg, 'a claim that sends records the key''s first use and the send');\n    ELSE\n      SET msg = NULL;\n    END IF;\n  ELSEIF OLD.`state` = 'running' AND NEW.`state` = 'running' THEN\n    IF NEW.`attempt` <> OLD.`attempt` + 1 THEN\n      SET msg = CONCAT(msg, 'only a takeover stays running, with attempt+1');\n    ELSEIF NOT (OLD.`lease_until` < now) THEN\n      SET msg = CONCAT(msg, 'a takeover needs a lease expired by the database clock');\n    ELSEIF NEW.`next_action` <> 'reconcile' OR NEW.`lease_until` IS NULL THEN\n      SET msg = CONCAT(msg, 'a takeover holds a new lease and reconciles');\n    ELSE\n      SET msg = NULL;\n    END IF;\n  ELSEIF OLD.`state` = 'running' AND NEW.`state` IN ('succeeded', 'ready', 'manual_review', 'failed') THEN\n    IF NEW.`attempt` <> OLD.`attempt` THEN\n      SET msg = CONCAT(msg, 'complete, reschedule, manual review and fail keep the attempt');\n    ELSEIF NEW.`lease_until` IS NOT NULL THEN\n      SET msg = CONCAT(msg, 'leaving running gives the lease up');\n    ELSEIF NEW.`state` = 'succeeded' AND NEW.`provider_refund_id` IS NULL THEN\n      SET msg = CONCAT(msg, 'success needs the provider refund id');\n    ELSE\n      SET msg = NULL;\n    END IF;\n  ELSEIF OLD.`state` = 'ready' AND NEW.`state` = 'ready' THEN\n    IF NEW.`attempt` <> OLD.`attempt` OR NEW.`next_run_at` > OLD.`next_run_at`\n       OR NOT (NEW.`next_action` <=> OLD.`next_action` AND NEW.`lease_until` <=> OLD.`lease_until` AND NEW.`provider_refund_id` <=> OLD.`provider_refund_id`\n               AND NEW.`last_error` <=> OLD.`last_error` AND NEW.`review_reason` <=> OLD.`review_reason` AND NEW.`review_evidence` <=> OLD.`review_evidence`) THEN\n      SET msg = CONCAT(msg, 'a wake-up only makes a job due sooner');\n    ELSE\n      SET msg = NULL;\n    END IF;\n  ELSEIF OLD.`state` = 'manual_review' AND NEW.`state` IN ('succeeded', 'ready') THEN\n    IF NEW.`attempt` <> OLD.`attempt` + 1 THEN\n      SET msg = CONCAT(msg, 'an operator resolution takes attempt+1');\n    ELSEIF NEW.`review_evidence` IS NULL OR NEW.`lease_until` IS NOT NULL THEN\n      SET msg = CONCAT(msg, 'an operator resolution records its evidence and holds no lease');\n    ELSEIF NEW.`state` = 'succeeded' AND NEW.`provider_refund_id` IS NULL THEN\n      SET msg = CONCAT(msg, 'success needs the provider refund id');\n    ELSE\n      SET msg = NULL;\n    END IF;\n  ELSE\n    SET msg = CONCAT(msg, 'not a move of the state machine');\n  END IF;\n  IF msg IS NOT NULL THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;\n  END IF;\n  IF NOT (NEW.`key_first_used_at` <=> OLD.`key_first_used_at`)\n     AND (OLD.`key_first_used_at` IS NOT NULL OR NOT sends OR NEW.`key_first_used_at` > now + INTERVAL 1 SECOND) THEN\n    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': key_first_used_at is set once, by a claim that sends, never in the future');\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;\n  END IF;\n  IF NOT (NEW.`last_send_at` <=> OLD.`last_send_at`)\n     AND (NOT sends OR NEW.`last_send_at` > now + INTERVAL 1 SECOND OR NEW.`last_send_at` < OLD.`last_send_at`) THEN\n    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': last_send_at moves forward only, by a claim that sends, never into the future');\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;\n  END IF;\n  SET NEW.`writer_attempt` = NULL;\n  -- A wake-up of a job already due changes nothing, and says so (0 changed\n  -- rows): clientFoundRows=true tells it from a stale write.\n  IF OLD.`state` = 'ready' AND NEW.`state` = 'ready' AND NEW.`next_run_at` <=> OLD.`next_run_at` THEN\n    SET NEW.`updated_at` = OLD.`updated_at`;\n  ELSE\n    SET NEW.`updated_at` = now;\n  END IF;\nEND//\n\nCREATE TRIGGER `refund_jobs_no_delete` BEFORE DELETE ON `refund_jobs` FOR EACH ROW\nBEGIN\n  DECLARE msg VARCHAR(255);\n  IF OLD.`state` NOT IN ('succeeded', 'failed') OR NOT (OLD.`updated_at` < TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') - INTERVAL 30 DAY)\n     OR NOT EXISTS (SELECT 1 FROM `refund_jobs_archive` a WHERE a.`id` = OLD.`id` AND a.`operation_key` = OLD.`operation_key`\n                    AND a.`state` = OLD.`state` AND a.`attempt` = OLD.`attempt`) THEN\n    SET msg = CONCAT('refund_jobs#', OLD.`id`, ': only archived terminal jobs 30 days old are deleted (CALL refund_jobs_archive)');\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;\n  END IF;\nEND//\n\nCREATE TRIGGER `refund_jobs_archive_only_old_terminal` BEFORE INSERT ON `refund_jobs_archive` FOR EACH ROW\nBEGIN\n  IF NOT EXISTS (SELECT 1 FROM `refund_jobs` j WHERE j.`id` = NEW.`id` AND j.`operation_key` = NEW.`operation_key`\n                 AND j.`state` IN ('succeeded', 'failed') AND j.`state` = NEW.`state`\n                 AND j.`attempt` = NEW.`attempt` AND j.`updated_at` < TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') - INTERVAL 30 DAY) THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs_archive: only terminal jobs 30 days old are archived (CALL refund_jobs_archive)';\n  END IF;\nEND//\n\nCREATE TRIGGER `refund_jobs_archive_no_update` BEFORE UPDATE ON `refund_jobs_archive` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs_archive: archived jobs never change';\nEND//\n\nCREATE TRIGGER `refund_jobs_archive_no_delete` BEFORE DELETE ON `refund_jobs_archive` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs_archive: archived jobs are never deleted';\nEND//\n\n-- The archival path: moves succeeded and failed jobs last changed before cutoff\n-- (itself at least 30 days ago by the server's real clock) into `refund_jobs_archive`, in one\n-- transaction. Their keys stay registered in `refund_jobs_keys`.\nCREATE PROCEDURE `refund_jobs_archive`(IN cutoff DATETIME(6))\nBEGIN\n  DECLARE EXIT HANDLER FOR SQLEXCEPTION\n  BEGIN\n    ROLLBACK;\n    RESIGNAL;\n  END;\n  IF cutoff IS NULL OR cutoff > TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') - INTERVAL 30 DAY THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs_archive: the cutoff must be at least 30 days in the past';\n  END IF;\n  START TRANSACTION;\n  INSERT INTO `refund_jobs_archive`\n    SELECT * FROM `refund_jobs` WHERE `state` IN ('succeeded', 'failed') AND `updated_at` < cutoff FOR UPDATE;\n  DELETE FROM `refund_jobs` WHERE `state` IN ('succeeded', 'failed') AND `updated_at` < cutoff;\n  COMMIT;\nEND//\n\nDELIMITER ;\n"
 
 // RefundJobLease is the write right of one committed claim or takeover of a
 // RefundJob: the job id and the attempt (the fencing token). Only Claim
@@ -95,19 +213,31 @@ func (l *RefundJobLease) String() string {
 
 func (l *RefundJobLease) valid() bool { return l != nil && l.id > 0 && l.attempt > 0 }
 
-func newRefundJobLease(c fencedwrite.Claimed) *RefundJobLease {
+func newRefundJobLease(c fencedrt.Claimed) *RefundJobLease {
 	return &RefundJobLease{id: c.ID, attempt: c.Attempt, action: refundjob.NextAction(c.Action), leaseUntil: c.LeaseUntil, claimedAt: c.ClaimedAt}
 }
 
-// Claim claims the due ready RefundJob with the given id in a short
-// transaction of its own; see fencedwrite.Claim for what each error means.
-// On an error matching fencedwrite.ErrCommitUnknown, do not call the
-// provider and do not retry.
+// Claim claims the due ready RefundJob with the given id: in one short
+// transaction it locks the row by primary key, checks it is ready and due,
+// and moves it to running with attempt+1 and a lease measured on the
+// database's own clock (one no session can move). A claim whose next action
+// is refund first checks that the idempotency key is still safely inside its
+// window (otherwise the claim reconciles instead), records the key's first
+// use and records this claim as the latest possible send.
+//
+// Only a nil error means the caller holds the lease. Every error matches
+// exactly one of fencedwrite.ErrNotFound, ErrNotClaimable, ErrInvalid (bad
+// options: nothing was written), ErrRolledBack (nothing was claimed; try
+// again later), ErrUnexpectedState (the database fence refused the claim)
+// and ErrCommitUnknown: the COMMIT reply was lost, so the claim may or may
+// not be in place, and even a row showing the expected attempt proves
+// nothing. On ErrCommitUnknown do not call the provider and do not retry;
+// the next scheduler pass reads the truth.
 func (c *RefundJobClient) Claim(ctx context.Context, id int64, o fencedwrite.ClaimOptions) (*RefundJobLease, error) {
 	if _, ok := c.driver.(*txDriver); ok {
 		return nil, fmt.Errorf("claim refund_jobs#%d: %w: a claim runs in a transaction of its own", id, ErrTxStarted)
 	}
-	claimed, err := fencedwrite.Claim(ctx, c.driver, fencedRefundJob, id, o)
+	claimed, err := fencedrt.Claim(ctx, c.driver, fencedRefundJob, id, o)
 	if err != nil {
 		return nil, err
 	}
@@ -115,14 +245,16 @@ func (c *RefundJobClient) Claim(ctx context.Context, id int64, o fencedwrite.Cla
 }
 
 // Takeover takes over the running RefundJob with the given id whose
-// lease has expired, in a short transaction of its own. The new lease's next
-// action is always reconcile. See fencedwrite.Takeover for what each error
-// means.
+// lease has expired by the database clock, in a short transaction of its
+// own under the row lock: attempt+1, a new lease, and next action reconcile,
+// whatever it was. Its errors mean what Claim's mean; a job whose lease has
+// not expired, or that is no longer running (its holder settled it), is
+// fencedwrite.ErrNotClaimable.
 func (c *RefundJobClient) Takeover(ctx context.Context, id int64, o fencedwrite.ClaimOptions) (*RefundJobLease, error) {
 	if _, ok := c.driver.(*txDriver); ok {
 		return nil, fmt.Errorf("takeover refund_jobs#%d: %w: a takeover runs in a transaction of its own", id, ErrTxStarted)
 	}
-	claimed, err := fencedwrite.Takeover(ctx, c.driver, fencedRefundJob, id, o)
+	claimed, err := fencedrt.Takeover(ctx, c.driver, fencedRefundJob, id, o)
 	if err != nil {
 		return nil, err
 	}
@@ -134,29 +266,27 @@ func (c *RefundJobClient) Takeover(ctx context.Context, id int64, o fencedwrite.
 // caller read (WakeUp, ResolveSucceeded, ResolveReconcile, ResolveRefund).
 // Run it with RefundJobClient.Apply, or with Fence inside RefundJobClient.Run.
 type RefundJobTransition struct {
-	w *fencedwrite.Write
+	w *fencedrt.Write
 }
 
 // Op is the transition's name, e.g. "complete".
-func (t *RefundJobTransition) Op() string { return t.w.Op }
+func (t *RefundJobTransition) Op() string {
+	if t == nil || t.w == nil {
+		return ""
+	}
+	return string(t.w.Op())
+}
 
-func newRefundJobTransition(op string, id, attempt int64, from, to string, toAttempt int64, query string, args ...any) *RefundJobTransition {
-	return &RefundJobTransition{w: &fencedwrite.Write{
-		Table: fencedRefundJob, Op: op, ID: id,
-		From: from, Attempt: attempt, To: to, ToAttempt: toAttempt,
-		Query: query, Args: args,
-	}}
+func newRefundJobTransition(op fencedrt.Op, id, attempt int64, vals fencedrt.Values) *RefundJobTransition {
+	return &RefundJobTransition{w: fencedrt.NewWrite(fencedRefundJob, op, id, attempt, vals)}
 }
 
 // invalidRefundJobTransition carries an error that Fence returns instead of writing.
-func invalidRefundJobTransition(op string, id, attempt int64, err error) *RefundJobTransition {
-	return &RefundJobTransition{w: &fencedwrite.Write{
-		Table: fencedRefundJob, Op: op, ID: id, Attempt: attempt,
-		Err: fmt.Errorf("%s refund_jobs#%d at attempt %d: %w", op, id, attempt, err),
-	}}
+func invalidRefundJobTransition(op fencedrt.Op, id, attempt int64, err error) *RefundJobTransition {
+	return &RefundJobTransition{w: fencedrt.Invalid(fencedRefundJob, op, id, attempt, err)}
 }
 
-func (l *RefundJobLease) check(op string) *RefundJobTransition {
+func (l *RefundJobLease) check(op fencedrt.Op) *RefundJobTransition {
 	if !l.valid() {
 		var id, attempt int64
 		if l != nil {
@@ -171,15 +301,14 @@ func (l *RefundJobLease) check(op string) *RefundJobTransition {
 // id: running → succeeded, lease cleared. Apply it together with the ledger
 // update, in the same transaction.
 func (l *RefundJobLease) Complete(providerRefundID string) *RefundJobTransition {
-	const op = "complete"
+	const op = fencedrt.OpComplete
 	if t := l.check(op); t != nil {
 		return t
 	}
 	if providerRefundID == "" {
 		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "provider_refund_id", Problem: "must not be empty: complete only on a verified refund"})
 	}
-	return newRefundJobTransition(op, l.id, l.attempt, fencedwrite.StateRunning, fencedwrite.StateSucceeded, l.attempt,
-		fencedRefundJobComplete, providerRefundID, l.attempt, l.id, l.attempt)
+	return newRefundJobTransition(op, l.id, l.attempt, fencedrt.Values{fencedrt.ParamProviderRef: providerRefundID})
 }
 
 // Reschedule puts the job back to ready, due after the given delay (measured
@@ -189,7 +318,7 @@ func (l *RefundJobLease) Complete(providerRefundID string) *RefundJobTransition 
 // provider revealed it, on a pending answer say); lastError, when not empty,
 // is recorded.
 func (l *RefundJobLease) Reschedule(next refundjob.NextAction, after time.Duration, providerRefundID, lastError string) *RefundJobTransition {
-	const op = "reschedule"
+	const op = fencedrt.OpReschedule
 	if t := l.check(op); t != nil {
 		return t
 	}
@@ -199,41 +328,43 @@ func (l *RefundJobLease) Reschedule(next refundjob.NextAction, after time.Durati
 	if after < 0 || after > fencedMaxDelay {
 		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "after", Problem: fmt.Sprintf("must be between 0 and %v, got %v", fencedMaxDelay, after)})
 	}
-	return newRefundJobTransition(op, l.id, l.attempt, fencedwrite.StateRunning, fencedwrite.StateReady, l.attempt,
-		fencedRefundJobReschedule, string(next), after.Microseconds(), fencedNullable(providerRefundID), fencedNullable(lastError), l.attempt, l.id, l.attempt)
+	return newRefundJobTransition(op, l.id, l.attempt, fencedrt.Values{
+		fencedrt.ParamNextAction: string(next), fencedrt.ParamDelay: after.Microseconds(),
+		fencedrt.ParamProviderRef: fencedNullable(providerRefundID), fencedrt.ParamLastError: fencedNullable(lastError),
+	})
 }
 
 // ManualReview hands the job to an operator with the reason and the
 // evidence: running → manual_review. providerRefundID, when not empty, is
 // saved.
 func (l *RefundJobLease) ManualReview(reason, evidence, providerRefundID string) *RefundJobTransition {
-	const op = "manual review"
+	const op = fencedrt.OpManualReview
 	if t := l.check(op); t != nil {
 		return t
 	}
 	if reason == "" {
 		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "reason", Problem: "must not be empty: say why a person must look"})
 	}
-	return newRefundJobTransition(op, l.id, l.attempt, fencedwrite.StateRunning, fencedwrite.StateManualReview, l.attempt,
-		fencedRefundJobManualReview, reason, fencedNullable(evidence), fencedNullable(providerRefundID), l.attempt, l.id, l.attempt)
+	return newRefundJobTransition(op, l.id, l.attempt, fencedrt.Values{
+		fencedrt.ParamReason: reason, fencedrt.ParamEvidence: fencedNullable(evidence), fencedrt.ParamProviderRef: fencedNullable(providerRefundID),
+	})
 }
 
 // Fail settles the job as failed on a definitive provider rejection, with
 // the reason: running → failed. Never use it for an unknown outcome.
 func (l *RefundJobLease) Fail(reason, providerRefundID string) *RefundJobTransition {
-	const op = "fail"
+	const op = fencedrt.OpFail
 	if t := l.check(op); t != nil {
 		return t
 	}
 	if reason == "" {
 		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "reason", Problem: "must not be empty: record the provider's rejection"})
 	}
-	return newRefundJobTransition(op, l.id, l.attempt, fencedwrite.StateRunning, fencedwrite.StateFailed, l.attempt,
-		fencedRefundJobFail, reason, fencedNullable(providerRefundID), l.attempt, l.id, l.attempt)
+	return newRefundJobTransition(op, l.id, l.attempt, fencedrt.Values{fencedrt.ParamLastError: reason, fencedrt.ParamProviderRef: fencedNullable(providerRefundID)})
 }
 
 // seen checks a job the caller read before building a transition from it.
-func seenRefundJob(op string, job *RefundJob, want refundjob.State) *RefundJobTransition {
+func seenRefundJob(op fencedrt.Op, job *RefundJob, want refundjob.State) *RefundJobTransition {
 	if job == nil || job.ID <= 0 {
 		return invalidRefundJobTransition(op, 0, 0, &fencedwrite.FieldError{Field: "job", Problem: "must be a job read from the database"})
 	}
@@ -246,41 +377,38 @@ func seenRefundJob(op string, job *RefundJob, want refundjob.State) *RefundJobTr
 // WakeUp makes a waiting job due now, when new evidence arrives for it. It
 // is fenced on the attempt the caller read: ready → ready, same attempt.
 func (c *RefundJobClient) WakeUp(job *RefundJob) *RefundJobTransition {
-	const op = "wake-up"
+	const op = fencedrt.OpWakeUp
 	if t := seenRefundJob(op, job, refundjob.StateReady); t != nil {
 		return t
 	}
-	return newRefundJobTransition(op, job.ID, job.Attempt, fencedwrite.StateReady, fencedwrite.StateReady, job.Attempt,
-		fencedRefundJobWakeUp, job.Attempt, job.ID, job.Attempt)
+	return newRefundJobTransition(op, job.ID, job.Attempt, nil)
 }
 
 // ResolveSucceeded is an operator's resolution of a job in manual review as
 // succeeded, with the provider's refund id and the evidence that justifies
 // it: attempt+1, manual_review → succeeded. Apply it with the ledger update.
 func (c *RefundJobClient) ResolveSucceeded(job *RefundJob, providerRefundID, evidence string) *RefundJobTransition {
-	const op = "resolve succeeded"
+	const op = fencedrt.OpResolveSucceeded
 	if t := seenRefundJob(op, job, refundjob.StateManualReview); t != nil {
 		return t
 	}
 	if providerRefundID == "" || evidence == "" {
 		return invalidRefundJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "evidence", Problem: "a provider refund id and the evidence are both required"})
 	}
-	return newRefundJobTransition(op, job.ID, job.Attempt, fencedwrite.StateManualReview, fencedwrite.StateSucceeded, job.Attempt+1,
-		fencedRefundJobResolveSucceeded, job.Attempt+1, providerRefundID, evidence, job.Attempt, job.ID, job.Attempt)
+	return newRefundJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamProviderRef: providerRefundID, fencedrt.ParamEvidence: evidence})
 }
 
 // ResolveReconcile is an operator's resolution of a job in manual review
 // back to ready, due now, to reconcile again: attempt+1.
 func (c *RefundJobClient) ResolveReconcile(job *RefundJob, note string) *RefundJobTransition {
-	const op = "resolve reconcile"
+	const op = fencedrt.OpResolveReconcile
 	if t := seenRefundJob(op, job, refundjob.StateManualReview); t != nil {
 		return t
 	}
 	if note == "" {
 		return invalidRefundJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "note", Problem: "must not be empty: say why reconciling again will help"})
 	}
-	return newRefundJobTransition(op, job.ID, job.Attempt, fencedwrite.StateManualReview, fencedwrite.StateReady, job.Attempt+1,
-		fencedRefundJobResolveReconcile, job.Attempt+1, note, job.Attempt, job.ID, job.Attempt)
+	return newRefundJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamEvidence: note})
 }
 
 // ResolveRefund is an operator's resolution of a job in manual review back
@@ -291,23 +419,39 @@ func (c *RefundJobClient) ResolveReconcile(job *RefundJob, note string) *RefundJ
 // the same transaction (the callback of Apply) so the resolution commits
 // only with it.
 func (c *RefundJobClient) ResolveRefund(job *RefundJob, proof string) *RefundJobTransition {
-	const op = "resolve refund"
+	const op = fencedrt.OpResolveRefund
 	if t := seenRefundJob(op, job, refundjob.StateManualReview); t != nil {
 		return t
 	}
 	if proof == "" {
 		return invalidRefundJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "proof", Problem: "must not be empty: resending needs proof the first request cannot take effect"})
 	}
-	return newRefundJobTransition(op, job.ID, job.Attempt, fencedwrite.StateManualReview, fencedwrite.StateReady, job.Attempt+1,
-		fencedRefundJobResolveRefund, job.Attempt+1, proof, job.Attempt, job.ID, job.Attempt)
+	return newRefundJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamEvidence: proof})
 }
 
 // Apply runs t and then fn in one transaction on one connection, and runs
 // the COMMIT itself: t's fenced UPDATE first, then fn's business writes
-// (the ledger, say) on tx, only when the fence held. See fencedwrite.Run for
-// the outcomes: nil means committed; errors match fencedwrite.ErrSuperseded,
-// ErrAlreadySettled, ErrRolledBack, ErrCommitUnknown, ErrUnexpectedState or
-// ErrFoundRowsOff. fn may be nil.
+// (the ledger, say) on tx, only when the fence held. fn may be nil.
+//
+// nil means committed and acknowledged. Every error matches exactly one of:
+//
+//   - fencedwrite.ErrSuperseded: another claim, takeover or resolution moved
+//     the attempt on; nothing was written; stop, and record what the
+//     provider said as evidence;
+//   - ErrAlreadySettled: this very write is already in place (an earlier
+//     COMMIT whose reply was lost); treat it as success;
+//   - ErrRolledBack: nothing is in place, the lease still holds; retry;
+//   - ErrCommitUnknown: the COMMIT reply was lost and a locking re-read could
+//     not settle it; do not act again until a read shows the truth;
+//   - ErrUnexpectedState: the job is not where this write expects, or the
+//     database fence refused it; look before acting;
+//   - ErrFoundRowsOff: the connection counts changed rows (see
+//     fencedwrite.DSN);
+//   - ErrInvalid: the transition or the callback was wrong; nothing was
+//     written, and retrying will not help.
+//
+// A superseded write whose COMMIT reply was lost matches both ErrSuperseded
+// and ErrCommitUnknown.
 func (c *RefundJobClient) Apply(ctx context.Context, t *RefundJobTransition, fn func(context.Context, *Tx) error) error {
 	return c.Run(ctx, func(ctx context.Context, tx *Tx) error {
 		if err := tx.RefundJob.Fence(ctx, t); err != nil {
@@ -328,25 +472,30 @@ func (c *RefundJobClient) Run(ctx context.Context, fn func(context.Context, *Tx)
 	if _, ok := c.driver.(*txDriver); ok {
 		return fmt.Errorf("run fenced transaction: %w: the fenced runner owns its transaction", ErrTxStarted)
 	}
-	return fencedwrite.Run(ctx, c.driver, c.beginFenced, fn)
+	return fencedrt.Run(ctx, c.driver, c.beginFenced, fn)
 }
 
-// beginFenced starts a transaction that only the fenced runner commits: a
-// callback that calls Commit itself gets fencedwrite.ErrRunnerOwnsCommit.
-func (c *RefundJobClient) beginFenced(ctx context.Context) (*Tx, dialect.ExecQuerier, error) {
-	tx, err := (&Client{config: c.config}).Tx(ctx)
+// beginFenced starts a transaction that only the fenced runner ends: a
+// callback that commits or rolls back gets fencedwrite.ErrRunnerOwnsCommit,
+// and a statement that would end the transaction is refused before it is
+// sent (see fencedrt.Guard).
+func (c *RefundJobClient) beginFenced(ctx context.Context) (fencedrt.Begun[*Tx], error) {
+	guard := fencedrt.Guard(c.driver)
+	cfg := c.config
+	cfg.driver = guard
+	tx, err := (&Client{config: cfg}).Tx(ctx)
 	if err != nil {
-		return nil, nil, err
+		return fencedrt.Begun[*Tx]{}, err
 	}
 	tx.OnCommit(func(next Committer) Committer {
 		return CommitFunc(func(ctx context.Context, tx *Tx) error {
-			if err := fencedwrite.CheckCommit(ctx); err != nil {
+			if err := fencedrt.CheckCommit(ctx); err != nil {
 				return err
 			}
 			return next.Commit(ctx, tx)
 		})
 	})
-	return tx, tx.config.driver, nil
+	return fencedrt.Begun[*Tx]{Tx: tx, Exec: tx.config.driver, Raw: guard.Started()}, nil
 }
 
 // Fence applies t inside the transaction of RefundJobClient.Run, on the
@@ -354,10 +503,10 @@ func (c *RefundJobClient) beginFenced(ctx context.Context) (*Tx, dialect.ExecQue
 // does not hold it returns an error; return it, and Run rolls back, re-reads
 // the row afresh and reports the outcome.
 func (c *RefundJobClient) Fence(ctx context.Context, t *RefundJobTransition) error {
-	if t == nil {
-		return fmt.Errorf("fence refund_jobs: %w: nil transition", fencedwrite.ErrInvalid)
+	if t == nil || t.w == nil {
+		return fmt.Errorf("fence refund_jobs: %w: the transition is nil or zero; build it from a lease or a job you read", fencedwrite.ErrInvalid)
 	}
-	return fencedwrite.Fence(ctx, c.driver, t.w)
+	return fencedrt.Fence(ctx, c.driver, t.w)
 }
 
 // RefundJobEnqueue holds the request parameters of a new job. Enqueueing
@@ -402,39 +551,92 @@ func (p RefundJobEnqueue) conflicts(job *RefundJob) error {
 	return errors.Join(errs...)
 }
 
-// Enqueue creates a job for the request, born ready at attempt 0 and due
-// now, and runs fn (the ledger row, say; fn may be nil) in the same
-// transaction. It reports created=false with the existing job when the key
-// was already enqueued with the same parameters, and an error matching
-// fencedwrite.ErrKeyConflict, naming each differing field, when with
-// different ones. Bad input is refused before anything reaches the
-// database, with an error (fencedwrite.ErrInvalid) naming each bad field.
-// On fencedwrite.ErrCommitUnknown, call Enqueue again with the same
-// parameters to learn whether the job exists.
+// conflictsWithKey lists the parameters in which a registered key (as
+// text, in the order of the key's other parameters) differs from p.
+func (p RefundJobEnqueue) conflictsWithKey(stored []string) error {
+	var errs []error
+	if got := fmt.Sprint(p.PaymentRef); len(stored) <= 0 || stored[0] != got {
+		var was string
+		if len(stored) > 0 {
+			was = stored[0]
+		}
+		errs = append(errs, &fencedwrite.FieldError{Field: "payment_ref", Problem: fmt.Sprintf("enqueued as %v, requested as %v", was, got)})
+	}
+	if got := fmt.Sprint(p.AmountMinor); len(stored) <= 1 || stored[1] != got {
+		var was string
+		if len(stored) > 1 {
+			was = stored[1]
+		}
+		errs = append(errs, &fencedwrite.FieldError{Field: "amount_minor", Problem: fmt.Sprintf("enqueued as %v, requested as %v", was, got)})
+	}
+	if got := fmt.Sprint(p.Currency); len(stored) <= 2 || stored[2] != got {
+		var was string
+		if len(stored) > 2 {
+			was = stored[2]
+		}
+		errs = append(errs, &fencedwrite.FieldError{Field: "currency", Problem: fmt.Sprintf("enqueued as %v, requested as %v", was, got)})
+	}
+	return errors.Join(errs...)
+}
+
+// Enqueue registers the request's key and creates its job, born ready at
+// attempt 0 and due now, and runs fn (the ledger row, say; fn may be nil)
+// in the same transaction.
+//
+// A key is known for ever once enqueued. Enqueueing it again with the same
+// parameters is a no-op that reports created=false and the existing job;
+// when its job was settled and archived, the error matches
+// fencedwrite.ErrKeyArchived (treat it like the no-op: the request is not
+// new). With different parameters the error matches
+// fencedwrite.ErrKeyConflict and names each differing field. Bad input is
+// refused before anything reaches the database, with an error
+// (fencedwrite.ErrInvalid) naming each bad field. On
+// fencedwrite.ErrCommitUnknown, call Enqueue again with the same parameters
+// to learn whether the job exists; on ErrRolledBack nothing was enqueued.
 func (c *RefundJobClient) Enqueue(ctx context.Context, p RefundJobEnqueue, fn func(context.Context, *Tx) error) (job *RefundJob, created bool, err error) {
 	if err := p.validate(); err != nil {
 		return nil, false, fmt.Errorf("enqueue refund_jobs: %w", err)
 	}
+	key := p.OperationKey
 	if _, ok := c.driver.(*txDriver); ok {
-		return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w: enqueue runs in a transaction of its own", p.OperationKey, ErrTxStarted)
+		return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w: enqueue runs in a transaction of its own", key, ErrTxStarted)
 	}
-	id, err := fencedwrite.Insert(ctx, fencedRefundJob, c.beginFenced, []any{p.OperationKey, p.PaymentRef, p.AmountMinor, p.Currency}, fn)
+	vals := fencedrt.Values{
+		fencedrt.RequestParam("operation_key"): p.OperationKey,
+		fencedrt.RequestParam("payment_ref"):   p.PaymentRef,
+		fencedrt.RequestParam("amount_minor"):  p.AmountMinor,
+		fencedrt.RequestParam("currency"):      p.Currency,
+	}
+	id, err := fencedrt.Insert(ctx, fencedRefundJob, c.beginFenced, vals, fn)
 	switch {
-	case errors.Is(err, fencedwrite.ErrKeyExists):
-		job, err := c.Query().Where(refundjob.OperationKeyEQ(p.OperationKey)).Only(ctx)
-		if err != nil {
-			return nil, false, fmt.Errorf("enqueue refund_jobs %q: read existing job: %w", p.OperationKey, err)
+	case errors.Is(err, fencedrt.ErrKeyExists):
+		job, err := c.Query().Where(refundjob.OperationKeyEQ(key)).Only(ctx)
+		switch {
+		case IsNotFound(err):
+			stored, found, err := fencedrt.ReadKey(ctx, c.driver, fencedRefundJob, key)
+			switch {
+			case err != nil:
+				return nil, false, fmt.Errorf("enqueue refund_jobs %q: read registered key: %w: %w", key, fencedwrite.ErrRolledBack, err)
+			case !found:
+				return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w: the key is registered but neither its job nor its registration can be read", key, fencedwrite.ErrUnexpectedState)
+			}
+			if err := p.conflictsWithKey(stored); err != nil {
+				return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w: %w", key, fencedwrite.ErrKeyConflict, err)
+			}
+			return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w", key, fencedwrite.ErrKeyArchived)
+		case err != nil:
+			return nil, false, fmt.Errorf("enqueue refund_jobs %q: read existing job: %w: %w", key, fencedwrite.ErrRolledBack, err)
 		}
 		if err := p.conflicts(job); err != nil {
-			return job, false, fmt.Errorf("enqueue refund_jobs %q: %w: %w", p.OperationKey, fencedwrite.ErrKeyConflict, err)
+			return job, false, fmt.Errorf("enqueue refund_jobs %q: %w: %w", key, fencedwrite.ErrKeyConflict, err)
 		}
 		return job, false, nil
 	case err != nil:
-		return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w", p.OperationKey, err)
+		return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w", key, err)
 	}
 	job, err = c.Get(ctx, id)
 	if err != nil {
-		return nil, true, fmt.Errorf("enqueue refund_jobs %q: read new job %d: %w", p.OperationKey, id, err)
+		return nil, true, fmt.Errorf("enqueue refund_jobs %q: read new job %d: %w", key, id, err)
 	}
 	return job, true, nil
 }

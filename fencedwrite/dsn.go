@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -84,12 +85,29 @@ func (o DSNOptions) validate() error {
 //     parts; truncating first makes both store the same value;
 //   - short innodb_lock_wait_timeout, a sane wait_timeout and network
 //     timeouts, from o.
+//
+// A DSN that carries a setting the fence relies on being left alone (a
+// session clock such as timestamp=…, a time_zone, autocommit,
+// unique_checks, multiStatements=true; see refusedParams) is refused with an
+// error naming each parameter and matching ErrInvalid.
 func DSN(dsn string, o DSNOptions) (string, error) {
 	cfg, err := Config(dsn, o)
 	if err != nil {
 		return "", err
 	}
 	return cfg.FormatDSN(), nil
+}
+
+// refusedParams are the session settings a DSN may not carry, because they
+// change what the fence relies on. Each says why.
+var refusedParams = map[string]string{
+	"timestamp":                "moves the session clock (NOW(), UTC_TIMESTAMP()); leases and key windows are measured on the database's own clock",
+	"time_zone":                "the fenced layer sets time_zone to '+00:00' itself",
+	"autocommit":               "the fenced layer owns its transactions; autocommit=0 would leave single statements uncommitted",
+	"innodb_lock_wait_timeout": "set DSNOptions.LockWaitTimeout instead",
+	"wait_timeout":             "set DSNOptions.WaitTimeout instead",
+	"unique_checks":            "unique_checks=0 lets InnoDB accept a duplicate operation key",
+	"pseudo_thread_id":         "changes the session's identity",
 }
 
 // Config is DSN returning the driver's parsed configuration, for callers that
@@ -102,6 +120,18 @@ func Config(dsn string, o DSNOptions) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("fenced dsn: parse: %w", err)
+	}
+	var errs []error
+	for name := range cfg.Params {
+		if why, ok := refusedParams[strings.ToLower(strings.TrimPrefix(strings.TrimPrefix(name, "@@"), "session."))]; ok {
+			errs = append(errs, fieldErr("dsn parameter "+name, "refused: %s", why))
+		}
+	}
+	if cfg.MultiStatements {
+		errs = append(errs, fieldErr("dsn parameter multiStatements", "refused: one statement per call lets the fenced runner check each one"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("fenced dsn: %w", err)
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/ledger"
 )
@@ -60,18 +62,21 @@ func (e *env) job(id int64) *ent.RefundJob {
 	return j
 }
 
-// expireLease makes the lease of the given attempt expire now, on isolated
-// test data rather than by moving the server's clock. The write is fenced
-// like any other.
-func (e *env) expireLease(id, attempt int64) {
+// instant are claim options whose lease has expired by the time anyone
+// else looks: a lease of one microsecond, the column's resolution. Tests use
+// it to expire a lease on their own job, never by moving the server's clock.
+var instant = fencedwrite.ClaimOptions{Lease: time.Microsecond}
+
+// wantLeaseExpired checks, on the database clock, that the job's lease has
+// expired: a test that relies on it says so rather than waiting for it.
+func (e *env) wantLeaseExpired(id int64) {
 	e.t.Helper()
-	res, err := e.raw.Exec("UPDATE refund_jobs SET lease_until = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, writer_attempt = ? "+
-		"WHERE id = ? AND state = 'running' AND attempt = ?", attempt, id, attempt)
-	if err != nil {
+	var expired bool
+	if err := e.raw.QueryRow("SELECT lease_until < "+fencedrt.ClockUTC+" FROM refund_jobs WHERE id = ?", id).Scan(&expired); err != nil {
 		e.t.Fatal(err)
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		e.t.Fatalf("expire lease of job %d at attempt %d: %d rows", id, attempt, n)
+	if !expired {
+		e.t.Fatalf("job %d's lease has not expired on the database clock", id)
 	}
 }
 

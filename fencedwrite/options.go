@@ -49,8 +49,8 @@ func (o ClaimOptions) WithDefaults() ClaimOptions {
 func (o ClaimOptions) Validate() error {
 	o = o.WithDefaults()
 	var errs []error
-	if o.Lease < time.Millisecond {
-		errs = append(errs, fieldErr("ClaimOptions.Lease", "must be at least 1ms, got %v", o.Lease))
+	if o.Lease < time.Microsecond {
+		errs = append(errs, fieldErr("ClaimOptions.Lease", "must be at least 1µs (the resolution of the lease column), got %v", o.Lease))
 	}
 	if o.ProviderTimeout < 0 {
 		errs = append(errs, fieldErr("ClaimOptions.ProviderTimeout", "must not be negative, got %v", o.ProviderTimeout))

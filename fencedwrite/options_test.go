@@ -50,7 +50,7 @@ func TestBadSettingsNameTheField(t *testing.T) {
 			[]string{"DSNOptions.ReadTimeout: must exceed LockWaitTimeout"}},
 		{errorOf(fencedwrite.DSN("not a dsn", fencedwrite.DSNOptions{})), []string{"fenced dsn: parse"}},
 		{fencedwrite.ClaimOptions{Lease: -time.Second, SkewMargin: -1}.Validate(),
-			[]string{"ClaimOptions.Lease: must be at least 1ms", "ClaimOptions.SkewMargin: must not be negative"}},
+			[]string{"ClaimOptions.Lease: must be at least 1µs", "ClaimOptions.SkewMargin: must not be negative"}},
 		{fencedwrite.ClaimOptions{KeyRetention: time.Hour, SkewMargin: 2 * time.Hour}.Validate(),
 			[]string{"ClaimOptions.KeyRetention: must exceed ProviderTimeout + SkewMargin"}},
 	} {

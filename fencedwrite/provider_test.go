@@ -28,7 +28,7 @@ func TestRefundedButReplyLost(t *testing.T) {
 		srv.Script(key, fakeprovider.Fault{Hold: hold}) // executes, then the answer hangs
 		a, b := e.worker(), e.worker()
 
-		la, err := a.RefundJob.Claim(ctx, job.ID, opts)
+		la, err := a.RefundJob.Claim(ctx, job.ID, instant)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +43,7 @@ func TestRefundedButReplyLost(t *testing.T) {
 		}()
 		<-srv.Executed(key, 1)
 
-		e.expireLease(job.ID, la.Attempt())
+		e.wantLeaseExpired(job.ID)
 		lb, err := b.RefundJob.Takeover(ctx, job.ID, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +102,7 @@ func TestRefundedButReplyLost(t *testing.T) {
 		srv.Script(key, fakeprovider.Fault{After: fakeprovider.Cut}) // executes, then the connection drops
 		a, b := e.worker(), e.worker()
 
-		la, err := a.RefundJob.Claim(ctx, job.ID, opts)
+		la, err := a.RefundJob.Claim(ctx, job.ID, instant)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestRefundedButReplyLost(t *testing.T) {
 			t.Fatalf("a cut answer: %v, want outcome unknown", err)
 		}
 		// A stalls before its catch block; its lease expires; B takes over.
-		e.expireLease(job.ID, la.Attempt())
+		e.wantLeaseExpired(job.ID)
 		lb, err := b.RefundJob.Takeover(ctx, job.ID, opts)
 		if err != nil {
 			t.Fatal(err)

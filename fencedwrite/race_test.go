@@ -11,7 +11,9 @@ import (
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/ledger"
 )
@@ -34,7 +36,7 @@ func TestZombieLateWriteIsRefused(t *testing.T) {
 	a, b := e.worker(), e.worker()
 	provider := &inMemoryProvider{}
 
-	la, err := a.RefundJob.Claim(ctx, job.ID, opts)
+	la, err := a.RefundJob.Claim(ctx, job.ID, instant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestZombieLateWriteIsRefused(t *testing.T) {
 	}()
 
 	<-sent
-	e.expireLease(job.ID, 7)
+	e.wantLeaseExpired(job.ID)
 	lb, err := b.RefundJob.Takeover(ctx, job.ID, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -121,11 +123,11 @@ func TestExpiredButNotTakenOverStillWrites(t *testing.T) {
 			ctx := t.Context()
 			job := e.enqueue("k")
 			a, b := e.worker(), e.worker()
-			la, err := a.RefundJob.Claim(ctx, job.ID, opts)
+			la, err := a.RefundJob.Claim(ctx, job.ID, instant)
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.expireLease(job.ID, la.Attempt())
+			e.wantLeaseExpired(job.ID)
 			if err := a.RefundJob.Apply(ctx, tc.write(la), nil); err != nil {
 				t.Fatalf("A's %s after its lease expired: %v", tc.name, err)
 			}
@@ -215,9 +217,7 @@ func TestLostClaimCommitReplyMeansStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := dbtest.ClientOn(t, db)
-	restore := fencedwrite.SetBeforeClaimCommit(proxy.CutReplies)
-	lease, err := a.RefundJob.Claim(ctx, job.ID, opts)
-	restore()
+	lease, err := a.RefundJob.Claim(fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeClaimCommit: proxy.CutReplies}), job.ID, opts)
 	if lease != nil {
 		t.Fatalf("a claim whose COMMIT reply was lost returned a lease: %v", lease)
 	}
@@ -237,11 +237,11 @@ func TestZombieRawUpdateIsRefusedByTheDatabase(t *testing.T) {
 	ctx := t.Context()
 	job := e.enqueue("k")
 	a, b := e.worker(), e.worker()
-	la, err := a.RefundJob.Claim(ctx, job.ID, opts)
+	la, err := a.RefundJob.Claim(ctx, job.ID, instant)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.expireLease(job.ID, la.Attempt())
+	e.wantLeaseExpired(job.ID)
 	if _, err := b.RefundJob.Takeover(ctx, job.ID, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestZeroRowsRollsBackAndReReadsFresh(t *testing.T) {
 	const key = "k"
 	job := e.enqueue(key)
 	a, b := e.worker(), e.worker()
-	la, err := a.RefundJob.Claim(ctx, job.ID, opts)
+	la, err := a.RefundJob.Claim(ctx, job.ID, instant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestZeroRowsRollsBackAndReReadsFresh(t *testing.T) {
 			return err
 		}
 		// B takes over while A's transaction is open.
-		e.expireLease(job.ID, la.Attempt())
+		e.wantLeaseExpired(job.ID)
 		if _, err := b.RefundJob.Takeover(ctx, job.ID, opts); err != nil {
 			return err
 		}
@@ -290,7 +290,9 @@ func TestZeroRowsRollsBackAndReReadsFresh(t *testing.T) {
 		if before.Attempt != again.Attempt {
 			t.Errorf("the snapshot moved from %d to %d; the test needs a stale snapshot", before.Attempt, again.Attempt)
 		}
-		if err := ledger.Refunded(key, "re_1")(ctx, tx); err != nil { // the business write comes first here
+		// The business write comes first here: evidence of the provider's answer.
+		if _, _, err := evidence.Record(ctx, tx, evidence.Observation{OperationKey: key, JobID: job.ID, Attempt: la.Attempt(),
+			Source: evidence.ProviderResponse, ProviderRefundID: "re_1", Status: evidence.Succeeded, Payload: []byte(`{"id":"re_1"}`)}); err != nil {
 			return err
 		}
 		return tx.RefundJob.Fence(ctx, la.Complete("re_1"))
@@ -303,8 +305,8 @@ func TestZeroRowsRollsBackAndReReadsFresh(t *testing.T) {
 	if staleAttempt != 1 {
 		t.Fatalf("inside the transaction the snapshot showed attempt %d, want the stale 1", staleAttempt)
 	}
-	if l := e.ledger(key); l.Status != refund.StatusRequested {
-		t.Errorf("ledger row is %s: the business write of a refused transaction was kept", l.Status)
+	if kept, err := evidence.ForKey(ctx, e.c, key); err != nil || len(kept) != 0 {
+		t.Errorf("evidence %v (%v): the business write of a refused transaction was kept", kept, err)
 	}
 	e.wantJob(job.ID, refundjob.StateRunning, 2)
 }

@@ -181,13 +181,11 @@ func TestClaimAndTakeoverRules(t *testing.T) {
 		if err := e.c.RefundJob.Apply(ctx, l.Reschedule(refundjob.NextActionRefund, 0, "", "rate limited"), nil); err != nil {
 			t.Fatal(err)
 		}
-		// The key was first used 24 hours ago (isolated test data).
-		if _, err := e.raw.Exec("UPDATE refund_jobs SET key_first_used_at = UTC_TIMESTAMP(6) - INTERVAL 24 HOUR, writer_attempt = 1 "+
-			"WHERE id = ? AND state = 'ready' AND attempt = 1", job.ID); err != nil {
-			t.Fatal(err)
-		}
+		// A provider that keeps keys only a microsecond past the timeout and
+		// the skew margin: the key's window closed right after its first use.
+		shortMemory := fencedwrite.ClaimOptions{KeyRetention: fencedwrite.DefaultProviderTimeout + fencedwrite.DefaultSkewMargin + time.Microsecond}
 		sendBefore := e.job(job.ID).LastSendAt
-		l2, err := e.c.RefundJob.Claim(ctx, job.ID, opts)
+		l2, err := e.c.RefundJob.Claim(ctx, job.ID, shortMemory)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,14 +199,17 @@ func TestClaimAndTakeoverRules(t *testing.T) {
 	})
 
 	t.Run("a takeover needs a running job whose lease expired, and always reconciles", func(t *testing.T) {
-		job := e.enqueue("c-4")
-		l, err := e.c.RefundJob.Claim(ctx, job.ID, opts)
-		if err != nil {
+		live := e.enqueue("c-3b")
+		if _, err := e.c.RefundJob.Claim(ctx, live.ID, opts); err != nil {
 			t.Fatal(err)
 		}
-		_, err = e.c.RefundJob.Takeover(ctx, job.ID, opts)
+		_, err := e.c.RefundJob.Takeover(ctx, live.ID, opts)
 		wantOutcome(t, err, fencedwrite.ErrNotClaimable) // lease still valid
-		e.expireLease(job.ID, l.Attempt())
+		job := e.enqueue("c-4")
+		if _, err := e.c.RefundJob.Claim(ctx, job.ID, instant); err != nil {
+			t.Fatal(err)
+		}
+		e.wantLeaseExpired(job.ID)
 		l2, err := e.c.RefundJob.Takeover(ctx, job.ID, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -349,8 +350,8 @@ func TestTransitions(t *testing.T) {
 		err := e.c.RefundJob.Apply(ctx, l.Complete("re_9"), func(ctx context.Context, tx *ent.Tx) error {
 			return tx.Commit()
 		})
-		if !errors.Is(err, fencedwrite.ErrRolledBack) || !errors.Is(err, fencedwrite.ErrRunnerOwnsCommit) {
-			t.Fatalf("a callback that commits: %v, want rolled back because the runner owns COMMIT", err)
+		if !errors.Is(err, fencedwrite.ErrInvalid) || !errors.Is(err, fencedwrite.ErrRunnerOwnsCommit) || errors.Is(err, fencedwrite.ErrRolledBack) {
+			t.Fatalf("a callback that commits: %v, want ErrInvalid because the runner owns COMMIT", err)
 		}
 		e.wantJob(job.ID, refundjob.StateRunning, 1)
 	})
@@ -519,11 +520,25 @@ func TestBackstopRejectsGenericWrites(t *testing.T) {
 		}
 	}
 	e.wantJob(job.ID, refundjob.StateReady, 0)
-	// Reading is never refused, and other entities are written as usual.
+	// Reading is never refused.
 	if _, err := e.c.RefundJob.Query().Where(refundjob.ID(job.ID)).Only(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.Refund.Update().Where(refund.OperationKey("b-1")).SetStatus(refund.StatusFailed).Exec(ctx); err != nil {
-		t.Fatal(err)
+	// The companions may be created (ledger.Open, evidence.Record) but never
+	// changed through the generic builders.
+	for name, write := range map[string]func() error{
+		"Refund.Update": func() error {
+			return e.c.Refund.Update().Where(refund.OperationKey("b-1")).SetStatus(refund.StatusRequested).Exec(ctx)
+		},
+		"Refund.Delete":      func() error { _, err := e.c.Refund.Delete().Exec(ctx); return err },
+		"Observation.Update": func() error { return e.c.Observation.Update().SetProcessedAt(time.Now()).Exec(ctx) },
+	} {
+		var be *fencedwrite.BypassError
+		if err := write(); !errors.Is(err, fencedwrite.ErrBypass) || !errors.As(err, &be) || be.Hint == "" {
+			t.Errorf("%s: %v, want the create-only refusal with its hint", name, err)
+		}
+	}
+	if l := e.ledger("b-1"); l.Status != refund.StatusRequested {
+		t.Errorf("ledger row is %s, want requested", l.Status)
 	}
 }

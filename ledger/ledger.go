@@ -2,15 +2,23 @@
 // row per approved refund request. Its writes are callbacks for the fenced
 // runner (ent.RefundJobClient.Enqueue and Apply), so that a ledger row moves
 // in the same transaction as its job, or not at all.
+//
+// A ledger row follows its job: it becomes refunded only in the transaction
+// that settles its job as succeeded (Complete, or ResolveSucceeded) with the
+// same provider refund id, failed only in the one that fails it, and never
+// changes or disappears afterwards. The callbacks check this against the
+// runner's own record of the transaction, and the database's triggers check
+// it again; Ent's generic builders may open ledger rows but never change
+// them.
 package ledger
 
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/fencekit/fencekit/ent"
-	"github.com/fencekit/fencekit/ent/refund"
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 )
 
 // Open returns the Enqueue callback that creates the request's ledger row,
@@ -31,33 +39,62 @@ func Open(p ent.RefundJobEnqueue) func(context.Context, *ent.Tx) error {
 }
 
 // Refunded returns the Apply callback that settles the ledger row of key as
-// refunded with the provider's refund id: requested → refunded, exactly once.
+// refunded with the provider's refund id: requested → refunded, exactly
+// once. It refuses (fencedwrite.ErrInvalid) unless the same transaction has
+// settled key's job as succeeded with that refund id.
 func Refunded(key, providerRefundID string) func(context.Context, *ent.Tx) error {
-	return settle(key, refund.StatusRefunded, providerRefundID)
+	return settle(key, "refunded", fencedwrite.StateSucceeded, providerRefundID)
 }
 
 // Failed returns the Apply callback that settles the ledger row of key as
-// failed: requested → failed, exactly once.
+// failed: requested → failed, exactly once. It refuses
+// (fencedwrite.ErrInvalid) unless the same transaction has failed key's job.
 func Failed(key string) func(context.Context, *ent.Tx) error {
-	return settle(key, refund.StatusFailed, "")
+	return settle(key, "failed", fencedwrite.StateFailed, "")
 }
 
-func settle(key string, status refund.Status, providerRefundID string) func(context.Context, *ent.Tx) error {
+// settleRow moves a requested ledger row; the trigger stamps settled_at on
+// the database clock and checks the job once more.
+const settleRow = "UPDATE `refunds` SET `status` = ?, `provider_refund_id` = ? WHERE `operation_key` = ? AND `status` = 'requested'"
+
+func settle(key, status, jobState, providerRefundID string) func(context.Context, *ent.Tx) error {
 	return func(ctx context.Context, tx *ent.Tx) error {
-		u := tx.Refund.Update().
-			Where(refund.OperationKey(key), refund.StatusEQ(refund.StatusRequested)).
-			SetStatus(status).
-			SetSettledAt(time.Now().UTC())
-		if providerRefundID != "" {
-			u.SetProviderRefundID(providerRefundID)
+		if err := settledHere(ctx, tx, key, jobState, providerRefundID); err != nil {
+			return fmt.Errorf("settle ledger row %s as %s: %w", key, status, err)
 		}
-		n, err := u.Save(ctx)
+		var ref any
+		if providerRefundID != "" {
+			ref = providerRefundID
+		}
+		res, err := tx.ExecContext(ctx, settleRow, status, ref, key)
 		if err != nil {
 			return fmt.Errorf("settle ledger row %s as %s: %w", key, status, err)
 		}
-		if n != 1 {
-			return fmt.Errorf("settle ledger row %s as %s: %d rows were requested", key, status, n)
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("settle ledger row %s as %s: %d rows were requested (%v)", key, status, n, err)
 		}
 		return nil
 	}
+}
+
+// settledHere checks that this transaction's runner applied a transition
+// that left key's job in jobState (with providerRefundID, when given).
+func settledHere(ctx context.Context, tx *ent.Tx, key, jobState, providerRefundID string) error {
+	for _, a := range fencedrt.AppliedInRun(ctx) {
+		if a.Table != ent.RefundJobFencedTable || a.To != jobState {
+			continue
+		}
+		if providerRefundID != "" && a.Values[fencedrt.ParamProviderRef] != providerRefundID {
+			continue
+		}
+		job, err := tx.RefundJob.Get(ctx, a.ID)
+		if err != nil {
+			return fmt.Errorf("read job %d: %w", a.ID, err)
+		}
+		if job.OperationKey == key {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: a ledger row settles only in the transaction that leaves its job %s (with the same provider refund id)",
+		fencedwrite.ErrInvalid, jobState)
 }

@@ -80,8 +80,27 @@ func Apply(ctx context.Context, db *sql.DB) ([]string, error) {
 	return ApplyDir(ctx, db, dir)
 }
 
+// ApplyN is Apply for at most the next n pending files (n > 0): tests use
+// it to write history that predates a migration.
+func ApplyN(ctx context.Context, db *sql.DB, n int) ([]string, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("migrate: apply %d files: n must be positive", n)
+	}
+	dir, err := Dir()
+	if err != nil {
+		return nil, err
+	}
+	return applyDir(ctx, db, dir, n)
+}
+
 // ApplyDir is Apply for another directory (tests use it).
 func ApplyDir(ctx context.Context, db *sql.DB, dir migrate.Dir) ([]string, error) {
+	return applyDir(ctx, db, dir, 0)
+}
+
+// applyDir applies the next n pending files of dir, or all of them when n
+// is 0.
+func applyDir(ctx context.Context, db *sql.DB, dir migrate.Dir, n int) ([]string, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: connect: %w", err)
@@ -109,7 +128,7 @@ func ApplyDir(ctx context.Context, db *sql.DB, dir migrate.Dir) ([]string, error
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	if err := ex.ExecuteN(ctx, 0); err != nil && !errors.Is(err, migrate.ErrNoPendingFiles) {
+	if err := ex.ExecuteN(ctx, n); err != nil && !errors.Is(err, migrate.ErrNoPendingFiles) {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	after, err := rrw.ReadRevisions(ctx)

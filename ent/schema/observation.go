@@ -6,6 +6,8 @@ import (
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
+
+	"github.com/fencekit/fencekit/fencedwrite"
 )
 
 // Observation is one piece of external evidence about a refund: a provider
@@ -78,5 +80,8 @@ func (Observation) Indexes() []ent.Index {
 
 // Annotations of the Observation.
 func (Observation) Annotations() []schema.Annotation {
-	return []schema.Annotation{entsql.Annotation{Table: "refund_observations"}}
+	return []schema.Annotation{
+		entsql.Annotation{Table: "refund_observations"},
+		fencedwrite.CreateOnly{Hint: "the evidence log is append-only: record with evidence.Record, mark with evidence.MarkProcessed"},
+	}
 }

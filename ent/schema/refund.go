@@ -8,6 +8,8 @@ import (
 	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/field"
+
+	"github.com/fencekit/fencekit/fencedwrite"
 )
 
 // Refund is the business ledger: one row per approved refund request. The
@@ -63,5 +65,8 @@ func (Refund) Fields() []ent.Field {
 
 // Annotations of the Refund.
 func (Refund) Annotations() []schema.Annotation {
-	return []schema.Annotation{entsql.Annotation{Table: "refunds"}}
+	return []schema.Annotation{
+		entsql.Annotation{Table: "refunds"},
+		fencedwrite.CreateOnly{Hint: "a ledger row settles only with its job: use ledger.Refunded or ledger.Failed in the job's Apply"},
+	}
 }

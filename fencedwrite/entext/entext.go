@@ -28,6 +28,7 @@ import (
 	"entgo.io/ent/schema/field"
 
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 )
 
 //go:embed template/*.tmpl
@@ -45,7 +46,7 @@ func New() *Extension { return &Extension{} }
 func (*Extension) Templates() []*gen.Template {
 	return []*gen.Template{
 		gen.MustParse(gen.NewTemplate("fencedwrite").
-			Funcs(template.FuncMap{"fenced": fenced}).
+			Funcs(template.FuncMap{"fenced": fenced, "goOp": goOp, "goParam": goParam, "createOnly": createOnly}).
 			ParseFS(templateFS, "template/*.tmpl")),
 	}
 }
@@ -71,23 +72,16 @@ func (*Extension) Hooks() []gen.Hook {
 // Spec is what the templates need to know about one fenced entity: its
 // columns by role and its statements.
 type Spec struct {
-	Node   *gen.Type
-	Table  string
-	Key    *gen.Field
-	Params []*gen.Field
-	SQL    Statements
-}
-
-// Statements are the constant SQL statements of one fenced table. Their
-// placeholders are documented on fencedwrite.Table and in the template.
-type Statements struct {
-	Read, ReadLocked                               string
-	ClaimLock, ClaimSend, ClaimReconcile, Takeover string
-	Insert                                         string
-	Complete, Reschedule, ManualReview, Fail       string
-	WakeUp                                         string
-	ResolveSucceeded, ResolveReconcile             string
-	ResolveRefund                                  string
+	Node       *gen.Type
+	Table      string
+	IDColumn   string
+	Annotation fencedwrite.Annotation
+	Key        *gen.Field
+	Params     []*gen.Field // the key first, then the other request parameters
+	Others     []*gen.Field // the request parameters but the key
+	Stmts      []Stmt
+	Compared   []string // the columns a re-read compares
+	Fences     string   // the database fence: triggers and archival, see fences.go
 }
 
 // fenced returns the Spec of n, nil when n is not fenced, or an error naming
@@ -146,13 +140,24 @@ func fenced(n *gen.Type) (*Spec, error) {
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, err
 	}
-	return &Spec{
-		Node:   n,
-		Table:  n.Table(),
-		Key:    key,
-		Params: params,
-		SQL:    statements(n.Table(), n.ID.StorageKey(), a, params),
-	}, nil
+	stmts, compared := statements(n.Table(), n.ID.StorageKey(), a, params)
+	spec := &Spec{
+		Node:       n,
+		Table:      n.Table(),
+		IDColumn:   n.ID.StorageKey(),
+		Annotation: a,
+		Key:        key,
+		Params:     params,
+		Others:     params[1:],
+		Stmts:      stmts,
+		Compared:   compared,
+	}
+	fences, err := renderFences(spec)
+	if err != nil {
+		return nil, fmt.Errorf("fencedwrite: %s: render the database fence: %w", n.Name, err)
+	}
+	spec.Fences = fences
+	return spec, nil
 }
 
 type checker struct {
@@ -229,4 +234,57 @@ func (c *checker) str(role, name string, nullable bool) {
 		}
 		c.nullable(role, f, nullable)
 	}
+}
+
+// goOp is the Go expression of op in generated code.
+func goOp(op fencedrt.Op) string {
+	for name, o := range map[string]fencedrt.Op{
+		"OpRead": fencedrt.OpRead, "OpReadLocked": fencedrt.OpReadLocked, "OpClaimLock": fencedrt.OpClaimLock,
+		"OpRegisterKey": fencedrt.OpRegisterKey, "OpReadKey": fencedrt.OpReadKey, "OpInsert": fencedrt.OpInsert,
+		"OpClaimSend": fencedrt.OpClaimSend, "OpClaimReconcile": fencedrt.OpClaimReconcile, "OpTakeover": fencedrt.OpTakeover,
+		"OpComplete": fencedrt.OpComplete, "OpReschedule": fencedrt.OpReschedule, "OpManualReview": fencedrt.OpManualReview,
+		"OpFail": fencedrt.OpFail, "OpWakeUp": fencedrt.OpWakeUp, "OpResolveSucceeded": fencedrt.OpResolveSucceeded,
+		"OpResolveReconcile": fencedrt.OpResolveReconcile, "OpResolveRefund": fencedrt.OpResolveRefund,
+	} {
+		if o == op {
+			return "fencedrt." + name
+		}
+	}
+	panic(fmt.Sprintf("entext: no Go name for op %q", op))
+}
+
+// goParam is the Go expression of p in generated code.
+func goParam(p fencedrt.Param) string {
+	if col, ok := strings.CutPrefix(string(p), "request "); ok {
+		return fmt.Sprintf("fencedrt.RequestParam(%q)", col)
+	}
+	for name, q := range map[string]fencedrt.Param{
+		"ParamID": fencedrt.ParamID, "ParamAttempt": fencedrt.ParamAttempt, "ParamWriter": fencedrt.ParamWriter,
+		"ParamNewAttempt": fencedrt.ParamNewAttempt, "ParamLeaseUntil": fencedrt.ParamLeaseUntil, "ParamNow": fencedrt.ParamNow,
+		"ParamKeyWindow": fencedrt.ParamKeyWindow, "ParamProviderRef": fencedrt.ParamProviderRef, "ParamNextAction": fencedrt.ParamNextAction,
+		"ParamDelay": fencedrt.ParamDelay, "ParamLastError": fencedrt.ParamLastError, "ParamReason": fencedrt.ParamReason,
+		"ParamEvidence": fencedrt.ParamEvidence, "ParamKey": fencedrt.ParamKey,
+	} {
+		if q == p {
+			return "fencedrt." + name
+		}
+	}
+	panic(fmt.Sprintf("entext: no Go name for argument %q", p))
+}
+
+// createOnly returns n's CreateOnly annotation, or nil.
+func createOnly(n *gen.Type) (*fencedwrite.CreateOnly, error) {
+	raw, ok := n.Annotations[fencedwrite.CreateOnly{}.Name()]
+	if !ok || raw == nil {
+		return nil, nil
+	}
+	var a fencedwrite.CreateOnly
+	buf, err := json.Marshal(raw)
+	if err != nil {
+		return nil, fmt.Errorf("fencedwrite: %s: decode CreateOnly: %w", n.Name, err)
+	}
+	if err := json.Unmarshal(buf, &a); err != nil {
+		return nil, fmt.Errorf("fencedwrite: %s: decode CreateOnly: %w", n.Name, err)
+	}
+	return &a, nil
 }

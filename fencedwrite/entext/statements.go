@@ -7,97 +7,174 @@ import (
 	"entgo.io/ent/entc/gen"
 
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 )
 
-// statements builds the constant SQL of one fenced table. Every UPDATE
-// carries `WHERE id = ? AND state = ? AND attempt = ?` and sets the writer
-// column to the attempt it holds; times come from the database clock.
-// The argument order of each statement is fixed here and relied on by
-// fencedwrite (claims) and by the template (transitions).
-func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field) Statements {
+// Stmt is one generated statement: its SQL and, from the same source, the
+// names of its arguments in placeholder order and what it writes that a
+// re-read can compare. The runtime binds arguments by these names, so the
+// SQL text and the argument list cannot drift apart.
+type Stmt struct {
+	Op     fencedrt.Op
+	Name   string // Go name: the generated constant is fenced<Entity><Name>
+	SQL    string
+	Params []fencedrt.Param
+	Sets   []fencedrt.Set
+}
+
+// update builds a fenced UPDATE clause by clause.
+type update struct {
+	sets   []string
+	params []fencedrt.Param
+	cmp    []fencedrt.Set
+}
+
+// set adds `col = expr`, whose placeholders take ps in order.
+func (u *update) set(col, expr string, ps ...fencedrt.Param) *update {
+	u.sets = append(u.sets, quote(col)+" = "+expr)
+	u.params = append(u.params, ps...)
+	return u
+}
+
+// value adds `col = ?` bound to p; a re-read compares it.
+func (u *update) value(col string, p fencedrt.Param) *update {
+	u.cmp = append(u.cmp, fencedrt.Set{Column: col, Param: p})
+	return u.set(col, "?", p)
+}
+
+// valueOrKeep adds `col = COALESCE(?, col)`: a nil value keeps the column.
+func (u *update) valueOrKeep(col string, p fencedrt.Param) *update {
+	u.cmp = append(u.cmp, fencedrt.Set{Column: col, Param: p, OrKeep: true})
+	return u.set(col, fmt.Sprintf("COALESCE(?, %s)", quote(col)), p)
+}
+
+// literal adds `col = 'lit'`; a re-read compares it.
+func (u *update) literal(col, lit string, compared bool) *update {
+	if compared {
+		u.cmp = append(u.cmp, fencedrt.Set{Column: col, Literal: lit})
+	}
+	return u.set(col, "'"+lit+"'")
+}
+
+// statements builds the SQL of one fenced table from its annotation. Every
+// UPDATE locks by primary key only, carries
+// `WHERE id = ? AND state = '<from>' AND attempt = ?`, declares the attempt
+// it holds in the writer column, and reads time from the database clock that
+// no session can move.
+func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field) ([]Stmt, []string) {
 	var (
-		t      = quote(table)
-		state  = quote(a.State)
-		token  = quote(a.Token)
-		writer = quote(a.Writer)
-		lease  = quote(a.LeaseUntil)
-		next   = quote(a.NextRunAt)
-		action = quote(a.NextAction)
-		ref    = quote(a.ProviderRef)
-		lastEr = quote(a.LastError)
-		reason = quote(a.ReviewReason)
-		evid   = quote(a.ReviewEvidence)
-		upd    = quote(a.UpdatedAt)
-		pk     = quote(id)
-		now    = "UTC_TIMESTAMP(6)"
+		t     = quote(table)
+		pk    = quote(id)
+		clock = fencedrt.ClockUTC
+		keys  = quote(KeysTable(table))
 	)
-	fence := func(st string) string {
-		return fmt.Sprintf(" WHERE %s = ? AND %s = '%s' AND %s = ?", pk, state, st, token)
+	compared := []string{a.ProviderRef, a.NextAction, a.LastError, a.ReviewReason, a.ReviewEvidence}
+	read := fmt.Sprintf("SELECT %s, %s", quote(a.State), quote(a.Token))
+	for _, c := range compared {
+		read += ", " + quote(c)
 	}
-	update := func(from string, sets ...string) string {
-		return "UPDATE " + t + " SET " + strings.Join(sets, ", ") + fence(from)
+	read += fmt.Sprintf(" FROM %s WHERE %s = ?", t, pk)
+
+	transition := func(op fencedrt.Op, name string, body func(u *update)) Stmt {
+		tr := fencedrt.Transitions[op]
+		u := &update{}
+		if tr.Bump {
+			u.set(a.Token, "?", fencedrt.ParamNewAttempt)
+		}
+		if tr.To != tr.From {
+			u.literal(a.State, tr.To, false)
+		}
+		body(u)
+		u.set(a.Writer, "?", fencedrt.ParamWriter)
+		sql := fmt.Sprintf("UPDATE %s FORCE INDEX (PRIMARY) SET %s WHERE %s = ? AND %s = '%s' AND %s = ?",
+			t, strings.Join(u.sets, ", "), pk, quote(a.State), tr.From, quote(a.Token))
+		return Stmt{Op: op, Name: name, SQL: sql, Params: append(u.params, fencedrt.ParamID, fencedrt.ParamAttempt), Sets: u.cmp}
 	}
-	cols := []string{}
-	vals := []string{}
+	updatedNow := func(u *update) { u.set(a.UpdatedAt, clock) }
+
+	var (
+		cols, vals, reqParams, others []string
+		reqArgs                       []fencedrt.Param
+	)
 	for _, p := range params {
 		cols = append(cols, quote(p.StorageKey()))
 		vals = append(vals, "?")
+		reqArgs = append(reqArgs, fencedrt.RequestParam(p.StorageKey()))
+		reqParams = append(reqParams, quote(p.StorageKey()))
+		if p != params[0] {
+			others = append(others, quote(p.StorageKey()))
+		}
 	}
-	cols = append(cols, state, token, action, next, quote(a.CreatedAt), upd)
-	vals = append(vals, "'"+fencedwrite.StateReady+"'", "0", "'"+fencedwrite.ActionRefund+"'", now, now, now)
-	return Statements{
-		Read:       fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s = ?", state, token, t, pk),
-		ReadLocked: fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s = ? FOR UPDATE", state, token, t, pk),
-		// Arguments: key window in microseconds, id.
-		ClaimLock: fmt.Sprintf("SELECT %s, %s, %s, %s <= %s, %s < %s, %s IS NULL OR %s > %s - INTERVAL ? MICROSECOND, %s FROM %s WHERE %s = ? FOR UPDATE",
-			state, token, action, next, now, lease, now, quote(a.KeyFirstUsedAt), quote(a.KeyFirstUsedAt), now, now, t, pk),
-		// Arguments: new attempt, lease until, now (first use), now (last send), old attempt (writer), now, id, old attempt.
-		ClaimSend: update(fencedwrite.StateReady,
-			token+" = ?", state+" = '"+fencedwrite.StateRunning+"'", lease+" = ?", action+" = '"+fencedwrite.ActionRefund+"'",
-			fmt.Sprintf("%s = COALESCE(%s, ?)", quote(a.KeyFirstUsedAt), quote(a.KeyFirstUsedAt)), quote(a.LastSendAt)+" = ?",
-			writer+" = ?", upd+" = ?"),
-		// Arguments: new attempt, lease until, old attempt (writer), now, id, old attempt.
-		ClaimReconcile: update(fencedwrite.StateReady,
-			token+" = ?", state+" = '"+fencedwrite.StateRunning+"'", lease+" = ?", action+" = '"+fencedwrite.ActionReconcile+"'",
-			writer+" = ?", upd+" = ?"),
-		// Arguments: new attempt, lease until, old attempt (writer), now, id, old attempt.
-		Takeover: update(fencedwrite.StateRunning,
-			token+" = ?", lease+" = ?", action+" = '"+fencedwrite.ActionReconcile+"'", writer+" = ?", upd+" = ?"),
-		// Arguments: the params, in order.
-		Insert: fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", t, strings.Join(cols, ", "), strings.Join(vals, ", ")),
-		// Arguments: provider ref, attempt (writer), id, attempt.
-		Complete: update(fencedwrite.StateRunning,
-			state+" = '"+fencedwrite.StateSucceeded+"'", ref+" = ?", lease+" = NULL", lastEr+" = NULL",
-			writer+" = ?", upd+" = "+now),
-		// Arguments: next action, delay in microseconds, provider ref or nil, last error or nil, attempt (writer), id, attempt.
-		Reschedule: update(fencedwrite.StateRunning,
-			state+" = '"+fencedwrite.StateReady+"'", action+" = ?", next+" = "+now+" + INTERVAL ? MICROSECOND", lease+" = NULL",
-			fmt.Sprintf("%s = COALESCE(?, %s)", ref, ref), lastEr+" = ?", writer+" = ?", upd+" = "+now),
-		// Arguments: reason, evidence, provider ref or nil, attempt (writer), id, attempt.
-		ManualReview: update(fencedwrite.StateRunning,
-			state+" = '"+fencedwrite.StateManualReview+"'", reason+" = ?", evid+" = ?", fmt.Sprintf("%s = COALESCE(?, %s)", ref, ref),
-			lease+" = NULL", writer+" = ?", upd+" = "+now),
-		// Arguments: reason, provider ref or nil, attempt (writer), id, attempt.
-		Fail: update(fencedwrite.StateRunning,
-			state+" = '"+fencedwrite.StateFailed+"'", lastEr+" = ?", fmt.Sprintf("%s = COALESCE(?, %s)", ref, ref),
-			lease+" = NULL", writer+" = ?", upd+" = "+now),
-		// Arguments: seen attempt (writer), id, seen attempt. Leaves updated_at
-		// alone, so a wake-up of a job that is already due changes nothing but
-		// still matches its row.
-		WakeUp: update(fencedwrite.StateReady,
-			fmt.Sprintf("%s = LEAST(%s, %s)", next, next, now), writer+" = ?"),
-		// Arguments: new attempt, provider ref, evidence, seen attempt (writer), id, seen attempt.
-		ResolveSucceeded: update(fencedwrite.StateManualReview,
-			token+" = ?", state+" = '"+fencedwrite.StateSucceeded+"'", ref+" = ?", evid+" = ?", writer+" = ?", upd+" = "+now),
-		// Arguments: new attempt, evidence, seen attempt (writer), id, seen attempt.
-		ResolveReconcile: update(fencedwrite.StateManualReview,
-			token+" = ?", state+" = '"+fencedwrite.StateReady+"'", action+" = '"+fencedwrite.ActionReconcile+"'", next+" = "+now,
-			evid+" = ?", writer+" = ?", upd+" = "+now),
-		// Arguments: new attempt, proof, seen attempt (writer), id, seen attempt.
-		ResolveRefund: update(fencedwrite.StateManualReview,
-			token+" = ?", state+" = '"+fencedwrite.StateReady+"'", action+" = '"+fencedwrite.ActionRefund+"'", next+" = "+now,
-			evid+" = ?", writer+" = ?", upd+" = "+now),
+	insertCols := append(append([]string{}, cols...), quote(a.State), quote(a.Token), quote(a.NextAction), quote(a.NextRunAt), quote(a.CreatedAt), quote(a.UpdatedAt))
+	insertVals := append(append([]string{}, vals...), "'"+fencedwrite.StateReady+"'", "0", "'"+fencedwrite.ActionRefund+"'", clock, clock, clock)
+
+	stmts := []Stmt{
+		{Op: fencedrt.OpRead, Name: "Read", SQL: read, Params: []fencedrt.Param{fencedrt.ParamID}},
+		{Op: fencedrt.OpReadLocked, Name: "ReadLocked", SQL: read + " FOR UPDATE", Params: []fencedrt.Param{fencedrt.ParamID}},
+		{Op: fencedrt.OpClaimLock, Name: "ClaimLock", Params: []fencedrt.Param{fencedrt.ParamID},
+			SQL: fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s, %s FROM %s FORCE INDEX (PRIMARY) WHERE %s = ? FOR UPDATE",
+				quote(a.State), quote(a.Token), quote(a.NextAction), fencedrt.Micros(quote(a.NextRunAt)), fencedrt.Micros(quote(a.LeaseUntil)),
+				fencedrt.Micros(quote(a.KeyFirstUsedAt)), fencedrt.ClockMicros, t, pk)},
+		{Op: fencedrt.OpRegisterKey, Name: "RegisterKey", Params: reqArgs,
+			SQL: fmt.Sprintf("INSERT INTO %s (%s, `registered_at`) VALUES (%s, %s)", keys, strings.Join(reqParams, ", "), strings.Join(vals, ", "), clock)},
+		{Op: fencedrt.OpReadKey, Name: "ReadKey", Params: []fencedrt.Param{fencedrt.ParamKey},
+			SQL: fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?", strings.Join(others, ", "), keys, reqParams[0])},
+		{Op: fencedrt.OpInsert, Name: "Insert", Params: reqArgs,
+			SQL: fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", t, strings.Join(insertCols, ", "), strings.Join(insertVals, ", "))},
+
+		transition(fencedrt.OpClaimSend, "ClaimSend", func(u *update) {
+			u.set(a.LeaseUntil, "?", fencedrt.ParamLeaseUntil).literal(a.NextAction, fencedwrite.ActionRefund, false).
+				set(a.KeyFirstUsedAt, fmt.Sprintf("COALESCE(%s, ?)", quote(a.KeyFirstUsedAt)), fencedrt.ParamNow).
+				set(a.LastSendAt, "?", fencedrt.ParamNow).set(a.UpdatedAt, "?", fencedrt.ParamNow)
+		}),
+		transition(fencedrt.OpClaimReconcile, "ClaimReconcile", func(u *update) {
+			u.set(a.LeaseUntil, "?", fencedrt.ParamLeaseUntil).literal(a.NextAction, fencedwrite.ActionReconcile, false).
+				set(a.UpdatedAt, "?", fencedrt.ParamNow)
+		}),
+		transition(fencedrt.OpTakeover, "Takeover", func(u *update) {
+			u.set(a.LeaseUntil, "?", fencedrt.ParamLeaseUntil).literal(a.NextAction, fencedwrite.ActionReconcile, false).
+				set(a.UpdatedAt, "?", fencedrt.ParamNow)
+		}),
+		transition(fencedrt.OpComplete, "Complete", func(u *update) {
+			u.value(a.ProviderRef, fencedrt.ParamProviderRef).set(a.LeaseUntil, "NULL").set(a.LastError, "NULL")
+			updatedNow(u)
+		}),
+		transition(fencedrt.OpReschedule, "Reschedule", func(u *update) {
+			u.value(a.NextAction, fencedrt.ParamNextAction).
+				set(a.NextRunAt, "TIMESTAMPADD(MICROSECOND, ?, "+clock+")", fencedrt.ParamDelay).set(a.LeaseUntil, "NULL").
+				valueOrKeep(a.ProviderRef, fencedrt.ParamProviderRef).value(a.LastError, fencedrt.ParamLastError)
+			updatedNow(u)
+		}),
+		transition(fencedrt.OpManualReview, "ManualReview", func(u *update) {
+			u.value(a.ReviewReason, fencedrt.ParamReason).value(a.ReviewEvidence, fencedrt.ParamEvidence).
+				valueOrKeep(a.ProviderRef, fencedrt.ParamProviderRef).set(a.LeaseUntil, "NULL")
+			updatedNow(u)
+		}),
+		transition(fencedrt.OpFail, "Fail", func(u *update) {
+			u.value(a.LastError, fencedrt.ParamLastError).valueOrKeep(a.ProviderRef, fencedrt.ParamProviderRef).set(a.LeaseUntil, "NULL")
+			updatedNow(u)
+		}),
+		transition(fencedrt.OpWakeUp, "WakeUp", func(u *update) {
+			u.set(a.NextRunAt, fmt.Sprintf("LEAST(%s, %s)", quote(a.NextRunAt), clock))
+		}),
+		transition(fencedrt.OpResolveSucceeded, "ResolveSucceeded", func(u *update) {
+			u.value(a.ProviderRef, fencedrt.ParamProviderRef).value(a.ReviewEvidence, fencedrt.ParamEvidence)
+			updatedNow(u)
+		}),
+		transition(fencedrt.OpResolveReconcile, "ResolveReconcile", func(u *update) {
+			u.literal(a.NextAction, fencedwrite.ActionReconcile, true).set(a.NextRunAt, clock).value(a.ReviewEvidence, fencedrt.ParamEvidence)
+			updatedNow(u)
+		}),
+		transition(fencedrt.OpResolveRefund, "ResolveRefund", func(u *update) {
+			u.literal(a.NextAction, fencedwrite.ActionRefund, true).set(a.NextRunAt, clock).value(a.ReviewEvidence, fencedrt.ParamEvidence)
+			updatedNow(u)
+		}),
 	}
+	return stmts, compared
 }
+
+// KeysTable is the table where every key ever enqueued into table stays
+// registered, archived or not.
+func KeysTable(table string) string { return table + "_keys" }
 
 func quote(name string) string { return "`" + name + "`" }

@@ -34,6 +34,20 @@ type DB struct {
 // it when t ends (keep it with FENCEKIT_KEEP_DB=1 to inspect a failure).
 func New(t testing.TB) *DB {
 	t.Helper()
+	return newDB(t, 0, nil)
+}
+
+// NewWithHistory is New for rows older than the fences: it applies the first
+// `before` migration files, lets history write rows as they were before the
+// later files existed (aged rows, say, which the fences would never let
+// anyone write), then applies the rest.
+func NewWithHistory(t testing.TB, before int, history func(*sql.DB)) *DB {
+	t.Helper()
+	return newDB(t, before, history)
+}
+
+func newDB(t testing.TB, before int, history func(*sql.DB)) *DB {
+	t.Helper()
 	cfg, err := devdb.ServerConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +69,12 @@ func New(t testing.TB) *DB {
 	})
 	d := &DB{t: t, cfg: cfg, Name: name}
 	raw := d.RawDB()
+	if history != nil {
+		if _, err := migrations.ApplyN(ctx, raw, before); err != nil {
+			t.Fatalf("apply the first %d migrations to %s: %v", before, name, err)
+		}
+		history(raw)
+	}
 	if _, err := migrations.Apply(ctx, raw); err != nil {
 		t.Fatalf("apply migrations to %s: %v", name, err)
 	}

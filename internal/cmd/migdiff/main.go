@@ -5,6 +5,7 @@
 //
 //	go run ./internal/cmd/migdiff -name add_column   # plan and write changes
 //	go run ./internal/cmd/migdiff -rehash            # after editing a hand-written file
+//	go run ./internal/cmd/migdiff -fences job_fences # when the generated database fence changed
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"ariga.io/atlas/sql/migrate"
 	_ "ariga.io/atlas/sql/mysql"
 
+	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/internal/devdb"
 	"github.com/fencekit/fencekit/internal/schemadiff"
 )
@@ -27,6 +29,7 @@ func main() {
 		name   = flag.String("name", "", "name of the migration file to write when the schema changed")
 		path   = flag.String("dir", "migrations", "migration directory")
 		rehash = flag.Bool("rehash", false, "only rewrite atlas.sum")
+		fences = flag.String("fences", "", "write the generated database fence (ent.RefundJobFencesSQL) as a new file with this name when it changed")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -37,6 +40,18 @@ func main() {
 	if *rehash {
 		if err := schemadiff.Rehash(dir); err != nil {
 			log.Fatal(err)
+		}
+		return
+	}
+	if *fences != "" {
+		wrote, err := schemadiff.WriteFences(dir, *fences, ent.RefundJobFencesSQL, time.Now())
+		if err != nil {
+			log.Fatal(err)
+		}
+		if wrote {
+			fmt.Println("migdiff: wrote the new database fence; review it and commit it with atlas.sum")
+		} else {
+			fmt.Println("migdiff: the database fence is up to date")
 		}
 		return
 	}

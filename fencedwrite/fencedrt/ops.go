@@ -1,0 +1,81 @@
+package fencedrt
+
+import "github.com/fencekit/fencekit/fencedwrite"
+
+// Op names one statement of a fenced table.
+type Op string
+
+// The statements of a fenced table. The transitions (every Op with a
+// Transition) are UPDATEs fenced on id, state and attempt.
+const (
+	OpRead        Op = "read"        // the row's state, attempt and settled columns, by id
+	OpReadLocked  Op = "read locked" // the same, FOR UPDATE
+	OpClaimLock   Op = "claim lock"  // the claim's locking read, with the database clock
+	OpRegisterKey Op = "register key"
+	OpReadKey     Op = "read key" // the request parameters a key was registered with
+	OpInsert      Op = "insert"
+
+	OpClaimSend        Op = "claim"           // ready → running, attempt+1, will send
+	OpClaimReconcile   Op = "claim reconcile" // ready → running, attempt+1, will reconcile
+	OpTakeover         Op = "takeover"        // running → running, attempt+1, reconcile
+	OpComplete         Op = "complete"
+	OpReschedule       Op = "reschedule"
+	OpManualReview     Op = "manual review"
+	OpFail             Op = "fail"
+	OpWakeUp           Op = "wake-up"
+	OpResolveSucceeded Op = "resolve succeeded"
+	OpResolveReconcile Op = "resolve reconcile"
+	OpResolveRefund    Op = "resolve refund"
+)
+
+// Transition is the move of the state machine that an UPDATE makes: from
+// one state to another, at the same attempt or at attempt+1.
+type Transition struct {
+	From, To string
+	Bump     bool // attempt+1
+}
+
+// Transitions are DESIGN.md's state machine, one entry per fenced UPDATE.
+// The generator renders each statement from it, MustTable checks each
+// statement against it, and the database trigger allows exactly these moves.
+var Transitions = map[Op]Transition{
+	OpClaimSend:        {fencedwrite.StateReady, fencedwrite.StateRunning, true},
+	OpClaimReconcile:   {fencedwrite.StateReady, fencedwrite.StateRunning, true},
+	OpTakeover:         {fencedwrite.StateRunning, fencedwrite.StateRunning, true},
+	OpComplete:         {fencedwrite.StateRunning, fencedwrite.StateSucceeded, false},
+	OpReschedule:       {fencedwrite.StateRunning, fencedwrite.StateReady, false},
+	OpManualReview:     {fencedwrite.StateRunning, fencedwrite.StateManualReview, false},
+	OpFail:             {fencedwrite.StateRunning, fencedwrite.StateFailed, false},
+	OpWakeUp:           {fencedwrite.StateReady, fencedwrite.StateReady, false},
+	OpResolveSucceeded: {fencedwrite.StateManualReview, fencedwrite.StateSucceeded, true},
+	OpResolveReconcile: {fencedwrite.StateManualReview, fencedwrite.StateReady, true},
+	OpResolveRefund:    {fencedwrite.StateManualReview, fencedwrite.StateReady, true},
+}
+
+// Param names one argument of a statement. Statements bind their
+// arguments by name: the generator records, for each placeholder, the
+// name of the value it takes, and Bind looks the values up by that name.
+type Param string
+
+// The arguments of fenced statements. ParamID, ParamAttempt, ParamWriter and
+// ParamNewAttempt come from the Write itself; the others are the values of
+// the transition.
+const (
+	ParamID          Param = "id"
+	ParamAttempt     Param = "attempt"     // the attempt the fence requires: held (lease) or seen (read)
+	ParamWriter      Param = "writer"      // the attempt the write declares: the same as ParamAttempt
+	ParamNewAttempt  Param = "new attempt" // attempt+1
+	ParamLeaseUntil  Param = "lease until" // UTC, as text
+	ParamNow         Param = "now"         // UTC, as text: the claim's reading of the database clock
+	ParamKeyWindow   Param = "key window"  // microseconds
+	ParamProviderRef Param = "provider refund id"
+	ParamNextAction  Param = "next action"
+	ParamDelay       Param = "delay" // microseconds
+	ParamLastError   Param = "last error"
+	ParamReason      Param = "reason"
+	ParamEvidence    Param = "evidence"
+	ParamKey         Param = "key"
+)
+
+// RequestParam names the request parameter stored in column col (Enqueue).
+func RequestParam(col string) Param { return Param("request " + col) }

@@ -1,0 +1,225 @@
+package fencedrt
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Stmt is one statement of a fenced table, with the names of its arguments
+// in placeholder order and, for a transition, what it writes that a re-read
+// can compare.
+type Stmt struct {
+	SQL    string
+	Params []Param
+	Sets   []Set
+}
+
+// Set is one comparable assignment of a transition: Column = Param's value
+// (OrKeep: COALESCE(value, Column), so a nil value keeps the column), or
+// Column = Literal. Assignments of computed values (times) are not listed.
+type Set struct {
+	Column  string
+	Param   Param
+	Literal string
+	OrKeep  bool
+}
+
+// TableSpec declares a fenced table: its name, the columns the fence uses
+// and its statements. Generated code declares one per fenced entity.
+type TableSpec struct {
+	Name   string // table, e.g. refund_jobs
+	Entity string // Ent type, e.g. RefundJob
+	// Column names of the fence.
+	ID, State, Token, Writer string
+	// Compared are the columns OpRead and OpReadLocked return after state and
+	// attempt, in order: the settled values a re-read compares.
+	Compared []string
+	Stmts    map[Op]Stmt
+}
+
+// Table is a checked TableSpec. Build it with MustTable.
+type Table struct {
+	spec TableSpec
+}
+
+// Name is the table's name.
+func (t *Table) Name() string { return t.spec.Name }
+
+// Stmt returns the statement op, and whether the table declares it.
+func (t *Table) Stmt(op Op) (Stmt, bool) {
+	s, ok := t.spec.Stmts[op]
+	return s, ok
+}
+
+// required are the statements every fenced table declares.
+var required = []Op{OpRead, OpReadLocked, OpClaimLock, OpRegisterKey, OpReadKey, OpInsert}
+
+// MustTable checks spec and returns its Table; it panics, naming the
+// statement and the problem, when a statement is missing, its placeholders
+// and arguments disagree, or a transition lacks its fence, its declaration
+// of the writer attempt or its move of the state machine. Generated code
+// calls it at package initialisation, so a bad table never runs.
+func MustTable(spec TableSpec) *Table {
+	t, err := NewTable(spec)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+var (
+	registryMu sync.Mutex
+	registry   = map[string]*Table{}
+)
+
+// Registered returns the table that generated code declared with MustTable
+// under name, for tools and tests that inspect the statements.
+func Registered(name string) (*Table, bool) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	t, ok := registry[name]
+	return t, ok
+}
+
+// Spec returns the table's declaration.
+func (t *Table) Spec() TableSpec { return t.spec }
+
+// NewTable is MustTable returning the error.
+func NewTable(spec TableSpec) (*Table, error) {
+	for _, op := range required {
+		if _, ok := spec.Stmts[op]; !ok {
+			return nil, fmt.Errorf("fenced table %s: statement %q is missing", spec.Name, op)
+		}
+	}
+	for op := range Transitions {
+		if _, ok := spec.Stmts[op]; !ok {
+			return nil, fmt.Errorf("fenced table %s: transition %q is missing", spec.Name, op)
+		}
+	}
+	for op, s := range spec.Stmts {
+		if err := spec.check(op, s); err != nil {
+			return nil, fmt.Errorf("fenced table %s: statement %q: %w", spec.Name, op, err)
+		}
+	}
+	t := &Table{spec: spec}
+	registryMu.Lock()
+	registry[spec.Name] = t
+	registryMu.Unlock()
+	return t, nil
+}
+
+func (spec TableSpec) check(op Op, s Stmt) error {
+	if n := Placeholders(s.SQL); n != len(s.Params) {
+		return fmt.Errorf("%d placeholders but %d arguments named", n, len(s.Params))
+	}
+	for _, p := range s.Params {
+		if !knownParam(p) {
+			return fmt.Errorf("unknown argument %q", p)
+		}
+	}
+	tr, ok := Transitions[op]
+	if !ok {
+		if strings.HasPrefix(s.SQL, "UPDATE") || strings.Contains(s.SQL, "DELETE") || strings.Contains(s.SQL, "REPLACE") {
+			return fmt.Errorf("only transitions may write existing rows")
+		}
+		return nil
+	}
+	q := func(c string) string { return "`" + c + "`" }
+	prefix := "UPDATE " + q(spec.Name) + " FORCE INDEX (PRIMARY) SET "
+	fence := fmt.Sprintf(" WHERE %s = ? AND %s = '%s' AND %s = ?", q(spec.ID), q(spec.State), tr.From, q(spec.Token))
+	switch {
+	case !strings.HasPrefix(s.SQL, prefix):
+		return fmt.Errorf("must start %q (lock by primary key only)", prefix)
+	case !strings.HasSuffix(s.SQL, fence) || strings.Count(s.SQL, " WHERE ") != 1:
+		return fmt.Errorf("must end with the fence %q", fence)
+	case len(s.Params) < 2 || s.Params[len(s.Params)-2] != ParamID || s.Params[len(s.Params)-1] != ParamAttempt:
+		return fmt.Errorf("the fence's arguments must be %q and %q", ParamID, ParamAttempt)
+	case !slices.Equal(paramsOf(s, q(spec.Writer)+" = ?"), []Param{ParamWriter}):
+		return fmt.Errorf("must declare the writer attempt: %s = ? bound to %q", q(spec.Writer), ParamWriter)
+	case strings.Contains(s.SQL, q(spec.Writer)+" = "+q(spec.Token)):
+		return fmt.Errorf("declares the row's own attempt")
+	}
+	if tr.To != tr.From && !strings.Contains(s.SQL, fmt.Sprintf("%s = '%s'", q(spec.State), tr.To)) {
+		return fmt.Errorf("must move the job to %s", tr.To)
+	}
+	bumps := slices.Equal(paramsOf(s, q(spec.Token)+" = ?"), []Param{ParamNewAttempt, ParamAttempt})
+	if tr.Bump != bumps {
+		return fmt.Errorf("attempt+1 is %v in the state machine but %v in the statement", tr.Bump, bumps)
+	}
+	for _, set := range s.Sets {
+		if !slices.Contains(spec.Compared, set.Column) {
+			return fmt.Errorf("compares %s, which a re-read does not return", set.Column)
+		}
+		if set.Param != "" && !slices.Contains(s.Params, set.Param) {
+			return fmt.Errorf("compares %s with %q, which is not an argument", set.Column, set.Param)
+		}
+	}
+	return nil
+}
+
+// paramsOf returns the arguments bound to each occurrence of the fragment
+// frag (which ends with a placeholder) in s.
+func paramsOf(s Stmt, frag string) []Param {
+	var out []Param
+	for i := 0; ; {
+		j := strings.Index(s.SQL[i:], frag)
+		if j < 0 {
+			return out
+		}
+		i += j + len(frag)
+		if n := Placeholders(s.SQL[:i]); n > 0 && n <= len(s.Params) {
+			out = append(out, s.Params[n-1])
+		}
+	}
+}
+
+func knownParam(p Param) bool {
+	switch p {
+	case ParamID, ParamAttempt, ParamWriter, ParamNewAttempt, ParamLeaseUntil, ParamNow, ParamKeyWindow,
+		ParamProviderRef, ParamNextAction, ParamDelay, ParamLastError, ParamReason, ParamEvidence, ParamKey:
+		return true
+	}
+	return strings.HasPrefix(string(p), "request ")
+}
+
+// Placeholders counts the `?` placeholders of query outside quoted strings,
+// quoted names and comments.
+func Placeholders(query string) int {
+	n := 0
+	for i := 0; i < len(query); i++ {
+		switch c := query[i]; c {
+		case '?':
+			n++
+		case '\'', '"', '`':
+			for i++; i < len(query) && query[i] != c; i++ {
+				if query[i] == '\\' && c != '`' {
+					i++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// Values are the named arguments of one statement.
+type Values map[Param]any
+
+// Bind returns the arguments of statement op, in placeholder order, looked
+// up by name in vals. A name without a value is an error.
+func (t *Table) Bind(op Op, vals Values) (string, []any, error) {
+	s, ok := t.spec.Stmts[op]
+	if !ok {
+		return "", nil, fmt.Errorf("fenced table %s declares no statement %q", t.spec.Name, op)
+	}
+	args := make([]any, len(s.Params))
+	for i, p := range s.Params {
+		v, ok := vals[p]
+		if !ok {
+			return "", nil, fmt.Errorf("%s %s: no value for argument %q", op, t.spec.Name, p)
+		}
+		args[i] = v
+	}
+	return s.SQL, args, nil
+}

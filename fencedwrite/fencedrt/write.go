@@ -1,0 +1,115 @@
+package fencedrt
+
+import (
+	"fmt"
+
+	"github.com/fencekit/fencekit/fencedwrite"
+)
+
+// Write is one fenced transition of one job: statement op of its table,
+// fenced on the job's id and on the attempt the caller holds (a lease) or
+// read (a job in manual review, a waiting job), and declaring that attempt.
+// Generated code builds it; nothing else can name its query.
+type Write struct {
+	table   *Table
+	op      Op
+	id      int64
+	attempt int64
+	vals    Values
+	err     error // returned instead of running: the write could not be built
+}
+
+// NewWrite builds transition op of job id, fenced on attempt, with the
+// transition's own values (the fence's arguments are added here).
+func NewWrite(t *Table, op Op, id, attempt int64, vals Values) *Write {
+	if _, ok := Transitions[op]; !ok {
+		return Invalid(t, op, id, attempt, fmt.Errorf("%w: %q is not a transition", fencedwrite.ErrInvalid, op))
+	}
+	all := make(Values, len(vals)+4)
+	for k, v := range vals {
+		all[k] = v
+	}
+	all[ParamID], all[ParamAttempt], all[ParamWriter], all[ParamNewAttempt] = id, attempt, attempt, attempt+1
+	return &Write{table: t, op: op, id: id, attempt: attempt, vals: all}
+}
+
+// Invalid is a write that could not be built: Fence returns err, which
+// should match fencedwrite.ErrInvalid, instead of writing.
+func Invalid(t *Table, op Op, id, attempt int64, err error) *Write {
+	name := "?"
+	if t != nil {
+		name = t.Name()
+	}
+	return &Write{table: t, op: op, id: id, attempt: attempt,
+		err: fmt.Errorf("%s %s#%d at attempt %d: %w", op, name, id, attempt, err)}
+}
+
+// Op is the transition's name.
+func (w *Write) Op() Op { return w.op }
+
+// ID is the job's id.
+func (w *Write) ID() int64 { return w.id }
+
+// Attempt is the attempt the write is fenced on.
+func (w *Write) Attempt() int64 { return w.attempt }
+
+// Err is the error that keeps the write from running, or nil.
+func (w *Write) Err() error { return w.err }
+
+func (w *Write) transition() Transition { return Transitions[w.op] }
+
+func (w *Write) toAttempt() int64 {
+	if w.transition().Bump {
+		return w.attempt + 1
+	}
+	return w.attempt
+}
+
+func (w *Write) fail(outcome error, found row, cause error) *fencedwrite.WriteError {
+	return &fencedwrite.WriteError{Table: w.table.Name(), ID: w.id, Op: string(w.op), Attempt: w.attempt,
+		Found: found.public(), Outcome: outcome, Cause: cause}
+}
+
+// row is what a re-read of a job found: its state, attempt and the values of
+// the table's compared columns.
+type row struct {
+	found   bool
+	state   string
+	attempt int64
+	cols    map[string]*string
+}
+
+func (r row) public() fencedwrite.Row {
+	return fencedwrite.Row{Found: r.found, State: r.state, Attempt: r.attempt}
+}
+
+// sameWrite reports whether r holds exactly what w writes: its state and
+// attempt, and every value it sets that a re-read can compare.
+func (w *Write) sameWrite(r row) bool {
+	if r.state != w.transition().To || r.attempt != w.toAttempt() {
+		return false
+	}
+	s, _ := w.table.Stmt(w.op)
+	for _, set := range s.Sets {
+		var want *string
+		switch {
+		case set.Param == "":
+			want = &set.Literal
+		default:
+			v := w.vals[set.Param]
+			if v == nil {
+				if set.OrKeep {
+					continue
+				}
+			} else {
+				str := fmt.Sprint(v)
+				want = &str
+			}
+		}
+		got := r.cols[set.Column]
+		if (got == nil) != (want == nil) || got != nil && *got != *want {
+			return false
+		}
+	}
+	return true
+}
