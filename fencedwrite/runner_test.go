@@ -204,8 +204,10 @@ func TestStaleTransitionsAreSuperseded(t *testing.T) {
 	ctx := t.Context()
 	a, b := e.worker(), e.worker()
 	for name, write := range map[string]func(l *ent.RefundJobLease) *ent.RefundJobTransition{
-		"complete":      func(l *ent.RefundJobLease) *ent.RefundJobTransition { return l.Complete("re_1") },
-		"reschedule":    func(l *ent.RefundJobLease) *ent.RefundJobTransition { return l.Reschedule(refundjob.NextActionRefund, 0, "", "x") },
+		"complete": func(l *ent.RefundJobLease) *ent.RefundJobTransition { return l.Complete("re_1") },
+		"reschedule": func(l *ent.RefundJobLease) *ent.RefundJobTransition {
+			return l.Reschedule(refundjob.NextActionRefund, 0, "", "x")
+		},
 		"manual review": func(l *ent.RefundJobLease) *ent.RefundJobTransition { return l.ManualReview("why", "", "") },
 		"fail":          func(l *ent.RefundJobLease) *ent.RefundJobTransition { return l.Fail("declined", "") },
 	} {

@@ -175,7 +175,7 @@ func TestFenceKeysAreRegisteredOnceAndJobsBornReady(t *testing.T) {
 			t.Fatal(err)
 		}
 		var age int64
-		if err := db.QueryRow("SELECT TIMESTAMPDIFF(DAY, created_at, "+clock+") FROM refund_jobs WHERE operation_key = 'old-looking'").Scan(&age); err != nil {
+		if err := db.QueryRow("SELECT TIMESTAMPDIFF(DAY, created_at, " + clock + ") FROM refund_jobs WHERE operation_key = 'old-looking'").Scan(&age); err != nil {
 			t.Fatal(err)
 		}
 		if age != 0 {
@@ -482,7 +482,7 @@ func TestFenceArchivalMovesOldTerminalJobsAndKeepsTheirKeys(t *testing.T) {
 	})
 	t.Run("an archived key is never a new job", func(t *testing.T) {
 		refused(t, db, "register the key first; a key takes one job, ever", insertJob, "old-succeeded")
-		if _, err := db.Exec("INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) "+
+		if _, err := db.Exec("INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) " +
 			"VALUES ('old-succeeded', 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6))"); err == nil {
 			t.Fatal("an archived key was registered again")
 		}
