@@ -48,10 +48,11 @@ func TestEnqueue(t *testing.T) {
 	t.Run("the same key with different parameters is an error naming each field", func(t *testing.T) {
 		e.enqueue("r-3")
 		p := request("r-3")
-		p.AmountMinor, p.Currency = 999, "USD"
+		p.AmountMinor, p.Currency, p.PaymentRef = 999, "USD", "pay-other"
 		_, created, err := e.c.RefundJob.Enqueue(ctx, p, nil)
 		wantOutcome(t, err, fencedwrite.ErrKeyConflict)
-		for _, want := range []string{"amount_minor: enqueued as 1250, requested as 999", "currency: enqueued as EUR, requested as USD"} {
+		for _, want := range []string{"amount_minor: enqueued as 1250, requested as 999", "currency: enqueued as EUR, requested as USD",
+			"payment_ref: enqueued as pay-r-3, requested as pay-other"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q lacks %q", err, want)
 			}
@@ -540,5 +541,53 @@ func TestBackstopRejectsGenericWrites(t *testing.T) {
 	}
 	if l := e.ledger("b-1"); l.Status != refund.StatusRequested {
 		t.Errorf("ledger row is %s, want requested", l.Status)
+	}
+}
+
+// A settled refund is never paid again, archived or not: the upstream system
+// re-delivers an approved request after its job was settled and archived,
+// and Enqueue says so instead of creating a job that would send again.
+func TestArchivedKeyIsNeverANewJob(t *testing.T) {
+	const key = "archived-1"
+	// History from before the fences: a job settled 40 days ago, with its
+	// ledger row (the fences would never let anyone write such a row now).
+	d := dbtest.NewWithHistory(t, 1, func(db *sql.DB) {
+		for _, q := range []string{
+			"INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, state, attempt, provider_refund_id, next_run_at, created_at, updated_at) " +
+				"VALUES ('" + key + "', 'pay-" + key + "', 1250, 'EUR', 'succeeded', 1, 're_1', UTC_TIMESTAMP(6) - INTERVAL 40 DAY, UTC_TIMESTAMP(6) - INTERVAL 40 DAY, UTC_TIMESTAMP(6) - INTERVAL 40 DAY)",
+			"INSERT INTO refunds (operation_key, payment_ref, amount_minor, currency, status, provider_refund_id, settled_at, created_at, updated_at) " +
+				"VALUES ('" + key + "', 'pay-" + key + "', 1250, 'EUR', 'refunded', 're_1', UTC_TIMESTAMP(6) - INTERVAL 40 DAY, UTC_TIMESTAMP(6) - INTERVAL 40 DAY, UTC_TIMESTAMP(6) - INTERVAL 40 DAY)",
+		} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	ctx := t.Context()
+	if _, err := d.RawDB().Exec("CALL refund_jobs_archive(UTC_TIMESTAMP(6) - INTERVAL 31 DAY)"); err != nil {
+		t.Fatal(err)
+	}
+	c := d.Client()
+	if n, err := c.RefundJob.Query().Count(ctx); err != nil || n != 0 {
+		t.Fatalf("%d jobs left after archival (%v), want 0", n, err)
+	}
+	for name, fn := range map[string]func(context.Context, *ent.Tx) error{"without a ledger": nil, "with ledger.Open": ledger.Open(request(key))} {
+		t.Run("the same request again "+name, func(t *testing.T) {
+			job, created, err := c.RefundJob.Enqueue(ctx, request(key), fn)
+			if !errors.Is(err, fencedwrite.ErrKeyArchived) || created || job != nil {
+				t.Fatalf("re-enqueue of an archived key: job=%v created=%v err=%v, want ErrKeyArchived", job, created, err)
+			}
+		})
+	}
+	t.Run("the archived key with other parameters", func(t *testing.T) {
+		p := request(key)
+		p.AmountMinor = 1
+		_, _, err := c.RefundJob.Enqueue(ctx, p, nil)
+		if !errors.Is(err, fencedwrite.ErrKeyConflict) || !strings.Contains(err.Error(), "amount_minor: enqueued as 1250, requested as 1") {
+			t.Fatalf("re-enqueue with another amount: %v, want ErrKeyConflict naming amount_minor", err)
+		}
+	})
+	if n, err := c.RefundJob.Query().Count(ctx); err != nil || n != 0 {
+		t.Fatalf("%d jobs exist (%v): a re-delivered archived request became a job", n, err)
 	}
 }

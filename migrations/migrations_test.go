@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"ariga.io/atlas/sql/migrate"
 	_ "ariga.io/atlas/sql/mysql"
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/internal/devdb"
 	"github.com/fencekit/fencekit/internal/schemadiff"
@@ -326,4 +328,32 @@ func scratch(t *testing.T, prefix string) (*mysql.Config, string) {
 	}
 	t.Cleanup(func() { _ = drop(context.Background()) })
 	return cfg, name
+}
+
+// The database fence is generated from the annotation (ent.RefundJobFencesSQL);
+// the newest migration file that carries it must hold exactly what the
+// generator renders now, or the database runs an older fence than the code
+// expects (go run ./internal/cmd/migdiff -fences <name> writes a new one).
+func TestGeneratedFenceIsMigrated(t *testing.T) {
+	dir, err := migrate.NewLocalDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, content, found, err := schemadiff.LatestFences(dir, ent.RefundJobFencesSQL)
+	if err != nil || !found {
+		t.Fatalf("no migration carries the generated database fence (%v): run go run ./internal/cmd/migdiff -fences job_fences", err)
+	}
+	if content != ent.RefundJobFencesSQL {
+		t.Fatalf("%s differs from the fence generated from the annotation: run go generate ./ent/... && go run ./internal/cmd/migdiff -fences <name>", name)
+	}
+	// The check is not vacuous: an edited fence is a drift.
+	tmp := copyDir(t)
+	tmpDir, err := migrate.NewLocalDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := schemadiff.WriteFences(tmpDir, "edited", strings.Replace(ent.RefundJobFencesSQL, "INTERVAL 30 DAY", "INTERVAL 1 DAY", 1), time.Now())
+	if err != nil || !wrote {
+		t.Fatalf("an edited fence was not written as a new migration: %v", err)
+	}
 }

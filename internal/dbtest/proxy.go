@@ -3,12 +3,14 @@ package dbtest
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
 	"log"
 	"net"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/go-sql-driver/mysql"
@@ -106,4 +108,45 @@ func (p *Proxy) FirstConnectionDB(o fencedwrite.DSNOptions) *sql.DB {
 	db := sql.OpenDB(conn)
 	p.t.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// Stream names a direction through the proxy.
+type Stream string
+
+// The two directions: what the client sends, and what the server answers.
+const (
+	Upstream   Stream = "upstream"
+	Downstream Stream = "downstream"
+)
+
+// CutAfter makes the proxy close each new connection once n bytes went
+// through it in direction s: a statement cut mid-packet, a reply cut
+// mid-row, or (for the exact n) a COMMIT that reached the server whose reply
+// never comes back. Each connection counts its own bytes.
+func (p *Proxy) CutAfter(s Stream, n int) {
+	p.t.Helper()
+	_, err := p.proxy.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+		`{"name":"cut-after-%s","type":"limit_data","stream":"%s","toxicity":1,"attributes":{"bytes":%d}}`, s, s, n)))
+	if err != nil {
+		p.t.Fatalf("add toxic: %v", err)
+	}
+}
+
+// Delay holds everything the client sends for d until Undelay: a statement
+// "in flight on the wire". Undelay lets what is held through at once.
+func (p *Proxy) Delay(d time.Duration) {
+	p.t.Helper()
+	_, err := p.proxy.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+		`{"name":"delay","type":"latency","stream":"upstream","toxicity":1,"attributes":{"latency":%d}}`, d.Milliseconds())))
+	if err != nil {
+		p.t.Fatalf("add toxic: %v", err)
+	}
+}
+
+// Undelay removes Delay's toxic; what it held goes through.
+func (p *Proxy) Undelay() {
+	p.t.Helper()
+	if err := p.proxy.Toxics.RemoveToxic(context.Background(), "delay"); err != nil {
+		p.t.Fatalf("remove toxic: %v", err)
+	}
 }

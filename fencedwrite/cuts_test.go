@@ -1,0 +1,174 @@
+package fencedwrite_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fencekit/ent/refund"
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
+	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/ledger"
+)
+
+// cutStep is the stride of the byte sweep: every cut point of a packet is
+// not needed, but every packet is cut somewhere.
+const cutStep = 11
+
+// lockedRow reads the job under a row lock on a clean connection: the lock
+// waits for a cut session's transaction to end (commit or rollback), so the
+// row it shows is final.
+func (e *env) lockedRow(id int64) (state string, attempt int64, ledgerStatus string) {
+	e.t.Helper()
+	tx, err := e.raw.BeginTx(e.t.Context(), nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := tx.QueryRow("SELECT j.state, j.attempt, r.status FROM refund_jobs j JOIN refunds r ON r.operation_key = j.operation_key WHERE j.id = ? FOR UPDATE", id).
+		Scan(&state, &attempt, &ledgerStatus); err != nil {
+		e.t.Fatal(err)
+	}
+	return state, attempt, ledgerStatus
+}
+
+// onlyOne returns the one sentinel of set that err matches, or an error
+// saying it matches none or several.
+func onlyOne(err error, set ...error) (error, error) {
+	var got []error
+	for _, s := range set {
+		if errors.Is(err, s) {
+			got = append(got, s)
+		}
+	}
+	if len(got) != 1 {
+		return nil, fmt.Errorf("%v matches %d of the outcomes %v", err, len(got), got)
+	}
+	return got[0], nil
+}
+
+// A connection cut at any byte of a claim, in either direction, ends in
+// exactly one outcome the caller can switch on, and the outcome never claims
+// more than the row shows.
+func TestEveryCutOfAClaimHasOneTrueOutcome(t *testing.T) {
+	e := newEnv(t)
+	outcomes := []error{fencedwrite.ErrRolledBack, fencedwrite.ErrCommitUnknown, fencedwrite.ErrNotClaimable,
+		fencedwrite.ErrNotFound, fencedwrite.ErrInvalid, fencedwrite.ErrUnexpectedState}
+	for _, dir := range []dbtest.Stream{dbtest.Upstream, dbtest.Downstream} {
+		seen := map[error]int{}
+		for n := 0; ; n += cutStep {
+			job := e.enqueue(fmt.Sprintf("cut-claim-%s-%d", dir, n))
+			proxy := dbtest.NewProxy(t, e.db)
+			proxy.CutAfter(dir, n)
+			c := dbtest.ClientOn(t, dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{})))
+			lease, err := c.RefundJob.Claim(t.Context(), job.ID, opts)
+			state, attempt, _ := e.lockedRow(job.ID)
+			if err == nil {
+				if lease == nil || state != fencedwrite.StateRunning || attempt != 1 {
+					t.Fatalf("%s cut at %d: a lease %v, but the row is %s at %d", dir, n, lease, state, attempt)
+				}
+				t.Logf("%s: %d cuts, outcomes %v", dir, n/cutStep, seen)
+				break
+			}
+			outcome, oerr := onlyOne(err, outcomes...)
+			if oerr != nil {
+				t.Fatalf("%s cut at %d: %v", dir, n, oerr)
+			}
+			seen[outcome]++
+			switch outcome {
+			case fencedwrite.ErrRolledBack:
+				if state != fencedwrite.StateReady || attempt != 0 {
+					t.Fatalf("%s cut at %d: rolled back, but the row is %s at %d", dir, n, state, attempt)
+				}
+			case fencedwrite.ErrCommitUnknown:
+				// Either is possible; the claim returned no lease.
+			default:
+				t.Fatalf("%s cut at %d: %v", dir, n, err)
+			}
+		}
+	}
+}
+
+// The same for a completion with its ledger write.
+func TestEveryCutOfAnApplyHasOneTrueOutcome(t *testing.T) {
+	e := newEnv(t)
+	outcomes := []error{fencedwrite.ErrSuperseded, fencedwrite.ErrAlreadySettled, fencedwrite.ErrCommitUnknown, fencedwrite.ErrRolledBack,
+		fencedwrite.ErrUnexpectedState, fencedwrite.ErrFoundRowsOff, fencedwrite.ErrInvalid}
+	for _, dir := range []dbtest.Stream{dbtest.Upstream, dbtest.Downstream} {
+		seen := map[error]int{}
+		for n := 0; ; n += cutStep {
+			key := fmt.Sprintf("cut-apply-%s-%d", dir, n)
+			job, l := e.claim(key)
+			proxy := dbtest.NewProxy(t, e.db)
+			proxy.CutAfter(dir, n)
+			c := dbtest.ClientOn(t, proxy.FirstConnectionDB(fencedwrite.DSNOptions{}))
+			err := c.RefundJob.Apply(t.Context(), l.Complete("re_1"), ledger.Refunded(key, "re_1"))
+			state, _, ledgerStatus := e.lockedRow(job.ID)
+			settled := state == fencedwrite.StateSucceeded && ledgerStatus == string(refund.StatusRefunded)
+			untouched := state == fencedwrite.StateRunning && ledgerStatus == string(refund.StatusRequested)
+			if !settled && !untouched {
+				t.Fatalf("%s cut at %d: the job is %s and its ledger %s: they parted", dir, n, state, ledgerStatus)
+			}
+			if err == nil {
+				if !settled {
+					t.Fatalf("%s cut at %d: committed, but the job is %s", dir, n, state)
+				}
+				t.Logf("%s: %d cuts, outcomes %v", dir, n/cutStep, seen)
+				break
+			}
+			outcome, oerr := onlyOne(err, outcomes...)
+			if oerr != nil {
+				t.Fatalf("%s cut at %d: %v", dir, n, oerr)
+			}
+			seen[outcome]++
+			switch {
+			case outcome == fencedwrite.ErrRolledBack && !untouched,
+				outcome == fencedwrite.ErrAlreadySettled && !settled:
+				t.Fatalf("%s cut at %d: %v, but the job is %s", dir, n, err, state)
+			case outcome == fencedwrite.ErrRolledBack, outcome == fencedwrite.ErrAlreadySettled, outcome == fencedwrite.ErrCommitUnknown:
+			default:
+				t.Fatalf("%s cut at %d: unexpected %v", dir, n, err)
+			}
+		}
+	}
+}
+
+// A COMMIT still in flight on the wire when the runner gives up waiting for
+// its reply: the runner's locking re-read waits for it to land or not, and
+// never reports "rolled back" for a write that then lands.
+func TestCommitInFlightDuringTheReRead(t *testing.T) {
+	e := newEnv(t)
+	const key = "in-flight"
+	job, l := e.claim(key)
+	proxy := dbtest.NewProxy(t, e.db)
+	// Short network timeouts, so the client stops waiting for the reply
+	// while the COMMIT is still held on the wire.
+	o := fencedwrite.DSNOptions{LockWaitTimeout: time.Second, ReadTimeout: 2 * time.Second}
+	c := dbtest.ClientOn(t, proxy.FirstConnectionDB(o))
+	ctx := fencedrt.WithHooks(t.Context(), fencedrt.Hooks{
+		BeforeCommit: func() { proxy.Delay(time.Hour) },
+		// The client gave up; let the held COMMIT through now, racing the
+		// runner's re-read.
+		BeforeReRead: proxy.Undelay,
+	})
+	err := c.RefundJob.Apply(ctx, l.Complete("re_1"), ledger.Refunded(key, "re_1"))
+	state, _, ledgerStatus := e.lockedRow(job.ID)
+	switch {
+	case errors.Is(err, fencedwrite.ErrRolledBack) && state != fencedwrite.StateRunning:
+		t.Fatalf("reported rolled back, but the COMMIT landed: the job is %s", state)
+	case errors.Is(err, fencedwrite.ErrAlreadySettled) && state != fencedwrite.StateSucceeded:
+		t.Fatalf("reported settled, but the job is %s", state)
+	case err == nil:
+		t.Fatal("the client saw the reply of a COMMIT held for an hour")
+	}
+	if state == fencedwrite.StateSucceeded && ledgerStatus != string(refund.StatusRefunded) {
+		t.Fatalf("the job is %s and its ledger %s", state, ledgerStatus)
+	}
+	// The held COMMIT reaches the server once released: the re-read waits
+	// for it under the row lock and sees it landed.
+	if !errors.Is(err, fencedwrite.ErrAlreadySettled) || state != fencedwrite.StateSucceeded {
+		t.Fatalf("outcome %v with the job %s, want ErrAlreadySettled and succeeded", err, state)
+	}
+}

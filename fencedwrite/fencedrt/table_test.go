@@ -1,0 +1,111 @@
+package fencedrt_test
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
+)
+
+// NewTable refuses any statement that does not carry the fence, whose
+// arguments and placeholders disagree, or that writes outside a transition:
+// the runtime cannot be used to run an arbitrary UPDATE.
+func TestTableRefusesUnfencedOrMisboundStatements(t *testing.T) {
+	good := refundJobs(t).Spec()
+	if _, err := fencedrt.NewTable(good); err != nil {
+		t.Fatalf("the generated table does not check: %v", err)
+	}
+	edit := func(op fencedrt.Op, f func(*fencedrt.Stmt)) fencedrt.TableSpec {
+		spec := good
+		spec.Stmts = maps.Clone(good.Stmts)
+		s := spec.Stmts[op]
+		s.Params = slices.Clone(s.Params)
+		f(&s)
+		spec.Stmts[op] = s
+		return spec
+	}
+	for name, tc := range map[string]struct {
+		spec fencedrt.TableSpec
+		want string
+	}{
+		"an argument too few": {edit(fencedrt.OpComplete, func(s *fencedrt.Stmt) { s.Params = s.Params[1:] }),
+			"placeholders but"},
+		"two arguments swapped": {edit(fencedrt.OpReschedule, func(s *fencedrt.Stmt) {
+			n := len(s.Params)
+			s.Params[n-1], s.Params[n-2] = s.Params[n-2], s.Params[n-1]
+		}), "the fence's arguments must be"},
+		"the writer bound to the wrong value": {edit(fencedrt.OpFail, func(s *fencedrt.Stmt) {
+			i := slices.Index(s.Params, fencedrt.ParamWriter)
+			s.Params[i] = fencedrt.ParamNewAttempt
+		}), "must declare the writer attempt"},
+		"no attempt predicate": {edit(fencedrt.OpWakeUp, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, " AND `attempt` = ?", "", 1)
+			s.Params = s.Params[:len(s.Params)-1]
+		}), "must end with the fence"},
+		"the lease as a fence": {edit(fencedrt.OpComplete, func(s *fencedrt.Stmt) {
+			s.SQL += " AND `lease_until` > UTC_TIMESTAMP(6)"
+		}), "must end with the fence"},
+		"no FORCE INDEX (PRIMARY)": {edit(fencedrt.OpComplete, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, " FORCE INDEX (PRIMARY)", "", 1)
+		}), "lock by primary key only"},
+		"a claim without attempt+1": {edit(fencedrt.OpClaimSend, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, "`attempt` = ?, ", "", 1)
+			s.Params = s.Params[1:]
+		}), "attempt+1 is true in the state machine but false"},
+		"the writer declaring the row's own attempt": {edit(fencedrt.OpComplete, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, "`writer_attempt` = ?", "`writer_attempt` = `attempt`", 1)
+			s.Params = slices.DeleteFunc(s.Params, func(p fencedrt.Param) bool { return p == fencedrt.ParamWriter })
+		}), "declare the writer attempt"},
+		"an UPDATE hidden in a read": {edit(fencedrt.OpRead, func(s *fencedrt.Stmt) {
+			s.SQL = "UPDATE `refund_jobs` SET `state` = 'ready' WHERE `id` = ?"
+		}), "only transitions may write"},
+		"an unknown argument": {edit(fencedrt.OpFail, func(s *fencedrt.Stmt) { s.Params[0] = "amount" }), "unknown argument"},
+	} {
+		_, err := fencedrt.NewTable(tc.spec)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", name, err, tc.want)
+		}
+	}
+}
+
+// Arguments are bound by name: a missing value is an error, never a shifted
+// argument list.
+func TestBindByName(t *testing.T) {
+	table := refundJobs(t)
+	if _, _, err := table.Bind(fencedrt.OpComplete, fencedrt.Values{fencedrt.ParamID: int64(1)}); err == nil {
+		t.Fatal("Bind without every value succeeded")
+	}
+	query, args, err := table.Bind(fencedrt.OpComplete, fencedrt.Values{
+		fencedrt.ParamProviderRef: "re_1", fencedrt.ParamWriter: int64(7), fencedrt.ParamID: int64(3), fencedrt.ParamAttempt: int64(7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fencedrt.Placeholders(query) != len(args) || !slices.Equal(args, []any{"re_1", int64(7), int64(3), int64(7)}) {
+		t.Fatalf("complete binds %v to %s", args, query)
+	}
+	for op, s := range table.Spec().Stmts {
+		if n := fencedrt.Placeholders(s.SQL); n != len(s.Params) {
+			t.Errorf("%s: %d placeholders, %d arguments", op, n, len(s.Params))
+		}
+	}
+}
+
+// CheckStatement lets a callback's reads and writes through and nothing that
+// ends or changes the transaction.
+func TestCheckStatement(t *testing.T) {
+	for _, ok := range []string{"SELECT 1", "  select 1", "(SELECT 1) UNION (SELECT 2)", "/* note */ INSERT INTO t VALUES (1)",
+		"-- note\nUPDATE t SET a = 1", "WITH x AS (SELECT 1) SELECT * FROM x", "DELETE FROM t", "replace into t values (1)"} {
+		if err := fencedrt.CheckStatement(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"COMMIT", "rollback", "ROLLBACK TO s", "BEGIN", "START TRANSACTION", "SET autocommit=1", "SET @x = 1",
+		"CREATE TEMPORARY TABLE t (a int)", "ALTER TABLE t ADD c int", "CALL p()", "LOCK TABLES t READ", "/*!40101 COMMIT */",
+		"/*M!100100 COMMIT */", "# c\nCOMMIT", "XA END 'x'", "KILL CONNECTION_ID()", "SAVEPOINT s", "", "   "} {
+		if err := fencedrt.CheckStatement(bad); err == nil {
+			t.Errorf("%q let through", bad)
+		}
+	}
+}

@@ -1,0 +1,43 @@
+package migrations
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The application and the migrations connect with different accounts. The
+// application's account can read and write rows the way the fenced layer
+// does, and nothing more: no DELETE, no DROP, ALTER, TRIGGER or TRUNCATE, so
+// that even a compromised service cannot remove the fences or the rows they
+// guard. The triggers and the archival procedure run with the rights of the
+// account that created them (the migration account), which is how a job
+// binds its key in refund_jobs_keys and how CALL refund_jobs_archive moves
+// old rows without the application holding those rights itself.
+
+// AppGrants returns the GRANT statements of the application's
+// least-privilege account (a quoted account name, e.g. 'app'@'%') on
+// database db.
+func AppGrants(db, account string) []string {
+	q := "`" + strings.ReplaceAll(db, "`", "``") + "`"
+	return []string{
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`refund_jobs` TO %s", q, account),
+		fmt.Sprintf("GRANT SELECT, INSERT ON %s.`refund_jobs_keys` TO %s", q, account),
+		fmt.Sprintf("GRANT SELECT ON %s.`refund_jobs_archive` TO %s", q, account),
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`refunds` TO %s", q, account),
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`refund_observations` TO %s", q, account),
+		fmt.Sprintf("GRANT EXECUTE ON PROCEDURE %s.`refund_jobs_archive` TO %s", q, account),
+	}
+}
+
+// MigrationGrants returns the GRANT statements of the account that applies
+// the migrations on database db: it owns the schema, the triggers and the
+// procedure. With binary logging on, the server also needs
+// log_bin_trust_function_creators=1 (or the account SUPER) to create
+// triggers; see docs/migrations.md.
+func MigrationGrants(db, account string) []string {
+	q := "`" + strings.ReplaceAll(db, "`", "``") + "`"
+	return []string{
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, DROP, INDEX, REFERENCES, TRIGGER, "+
+			"CREATE ROUTINE, ALTER ROUTINE, EXECUTE ON %s.* TO %s", q, account),
+	}
+}

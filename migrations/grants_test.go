@@ -1,0 +1,160 @@
+package migrations_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"testing"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/evidence"
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/internal/devdb"
+	"github.com/fencekit/fencekit/ledger"
+	"github.com/fencekit/fencekit/migrations"
+)
+
+// account creates a MySQL account with grants on db, dropped when t ends,
+// and returns its driver configuration.
+func account(t *testing.T, root *sql.DB, db string, grants func(db, account string) []string) *mysql.Config {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	user, pass := "fk_"+hex.EncodeToString(b[:]), hex.EncodeToString(b[:])+"!Pw"
+	name := fmt.Sprintf("'%s'@'%%'", user)
+	mustExec(t, root, fmt.Sprintf("CREATE USER %s IDENTIFIED BY '%s'", name, pass))
+	t.Cleanup(func() { _, _ = root.Exec("DROP USER " + name) })
+	for _, g := range grants(db, name) {
+		mustExec(t, root, g)
+	}
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User, cfg.Passwd, cfg.DBName = user, pass, db
+	return cfg
+}
+
+// The migration account applies the migrations; the application's account
+// runs the whole fenced flow and nothing more. With it TRUNCATE, DROP
+// TRIGGER, ALTER and DELETE are refused, and every attack on the fences
+// still fails.
+func TestLeastPrivilegeAccounts(t *testing.T) {
+	ctx := t.Context()
+	serverCfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, drop, err := devdb.Create(ctx, serverCfg, "grants")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	root := dbtest.OpenDSN(t, devdb.DSN(serverCfg, name))
+
+	migrator := account(t, root, name, migrations.MigrationGrants)
+	migDB := dbtest.OpenDSN(t, migrator.FormatDSN())
+	if _, err := migrations.Apply(ctx, migDB); err != nil {
+		t.Fatalf("the migration account cannot migrate: %v", err)
+	}
+
+	app := account(t, root, name, migrations.AppGrants)
+	appDSN, err := fencedwrite.DSN(app.FormatDSN(), fencedwrite.DSNOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appDB := dbtest.OpenDSN(t, appDSN)
+	c := ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, appDB)))
+
+	t.Run("the fenced flow works", func(t *testing.T) {
+		req := ent.RefundJobEnqueue{OperationKey: "g-1", PaymentRef: "pay-1", AmountMinor: 100, Currency: "EUR"}
+		job, _, err := c.RefundJob.Enqueue(ctx, req, ledger.Open(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.RefundJob.Claim(ctx, job.ID, fencedwrite.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RefundJob.Apply(ctx, l.Reschedule(refundjob.NextActionReconcile, 0, "re_1", "pending"), nil); err != nil {
+			t.Fatal(err)
+		}
+		id, _, err := evidence.Record(ctx, c, evidence.Observation{OperationKey: "g-1", Source: evidence.Webhook,
+			ProviderRefundID: "re_1", Status: evidence.Succeeded, Payload: []byte("{}"), EventID: "evt_1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RefundJob.Apply(ctx, c.RefundJob.WakeUp(mustJob(t, c, job.ID)), func(ctx context.Context, tx *ent.Tx) error {
+			return evidence.MarkProcessed(ctx, tx, id)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		l2, err := c.RefundJob.Claim(ctx, job.ID, fencedwrite.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RefundJob.Apply(ctx, l2.Complete("re_1"), ledger.Refunded("g-1", "re_1")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := appDB.Exec("CALL refund_jobs_archive(UTC_TIMESTAMP(6) - INTERVAL 31 DAY)"); err != nil {
+			t.Fatalf("the application cannot run the archival path: %v", err)
+		}
+	})
+
+	t.Run("destructive statements are refused by the grants", func(t *testing.T) {
+		for _, q := range []string{
+			"TRUNCATE refund_jobs", "TRUNCATE refund_jobs_keys", "DROP TRIGGER refund_jobs_fence", "DROP PROCEDURE refund_jobs_archive",
+			"ALTER TABLE refund_jobs DROP COLUMN writer_attempt", "DELETE FROM refund_jobs", "DELETE FROM refund_jobs_keys",
+			"DELETE FROM refunds", "DELETE FROM refund_observations", "INSERT INTO refund_jobs_archive SELECT * FROM refund_jobs",
+			"UPDATE refund_jobs_keys SET job_created_at = NULL", "DROP TABLE refund_jobs_keys",
+			"CREATE TRIGGER t BEFORE UPDATE ON refunds FOR EACH ROW SET NEW.status = 'requested'",
+		} {
+			_, err := appDB.Exec(q)
+			var me *mysql.MySQLError
+			if !errors.As(err, &me) || (me.Number != 1142 && me.Number != 1370 && me.Number != 1044 && me.Number != 1227) {
+				t.Errorf("%s as the application: %v, want a privilege error", q, err)
+			}
+		}
+	})
+
+	t.Run("the fences' attacks still fail", func(t *testing.T) {
+		conn, err := appDB.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		mustExec(t, conn, "SET timestamp = UNIX_TIMESTAMP(SYSDATE(6)) + 60 * 86400")
+		refused(t, conn, "the cutoff must be at least 30 days in the past", "CALL refund_jobs_archive(UTC_TIMESTAMP(6) - INTERVAL 31 DAY)")
+		// REPLACE needs DELETE, which the account lacks.
+		//fencelint:allow proves REPLACE cannot reset a settled job, even for the application's account
+		_, err = conn.ExecContext(ctx, "REPLACE INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) "+
+			"VALUES ('g-1', 'pay-1', 100, 'EUR', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
+		if me := (*mysql.MySQLError)(nil); !errors.As(err, &me) || me.Number != 1142 {
+			t.Errorf("REPLACE as the application: %v, want a privilege error", err)
+		}
+		//fencelint:allow the zombie's write, as the application's account
+		refused(t, conn, "is terminal and never changes", "UPDATE refund_jobs SET state = 'ready', writer_attempt = 2 WHERE operation_key = 'g-1'")
+		refused(t, conn, "is settled and never changes", "UPDATE refunds SET status = 'requested' WHERE operation_key = 'g-1'")
+		if got := mustJob(t, c, 1); got.State != refundjob.StateSucceeded {
+			t.Fatalf("job is %s, want succeeded", got.State)
+		}
+	})
+}
+
+func mustJob(t *testing.T, c *ent.Client, id int64) *ent.RefundJob {
+	t.Helper()
+	j, err := c.RefundJob.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
