@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/fencekit/fencekit/ent/refundjob"
@@ -40,7 +41,9 @@ const (
 const (
 	fencedRefundJobRead             = "SELECT `state`, `attempt`, `provider_refund_id`, `next_action`, `last_error`, `review_reason`, `review_evidence` FROM `refund_jobs` WHERE `id` = ?"
 	fencedRefundJobReadLocked       = "SELECT `state`, `attempt`, `provider_refund_id`, `next_action`, `last_error`, `review_reason`, `review_evidence` FROM `refund_jobs` WHERE `id` = ? FOR UPDATE"
-	fencedRefundJobClaimLock        = "SELECT `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` FORCE INDEX (PRIMARY) WHERE `id` = ? FOR UPDATE"
+	fencedRefundJobClaimLock        = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `provider_refund_id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` FORCE INDEX (PRIMARY) WHERE `id` = ? FOR UPDATE"
+	fencedRefundJobDue              = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `provider_refund_id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` WHERE `state` = 'ready' AND `next_run_at` <= TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') ORDER BY `next_run_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED"
+	fencedRefundJobExpired          = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `provider_refund_id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` WHERE `state` = 'running' AND `lease_until` < TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') ORDER BY `lease_until`, `id` LIMIT ? FOR UPDATE SKIP LOCKED"
 	fencedRefundJobRegisterKey      = "INSERT INTO `refund_jobs_keys` (`operation_key`, `payment_ref`, `amount_minor`, `currency`, `registered_at`) VALUES (?, ?, ?, ?, TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'))"
 	fencedRefundJobReadKey          = "SELECT `payment_ref`, `amount_minor`, `currency` FROM `refund_jobs_keys` WHERE `operation_key` = ?"
 	fencedRefundJobInsert           = "INSERT INTO `refund_jobs` (`operation_key`, `payment_ref`, `amount_minor`, `currency`, `state`, `attempt`, `next_action`, `next_run_at`, `created_at`, `updated_at`) VALUES (?, ?, ?, ?, 'ready', 0, 'refund', TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'))"
@@ -65,6 +68,7 @@ var fencedRefundJob = fencedrt.MustTable(fencedrt.TableSpec{
 	Token:    RefundJobFencedTokenColumn,
 	Writer:   RefundJobFencedWriterColumn,
 	Compared: []string{"provider_refund_id", "next_action", "last_error", "review_reason", "review_evidence"},
+	Request:  []string{"operation_key", "payment_ref", "amount_minor", "currency"},
 	Stmts: map[fencedrt.Op]fencedrt.Stmt{
 		fencedrt.OpRead: {
 			SQL:    fencedRefundJobRead,
@@ -77,6 +81,14 @@ var fencedRefundJob = fencedrt.MustTable(fencedrt.TableSpec{
 		fencedrt.OpClaimLock: {
 			SQL:    fencedRefundJobClaimLock,
 			Params: []fencedrt.Param{fencedrt.ParamID},
+		},
+		fencedrt.OpDue: {
+			SQL:    fencedRefundJobDue,
+			Params: []fencedrt.Param{fencedrt.ParamLimit},
+		},
+		fencedrt.OpExpired: {
+			SQL:    fencedRefundJobExpired,
+			Params: []fencedrt.Param{fencedrt.ParamLimit},
 		},
 		fencedrt.OpRegisterKey: {
 			SQL:    fencedRefundJobRegisterKey,
@@ -179,11 +191,15 @@ const RefundJobFencesSQL = "-- The database fence of `refund_jobs`, generated by
 // its rights when another takeover commits, and every transition built from
 // it is fenced on its attempt.
 type RefundJobLease struct {
-	id         int64
-	attempt    int64
-	action     refundjob.NextAction
-	leaseUntil time.Time
-	claimedAt  time.Time
+	id                     int64
+	attempt                int64
+	action                 refundjob.NextAction
+	leaseUntil             time.Time
+	claimedAt              time.Time
+	req                    RefundJobEnqueue
+	providerRef            string
+	keyFirstUsed, lastSend *time.Time
+	resend                 bool
 }
 
 // ID is the job's id.
@@ -202,6 +218,26 @@ func (l *RefundJobLease) LeaseUntil() time.Time { return l.leaseUntil }
 // ClaimedAt is the database time of the claim or takeover.
 func (l *RefundJobLease) ClaimedAt() time.Time { return l.claimedAt }
 
+// Request is the refund request the job was enqueued with, read under the
+// claim's row lock.
+func (l *RefundJobLease) Request() RefundJobEnqueue { return l.req }
+
+// ProviderRefundID is the provider's id for the refund, when a provider
+// answer revealed one before this claim; empty otherwise.
+func (l *RefundJobLease) ProviderRefundID() string { return l.providerRef }
+
+// KeyFirstUsedAt is when the idempotency key was first sent (database
+// time): the start of the key's window. Nil when it was never sent.
+func (l *RefundJobLease) KeyFirstUsedAt() *time.Time { return l.keyFirstUsed }
+
+// LastSendAt is when a request may last have been sent with the key
+// (database time): the start of the lookup-lag window. Nil when never.
+func (l *RefundJobLease) LastSendAt() *time.Time { return l.lastSend }
+
+// Resend reports whether this lease sends a key that an earlier claim may
+// already have sent (a resend, not a first send).
+func (l *RefundJobLease) Resend() bool { return l.resend }
+
 // String identifies the lease in logs as table#id@attempt.
 func (l *RefundJobLease) String() string {
 	if l == nil {
@@ -212,8 +248,43 @@ func (l *RefundJobLease) String() string {
 
 func (l *RefundJobLease) valid() bool { return l != nil && l.id > 0 && l.attempt > 0 }
 
-func newRefundJobLease(c fencedrt.Claimed) *RefundJobLease {
-	return &RefundJobLease{id: c.ID, attempt: c.Attempt, action: refundjob.NextAction(c.Action), leaseUntil: c.LeaseUntil, claimedAt: c.ClaimedAt}
+func newRefundJobLease(c fencedrt.Claimed) (*RefundJobLease, error) {
+	req, err := parseRefundJobRequest(c.Request)
+	if err != nil {
+		return nil, fmt.Errorf("claim refund_jobs#%d: %w: %w", c.ID, fencedwrite.ErrUnexpectedState, err)
+	}
+	return &RefundJobLease{id: c.ID, attempt: c.Attempt, action: refundjob.NextAction(c.Action), leaseUntil: c.LeaseUntil, claimedAt: c.ClaimedAt,
+		req: req, providerRef: c.ProviderRef, keyFirstUsed: c.KeyFirstUsedAt, lastSend: c.LastSendAt, resend: c.Resend}, nil
+}
+
+// parseRefundJobRequest reads the request a claim returned as text.
+func parseRefundJobRequest(v []string) (RefundJobEnqueue, error) {
+	var p RefundJobEnqueue
+	if len(v) != 4 {
+		return p, fmt.Errorf("read request: %d columns, want 4", len(v))
+	}
+	p.OperationKey = v[0]
+	p.PaymentRef = v[1]
+	if n, err := strconv.ParseInt(v[2], 10, 64); err != nil {
+		return p, fmt.Errorf("read request: amount_minor: %w", err)
+	} else {
+		p.AmountMinor = int64(n)
+	}
+	p.Currency = v[3]
+	return p, nil
+}
+
+// leases turns committed claims into leases.
+func newRefundJobLeases(claimed []fencedrt.Claimed) ([]*RefundJobLease, error) {
+	out := make([]*RefundJobLease, 0, len(claimed))
+	for _, c := range claimed {
+		l, err := newRefundJobLease(c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
 }
 
 // Claim claims the due ready RefundJob with the given id: in one short
@@ -240,7 +311,7 @@ func (c *RefundJobClient) Claim(ctx context.Context, id int64, o fencedwrite.Cla
 	if err != nil {
 		return nil, err
 	}
-	return newRefundJobLease(claimed), nil
+	return newRefundJobLease(claimed)
 }
 
 // Takeover takes over the running RefundJob with the given id whose
@@ -257,7 +328,40 @@ func (c *RefundJobClient) Takeover(ctx context.Context, id int64, o fencedwrite.
 	if err != nil {
 		return nil, err
 	}
-	return newRefundJobLease(claimed), nil
+	return newRefundJobLease(claimed)
+}
+
+// ClaimDue claims up to limit due ready jobs, oldest first, in one short
+// transaction: it locks what the pending index finds (SKIP LOCKED, a
+// speed-up only: without it the result is the same, only slower) and moves
+// each job with the fenced UPDATE and the rules of Claim. Its errors are
+// Claim's, for the whole batch: on fencedwrite.ErrCommitUnknown no lease is
+// returned; do not send anything. Claim only what can be sent now: no more
+// than free worker slots and outbound budget allow.
+func (c *RefundJobClient) ClaimDue(ctx context.Context, limit int, o fencedwrite.ClaimOptions) ([]*RefundJobLease, error) {
+	if _, ok := c.driver.(*txDriver); ok {
+		return nil, fmt.Errorf("claim due refund_jobs: %w: a claim runs in a transaction of its own", ErrTxStarted)
+	}
+	claimed, err := fencedrt.ClaimDue(ctx, c.driver, fencedRefundJob, limit, o)
+	if err != nil {
+		return nil, err
+	}
+	return newRefundJobLeases(claimed)
+}
+
+// TakeoverExpired takes over up to limit running jobs whose leases expired
+// by the database clock, oldest lease first, in one short transaction, with
+// the rules of Takeover: every new lease reconciles. Its errors are
+// ClaimDue's.
+func (c *RefundJobClient) TakeoverExpired(ctx context.Context, limit int, o fencedwrite.ClaimOptions) ([]*RefundJobLease, error) {
+	if _, ok := c.driver.(*txDriver); ok {
+		return nil, fmt.Errorf("takeover expired refund_jobs: %w: a takeover runs in a transaction of its own", ErrTxStarted)
+	}
+	claimed, err := fencedrt.TakeoverExpired(ctx, c.driver, fencedRefundJob, limit, o)
+	if err != nil {
+		return nil, err
+	}
+	return newRefundJobLeases(claimed)
 }
 
 // RefundJobTransition is one fenced write of a RefundJob, built from a
@@ -307,7 +411,7 @@ func (l *RefundJobLease) Complete(providerRefundID string) *RefundJobTransition 
 	if providerRefundID == "" {
 		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "provider_refund_id", Problem: "must not be empty: complete only on a verified refund"})
 	}
-	return newRefundJobTransition(op, l.id, l.attempt, fencedrt.Values{fencedrt.ParamProviderRef: providerRefundID})
+	return newRefundJobTransition(op, l.id, l.attempt, fencedrt.Values{fencedrt.ParamKey: l.req.OperationKey, fencedrt.ParamProviderRef: providerRefundID})
 }
 
 // Reschedule puts the job back to ready, due after the given delay (measured
@@ -328,7 +432,7 @@ func (l *RefundJobLease) Reschedule(next refundjob.NextAction, after time.Durati
 		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "after", Problem: fmt.Sprintf("must be between 0 and %v, got %v", fencedMaxDelay, after)})
 	}
 	return newRefundJobTransition(op, l.id, l.attempt, fencedrt.Values{
-		fencedrt.ParamNextAction: string(next), fencedrt.ParamDelay: after.Microseconds(),
+		fencedrt.ParamKey: l.req.OperationKey, fencedrt.ParamNextAction: string(next), fencedrt.ParamDelay: after.Microseconds(),
 		fencedrt.ParamProviderRef: fencedNullable(providerRefundID), fencedrt.ParamLastError: fencedNullable(lastError),
 	})
 }
@@ -345,7 +449,7 @@ func (l *RefundJobLease) ManualReview(reason, evidence, providerRefundID string)
 		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "reason", Problem: "must not be empty: say why a person must look"})
 	}
 	return newRefundJobTransition(op, l.id, l.attempt, fencedrt.Values{
-		fencedrt.ParamReason: reason, fencedrt.ParamEvidence: fencedNullable(evidence), fencedrt.ParamProviderRef: fencedNullable(providerRefundID),
+		fencedrt.ParamKey: l.req.OperationKey, fencedrt.ParamReason: reason, fencedrt.ParamEvidence: fencedNullable(evidence), fencedrt.ParamProviderRef: fencedNullable(providerRefundID),
 	})
 }
 
@@ -359,7 +463,7 @@ func (l *RefundJobLease) Fail(reason, providerRefundID string) *RefundJobTransit
 	if reason == "" {
 		return invalidRefundJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "reason", Problem: "must not be empty: record the provider's rejection"})
 	}
-	return newRefundJobTransition(op, l.id, l.attempt, fencedrt.Values{fencedrt.ParamLastError: reason, fencedrt.ParamProviderRef: fencedNullable(providerRefundID)})
+	return newRefundJobTransition(op, l.id, l.attempt, fencedrt.Values{fencedrt.ParamKey: l.req.OperationKey, fencedrt.ParamLastError: reason, fencedrt.ParamProviderRef: fencedNullable(providerRefundID)})
 }
 
 // seen checks a job the caller read before building a transition from it.
@@ -380,7 +484,7 @@ func (c *RefundJobClient) WakeUp(job *RefundJob) *RefundJobTransition {
 	if t := seenRefundJob(op, job, refundjob.StateReady); t != nil {
 		return t
 	}
-	return newRefundJobTransition(op, job.ID, job.Attempt, nil)
+	return newRefundJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamKey: job.OperationKey})
 }
 
 // ResolveSucceeded is an operator's resolution of a job in manual review as
@@ -394,7 +498,7 @@ func (c *RefundJobClient) ResolveSucceeded(job *RefundJob, providerRefundID, evi
 	if providerRefundID == "" || evidence == "" {
 		return invalidRefundJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "evidence", Problem: "a provider refund id and the evidence are both required"})
 	}
-	return newRefundJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamProviderRef: providerRefundID, fencedrt.ParamEvidence: evidence})
+	return newRefundJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamKey: job.OperationKey, fencedrt.ParamProviderRef: providerRefundID, fencedrt.ParamEvidence: evidence})
 }
 
 // ResolveReconcile is an operator's resolution of a job in manual review
@@ -407,7 +511,7 @@ func (c *RefundJobClient) ResolveReconcile(job *RefundJob, note string) *RefundJ
 	if note == "" {
 		return invalidRefundJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "note", Problem: "must not be empty: say why reconciling again will help"})
 	}
-	return newRefundJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamEvidence: note})
+	return newRefundJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamKey: job.OperationKey, fencedrt.ParamEvidence: note})
 }
 
 // ResolveRefund is an operator's resolution of a job in manual review back
@@ -425,7 +529,7 @@ func (c *RefundJobClient) ResolveRefund(job *RefundJob, proof string) *RefundJob
 	if proof == "" {
 		return invalidRefundJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "proof", Problem: "must not be empty: resending needs proof the first request cannot take effect"})
 	}
-	return newRefundJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamEvidence: proof})
+	return newRefundJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamKey: job.OperationKey, fencedrt.ParamEvidence: proof})
 }
 
 // Apply runs t and then fn in one transaction on one connection, and runs

@@ -87,11 +87,7 @@ func settledHere(ctx context.Context, tx *ent.Tx, key, jobState, providerRefundI
 		if providerRefundID != "" && a.Values[fencedrt.ParamProviderRef] != providerRefundID {
 			continue
 		}
-		job, err := tx.RefundJob.Get(ctx, a.ID)
-		if err != nil {
-			return fmt.Errorf("read job %d: %w", a.ID, err)
-		}
-		if job.OperationKey == key {
+		if a.Key == key {
 			return nil
 		}
 	}

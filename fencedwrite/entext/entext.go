@@ -135,6 +135,9 @@ func fenced(n *gen.Type) (*Spec, error) {
 		if !f.Immutable || f.Optional {
 			c.errf("Params", "column %q must be required and immutable", p)
 		}
+		if !f.IsString() && !f.IsInt() && !f.IsInt64() {
+			c.errf("Params", "column %q must be a string or an integer", p)
+		}
 		params = append(params, f)
 	}
 	if err := errors.Join(c.errs...); err != nil {
@@ -241,6 +244,7 @@ func goOp(op fencedrt.Op) string {
 	for name, o := range map[string]fencedrt.Op{
 		"OpRead": fencedrt.OpRead, "OpReadLocked": fencedrt.OpReadLocked, "OpClaimLock": fencedrt.OpClaimLock,
 		"OpRegisterKey": fencedrt.OpRegisterKey, "OpReadKey": fencedrt.OpReadKey, "OpInsert": fencedrt.OpInsert,
+		"OpDue": fencedrt.OpDue, "OpExpired": fencedrt.OpExpired,
 		"OpClaimSend": fencedrt.OpClaimSend, "OpClaimReconcile": fencedrt.OpClaimReconcile, "OpTakeover": fencedrt.OpTakeover,
 		"OpComplete": fencedrt.OpComplete, "OpReschedule": fencedrt.OpReschedule, "OpManualReview": fencedrt.OpManualReview,
 		"OpFail": fencedrt.OpFail, "OpWakeUp": fencedrt.OpWakeUp, "OpResolveSucceeded": fencedrt.OpResolveSucceeded,
@@ -263,7 +267,7 @@ func goParam(p fencedrt.Param) string {
 		"ParamNewAttempt": fencedrt.ParamNewAttempt, "ParamLeaseUntil": fencedrt.ParamLeaseUntil, "ParamNow": fencedrt.ParamNow,
 		"ParamKeyWindow": fencedrt.ParamKeyWindow, "ParamProviderRef": fencedrt.ParamProviderRef, "ParamNextAction": fencedrt.ParamNextAction,
 		"ParamDelay": fencedrt.ParamDelay, "ParamLastError": fencedrt.ParamLastError, "ParamReason": fencedrt.ParamReason,
-		"ParamEvidence": fencedrt.ParamEvidence, "ParamKey": fencedrt.ParamKey,
+		"ParamEvidence": fencedrt.ParamEvidence, "ParamKey": fencedrt.ParamKey, "ParamLimit": fencedrt.ParamLimit,
 	} {
 		if q == p {
 			return "fencedrt." + name

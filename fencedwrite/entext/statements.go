@@ -75,6 +75,17 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 	}
 	read += fmt.Sprintf(" FROM %s WHERE %s = ?", t, pk)
 
+	// locked are the columns a claim reads under the row lock: everything
+	// the claim decides on and the lease carries, times as microseconds
+	// (never through the driver's loc), and the database clock last.
+	locked := strings.Join([]string{pk, quote(a.State), quote(a.Token), quote(a.NextAction),
+		fencedrt.Micros(quote(a.NextRunAt)), fencedrt.Micros(quote(a.LeaseUntil)), fencedrt.Micros(quote(a.KeyFirstUsedAt)),
+		fencedrt.Micros(quote(a.LastSendAt)), quote(a.ProviderRef)}, ", ")
+	for _, p := range params {
+		locked += ", " + quote(p.StorageKey())
+	}
+	locked += ", " + fencedrt.ClockMicros
+
 	transition := func(op fencedrt.Op, name string, body func(u *update)) Stmt {
 		tr := fencedrt.Transitions[op]
 		u := &update{}
@@ -112,9 +123,17 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 		{Op: fencedrt.OpRead, Name: "Read", SQL: read, Params: []fencedrt.Param{fencedrt.ParamID}},
 		{Op: fencedrt.OpReadLocked, Name: "ReadLocked", SQL: read + " FOR UPDATE", Params: []fencedrt.Param{fencedrt.ParamID}},
 		{Op: fencedrt.OpClaimLock, Name: "ClaimLock", Params: []fencedrt.Param{fencedrt.ParamID},
-			SQL: fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s, %s FROM %s FORCE INDEX (PRIMARY) WHERE %s = ? FOR UPDATE",
-				quote(a.State), quote(a.Token), quote(a.NextAction), fencedrt.Micros(quote(a.NextRunAt)), fencedrt.Micros(quote(a.LeaseUntil)),
-				fencedrt.Micros(quote(a.KeyFirstUsedAt)), fencedrt.ClockMicros, t, pk)},
+			SQL: fmt.Sprintf("SELECT %s FROM %s FORCE INDEX (PRIMARY) WHERE %s = ? FOR UPDATE", locked, t, pk)},
+		// The batch claims lock what the scheduler's scans find, on the
+		// pending and lease indexes, oldest first. SKIP LOCKED only speeds
+		// them up (TiDB ignores it): each row still moves with the fenced
+		// UPDATE of a single claim.
+		{Op: fencedrt.OpDue, Name: "Due", Params: []fencedrt.Param{fencedrt.ParamLimit},
+			SQL: fmt.Sprintf("SELECT %s FROM %s WHERE %s = '%s' AND %s <= %s ORDER BY %s, %s LIMIT ? FOR UPDATE SKIP LOCKED",
+				locked, t, quote(a.State), fencedwrite.StateReady, quote(a.NextRunAt), clock, quote(a.NextRunAt), pk)},
+		{Op: fencedrt.OpExpired, Name: "Expired", Params: []fencedrt.Param{fencedrt.ParamLimit},
+			SQL: fmt.Sprintf("SELECT %s FROM %s WHERE %s = '%s' AND %s < %s ORDER BY %s, %s LIMIT ? FOR UPDATE SKIP LOCKED",
+				locked, t, quote(a.State), fencedwrite.StateRunning, quote(a.LeaseUntil), clock, quote(a.LeaseUntil), pk)},
 		{Op: fencedrt.OpRegisterKey, Name: "RegisterKey", Params: reqArgs,
 			SQL: fmt.Sprintf("INSERT INTO %s (%s, `registered_at`) VALUES (%s, %s)", keys, strings.Join(reqParams, ", "), strings.Join(vals, ", "), clock)},
 		{Op: fencedrt.OpReadKey, Name: "ReadKey", Params: []fencedrt.Param{fencedrt.ParamKey},

@@ -15,24 +15,41 @@ import (
 
 // Claimed is a committed claim or takeover. Generated code turns it into the
 // entity's lease type; only a Claimed whose COMMIT was acknowledged exists.
+// It carries what the holder needs to act, read under the row lock, so that
+// no second read is needed.
 type Claimed struct {
 	ID         int64
 	Attempt    int64     // the new attempt: the fencing token of the lease
 	Action     string    // fencedwrite.ActionRefund or fencedwrite.ActionReconcile
 	LeaseUntil time.Time // database time (UTC) when others may take over
 	ClaimedAt  time.Time // database time (UTC) of the claim
+	// Request holds the request's key and parameters, as text, in the
+	// order the table declares them (the key first).
+	Request []string
+	// ProviderRef is the provider's refund id, when one was revealed.
+	ProviderRef string
+	// KeyFirstUsedAt and LastSendAt are the key's window and the latest
+	// possible send, as the row holds them after the claim; nil when unset.
+	KeyFirstUsedAt, LastSendAt *time.Time
+	// Resend is true when this claim sends a key that an earlier claim may
+	// already have sent.
+	Resend bool
 }
 
-// lockedJob is what the claim's locking read saw, every time read on the
+// lockedJob is what a claim's locking read saw, every time read on the
 // database clock that no session can move (see ClockMicros).
 type lockedJob struct {
-	state    string
-	attempt  int64
-	action   string
-	nextRun  stdsql.NullInt64 // microseconds since the epoch
-	lease    stdsql.NullInt64
-	keyFirst stdsql.NullInt64
-	now      int64
+	id          int64
+	state       string
+	attempt     int64
+	action      string
+	nextRun     stdsql.NullInt64 // microseconds since the epoch
+	lease       stdsql.NullInt64
+	keyFirst    stdsql.NullInt64
+	lastSend    stdsql.NullInt64
+	providerRef stdsql.NullString
+	request     []string
+	now         int64
 }
 
 // Claim claims a due ready job; see the generated Claim. Its errors match
@@ -96,22 +113,97 @@ func commitOutcome(op Op, t *Table, id, attempt int64, err error) error {
 }
 
 func claimTx(ctx context.Context, tx dialect.Tx, t *Table, op Op, id int64, o fencedwrite.ClaimOptions) (Claimed, error) {
-	j, err := lockJob(ctx, tx, t, id)
+	jobs, err := lockJobs(ctx, tx, t, OpClaimLock, Values{ParamID: id})
 	if err != nil {
 		return Claimed{}, err
 	}
-	c, next, err := decide(j, op, id, o)
+	if len(jobs) == 0 {
+		return Claimed{}, fencedwrite.ErrNotFound
+	}
+	c, next, err := decide(jobs[0], op, o)
 	if err != nil {
 		return Claimed{}, err
 	}
-	return c, moveClaimed(ctx, tx, t, next, c, j.attempt)
+	return c, moveClaimed(ctx, tx, t, next, c, jobs[0].attempt)
+}
+
+// MaxBatch bounds how many jobs one batch claim takes.
+const MaxBatch = 1000
+
+// ClaimDue claims up to limit due ready jobs, oldest first, in one short
+// transaction; see the generated ClaimDue. Each job moves with the fenced
+// UPDATE and the rules of a single claim. Its errors are Claim's, for the
+// whole batch: on ErrCommitUnknown no lease is returned and nothing may be
+// sent. A limit of 0 claims nothing.
+func ClaimDue(ctx context.Context, drv dialect.Driver, t *Table, limit int, o fencedwrite.ClaimOptions) ([]Claimed, error) {
+	return claimBatch(ctx, drv, t, OpDue, OpClaimSend, limit, o)
+}
+
+// TakeoverExpired takes over up to limit running jobs whose leases have
+// expired, oldest lease first, in one short transaction; each takeover
+// reconciles. Its errors are ClaimDue's.
+func TakeoverExpired(ctx context.Context, drv dialect.Driver, t *Table, limit int, o fencedwrite.ClaimOptions) ([]Claimed, error) {
+	return claimBatch(ctx, drv, t, OpExpired, OpTakeover, limit, o)
+}
+
+func claimBatch(ctx context.Context, drv dialect.Driver, t *Table, scan, op Op, limit int, o fencedwrite.ClaimOptions) ([]Claimed, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", scan, t.Name(), err)
+	}
+	if limit < 0 || limit > MaxBatch {
+		return nil, fmt.Errorf("%s %s: %w", scan, t.Name(), &fencedwrite.FieldError{Field: "limit", Problem: fmt.Sprintf("must be between 0 and %d, got %d", MaxBatch, limit)})
+	}
+	if limit == 0 {
+		return nil, nil
+	}
+	o = o.WithDefaults()
+	tx, err := drv.Tx(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: begin: %w: %w", scan, t.Name(), fencedwrite.ErrRolledBack, err)
+	}
+	claimed, err := batchTx(ctx, tx, t, scan, op, limit, o)
+	if err != nil {
+		_ = tx.Rollback()
+		return nil, fmt.Errorf("%s %s: %w", scan, t.Name(), claimOutcome(err))
+	}
+	if len(claimed) == 0 {
+		return nil, tx.Rollback()
+	}
+	hooksOf(ctx).call(hookBeforeClaimCommit)
+	if err := tx.Commit(); err != nil {
+		return nil, commitOutcome(scan, t, 0, 0, err)
+	}
+	return claimed, nil
+}
+
+func batchTx(ctx context.Context, tx dialect.Tx, t *Table, scan, op Op, limit int, o fencedwrite.ClaimOptions) ([]Claimed, error) {
+	jobs, err := lockJobs(ctx, tx, t, scan, Values{ParamLimit: limit})
+	if err != nil {
+		return nil, err
+	}
+	claimed := make([]Claimed, 0, len(jobs))
+	for _, j := range jobs {
+		c, next, err := decide(j, op, o)
+		if errors.Is(err, fencedwrite.ErrNotClaimable) {
+			continue // found by the scan, but no longer claimable under the lock
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := moveClaimed(ctx, tx, t, next, c, j.attempt); err != nil {
+			return nil, err
+		}
+		claimed = append(claimed, c)
+	}
+	return claimed, nil
 }
 
 // decide applies the claim or takeover rules to the locked row: which
 // statement moves it and the lease it gets.
-func decide(j lockedJob, op Op, id int64, o fencedwrite.ClaimOptions) (Claimed, Op, error) {
+func decide(j lockedJob, op Op, o fencedwrite.ClaimOptions) (Claimed, Op, error) {
 	now := time.UnixMicro(j.now).UTC()
-	c := Claimed{ID: id, Attempt: j.attempt + 1, ClaimedAt: now, LeaseUntil: now.Add(o.Lease)}
+	c := Claimed{ID: j.id, Attempt: j.attempt + 1, ClaimedAt: now, LeaseUntil: now.Add(o.Lease),
+		Request: j.request, ProviderRef: j.providerRef.String, KeyFirstUsedAt: microsTime(j.keyFirst), LastSendAt: microsTime(j.lastSend)}
 	switch op {
 	case OpClaimSend:
 		if j.state != fencedwrite.StateReady {
@@ -128,6 +220,11 @@ func decide(j lockedJob, op Op, id int64, o fencedwrite.ClaimOptions) (Claimed, 
 			c.Action = fencedwrite.ActionReconcile
 		}
 		if c.Action == fencedwrite.ActionRefund {
+			c.Resend = j.keyFirst.Valid
+			if !j.keyFirst.Valid {
+				c.KeyFirstUsedAt = &now
+			}
+			c.LastSendAt = &now
 			return c, OpClaimSend, nil
 		}
 		return c, OpClaimReconcile, nil
@@ -168,28 +265,44 @@ func moveClaimed(ctx context.Context, tx dialect.ExecQuerier, t *Table, op Op, c
 	return nil
 }
 
-func lockJob(ctx context.Context, tx dialect.ExecQuerier, t *Table, id int64) (lockedJob, error) {
-	query, args, err := t.Bind(OpClaimLock, Values{ParamID: id})
+// lockJobs runs a claim's locking read (op, with vals) and scans its rows.
+func lockJobs(ctx context.Context, tx dialect.ExecQuerier, t *Table, op Op, vals Values) ([]lockedJob, error) {
+	query, args, err := t.Bind(op, vals)
 	if err != nil {
-		return lockedJob{}, fmt.Errorf("%w: %w", fencedwrite.ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", fencedwrite.ErrInvalid, err)
 	}
 	var rows sql.Rows
 	if err := tx.Query(ctx, query, args, &rows); err != nil {
-		return lockedJob{}, fmt.Errorf("lock: %w", err)
+		return nil, fmt.Errorf("lock: %w", err)
 	}
 	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return lockedJob{}, fmt.Errorf("lock: %w", err)
+	var jobs []lockedJob
+	for rows.Next() {
+		var j lockedJob
+		request := make([]stdsql.NullString, len(t.spec.Request))
+		dest := []any{&j.id, &j.state, &j.attempt, &j.action, &j.nextRun, &j.lease, &j.keyFirst, &j.lastSend, &j.providerRef}
+		for i := range request {
+			dest = append(dest, &request[i])
 		}
-		return lockedJob{}, fencedwrite.ErrNotFound
+		dest = append(dest, &j.now)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("lock: %w", err)
+		}
+		for _, r := range request {
+			j.request = append(j.request, r.String)
+		}
+		jobs = append(jobs, j)
 	}
-	var j lockedJob
-	if err := rows.Scan(&j.state, &j.attempt, &j.action, &j.nextRun, &j.lease, &j.keyFirst, &j.now); err != nil {
-		return lockedJob{}, fmt.Errorf("lock: %w", err)
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
 	}
-	if err := rows.Close(); err != nil {
-		return lockedJob{}, fmt.Errorf("lock: %w", err)
+	return jobs, rows.Close()
+}
+
+func microsTime(v stdsql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
 	}
-	return j, nil
+	t := time.UnixMicro(v.Int64).UTC()
+	return &t
 }

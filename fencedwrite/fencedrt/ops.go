@@ -11,6 +11,8 @@ const (
 	OpRead        Op = "read"        // the row's state, attempt and settled columns, by id
 	OpReadLocked  Op = "read locked" // the same, FOR UPDATE
 	OpClaimLock   Op = "claim lock"  // the claim's locking read, with the database clock
+	OpDue         Op = "due"         // the batch claim's locking read of due ready jobs, oldest first
+	OpExpired     Op = "expired"     // the batch takeover's locking read of expired leases, oldest first
 	OpRegisterKey Op = "register key"
 	OpReadKey     Op = "read key" // the request parameters a key was registered with
 	OpInsert      Op = "insert"
@@ -74,7 +76,8 @@ const (
 	ParamLastError   Param = "last error"
 	ParamReason      Param = "reason"
 	ParamEvidence    Param = "evidence"
-	ParamKey         Param = "key"
+	ParamKey         Param = "key"   // the operation key
+	ParamLimit       Param = "limit" // how many rows a batch locks at most
 )
 
 // RequestParam names the request parameter stored in column col (Enqueue).

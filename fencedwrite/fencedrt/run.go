@@ -65,6 +65,7 @@ func CheckCommit(ctx context.Context) error {
 type Applied struct {
 	Table   string
 	ID      int64
+	Key     string // the job's operation key
 	Op      Op
 	To      string
 	Attempt int64 // the attempt the row is left at
@@ -83,7 +84,8 @@ func AppliedInRun(ctx context.Context) []Applied {
 	defer r.mu.Unlock()
 	out := make([]Applied, 0, len(r.applied))
 	for _, w := range r.applied {
-		out = append(out, Applied{Table: w.table.Name(), ID: w.id, Op: w.op, To: w.transition().To, Attempt: w.toAttempt(), Values: w.vals})
+		key, _ := w.vals[ParamKey].(string)
+		out = append(out, Applied{Table: w.table.Name(), ID: w.id, Key: key, Op: w.op, To: w.transition().To, Attempt: w.toAttempt(), Values: w.vals})
 	}
 	return out
 }

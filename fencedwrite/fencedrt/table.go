@@ -36,7 +36,10 @@ type TableSpec struct {
 	// Compared are the columns OpRead and OpReadLocked return after state and
 	// attempt, in order: the settled values a re-read compares.
 	Compared []string
-	Stmts    map[Op]Stmt
+	// Request are the request's columns, the key first, in the order the
+	// claims' locking reads return them.
+	Request []string
+	Stmts   map[Op]Stmt
 }
 
 // Table is a checked TableSpec. Build it with MustTable.
@@ -54,7 +57,7 @@ func (t *Table) Stmt(op Op) (Stmt, bool) {
 }
 
 // required are the statements every fenced table declares.
-var required = []Op{OpRead, OpReadLocked, OpClaimLock, OpRegisterKey, OpReadKey, OpInsert}
+var required = []Op{OpRead, OpReadLocked, OpClaimLock, OpDue, OpExpired, OpRegisterKey, OpReadKey, OpInsert}
 
 // MustTable checks spec and returns its Table; it panics, naming the
 // statement and the problem, when a statement is missing, its placeholders
@@ -178,7 +181,7 @@ func paramsOf(s Stmt, frag string) []Param {
 func knownParam(p Param) bool {
 	switch p {
 	case ParamID, ParamAttempt, ParamWriter, ParamNewAttempt, ParamLeaseUntil, ParamNow, ParamKeyWindow,
-		ParamProviderRef, ParamNextAction, ParamDelay, ParamLastError, ParamReason, ParamEvidence, ParamKey:
+		ParamProviderRef, ParamNextAction, ParamDelay, ParamLastError, ParamReason, ParamEvidence, ParamKey, ParamLimit:
 		return true
 	}
 	return strings.HasPrefix(string(p), "request ")

@@ -1,0 +1,311 @@
+package fencedwrite_test
+
+import (
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+
+	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
+	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/ledger"
+)
+
+// The batch claims find work on the scheduler's indexes and move each job
+// with the same fenced statements and rules as a single claim.
+func TestClaimDueAndTakeoverExpired(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	var ids []int64
+	for i := range 5 {
+		ids = append(ids, e.enqueue(fmt.Sprintf("b-%d", i)).ID)
+	}
+	t.Run("claims up to the limit, oldest first, with the request under the lock", func(t *testing.T) {
+		leases, err := e.c.RefundJob.ClaimDue(ctx, 3, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, l := range leases {
+			got = append(got, l.ID())
+			want := request(fmt.Sprintf("b-%d", slices.Index(ids, l.ID())))
+			if l.Attempt() != 1 || l.NextAction() != refundjob.NextActionRefund || l.Request() != want || l.Resend() {
+				t.Errorf("lease %v: action %s, request %+v, resend %v; want attempt 1 to send %+v", l, l.NextAction(), l.Request(), l.Resend(), want)
+			}
+			if l.KeyFirstUsedAt() == nil || l.LastSendAt() == nil || !l.LastSendAt().Equal(l.ClaimedAt()) {
+				t.Errorf("lease %v does not record the send: first use %v, last send %v", l, l.KeyFirstUsedAt(), l.LastSendAt())
+			}
+			e.wantJob(l.ID(), refundjob.StateRunning, 1)
+		}
+		if !slices.Equal(got, ids[:3]) {
+			t.Fatalf("claimed %v, want the three oldest %v", got, ids[:3])
+		}
+	})
+	t.Run("a limit of zero claims nothing, a bad limit names the field", func(t *testing.T) {
+		if leases, err := e.c.RefundJob.ClaimDue(ctx, 0, opts); err != nil || len(leases) != 0 {
+			t.Fatalf("limit 0: %v %v", leases, err)
+		}
+		_, err := e.c.RefundJob.ClaimDue(ctx, fencedrt.MaxBatch+1, opts)
+		if !strings.Contains(fmt.Sprint(err), "limit: must be between 0 and") {
+			t.Fatalf("limit too large: %v", err)
+		}
+		wantOutcome(t, err, fencedwrite.ErrInvalid)
+	})
+	t.Run("takes over only expired leases, and reconciles", func(t *testing.T) {
+		rest, err := e.worker().RefundJob.ClaimDue(ctx, 10, instant)
+		if err != nil || len(rest) != 2 {
+			t.Fatalf("claimed %d (%v), want the two left", len(rest), err)
+		}
+		e.wantLeaseExpired(rest[0].ID())
+		taken, err := e.c.RefundJob.TakeoverExpired(ctx, 10, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(taken) != 2 {
+			t.Fatalf("took over %d, want the two expired leases only", len(taken))
+		}
+		for _, l := range taken {
+			if l.Attempt() != 2 || l.NextAction() != refundjob.NextActionReconcile {
+				t.Errorf("takeover lease %v (%s), want attempt 2 to reconcile", l, l.NextAction())
+			}
+		}
+		if none, err := e.c.RefundJob.ClaimDue(ctx, 10, opts); err != nil || len(none) != 0 {
+			t.Fatalf("nothing is due, but ClaimDue returned %v (%v)", none, err)
+		}
+	})
+}
+
+// claimDueWithout is ClaimDue on a copy of the generated table whose scans
+// drop SKIP LOCKED: what TiDB does with it.
+func claimDueWithout(t *testing.T, drv dialect.Driver, limit int) ([]fencedrt.Claimed, error) {
+	t.Helper()
+	table, ok := fencedrt.Registered(ent.RefundJobFencedTable)
+	if !ok {
+		t.Fatal("no generated table")
+	}
+	spec := table.Spec()
+	stmts := map[fencedrt.Op]fencedrt.Stmt{}
+	for op, s := range spec.Stmts {
+		s.SQL = strings.ReplaceAll(s.SQL, " SKIP LOCKED", "")
+		stmts[op] = s
+	}
+	spec.Stmts = stmts
+	plain, err := fencedrt.NewTable(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fencedrt.ClaimDue(t.Context(), drv, plain, limit, opts)
+}
+
+// Two claimers at once never get the same job, with SKIP LOCKED and
+// without it: the primary-key lock and the fenced UPDATE are the guarantee.
+func TestConcurrentClaimDueNeverSharesAJob(t *testing.T) {
+	for _, skip := range []bool{true, false} {
+		t.Run(fmt.Sprintf("skip locked %v", skip), func(t *testing.T) {
+			e := newEnv(t)
+			const jobs, rounds = 16, 4
+			for i := range jobs {
+				e.enqueue(fmt.Sprintf("c-%d", i))
+			}
+			a, b := e.worker(), e.worker()
+			drvs := []dialect.Driver{entsql.OpenDB(dialect.MySQL, e.db.FencedDB(fencedwrite.DSNOptions{})), entsql.OpenDB(dialect.MySQL, e.db.FencedDB(fencedwrite.DSNOptions{}))}
+			owner := map[int64]int{}
+			for round := range rounds {
+				var start, done sync.WaitGroup
+				start.Add(1)
+				got := make([][]int64, 2)
+				for w := range 2 {
+					done.Add(1)
+					go func() {
+						defer done.Done()
+						start.Wait()
+						if skip {
+							leases, err := []*ent.Client{a, b}[w].RefundJob.ClaimDue(t.Context(), 2, opts)
+							if err != nil {
+								t.Error(err)
+							}
+							for _, l := range leases {
+								got[w] = append(got[w], l.ID())
+							}
+							return
+						}
+						claimed, err := claimDueWithout(t, drvs[w], 2)
+						if err != nil {
+							t.Error(err)
+						}
+						for _, c := range claimed {
+							got[w] = append(got[w], c.ID)
+						}
+					}()
+				}
+				start.Done()
+				done.Wait()
+				for w, ids := range got {
+					for _, id := range ids {
+						if prev, taken := owner[id]; taken {
+							t.Fatalf("round %d: job %d handed to worker %d, already held by worker %d", round, id, w, prev)
+						}
+						owner[id] = w
+						e.wantJob(id, refundjob.StateRunning, 1)
+					}
+				}
+			}
+			// Whatever the interleaving, every job is claimed exactly once:
+			// what the rounds left is still ready, and claimed now.
+			rest, err := e.c.RefundJob.ClaimDue(t.Context(), jobs, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range rest {
+				if _, taken := owner[l.ID()]; taken {
+					t.Fatalf("job %d claimed twice", l.ID())
+				}
+				owner[l.ID()] = -1
+			}
+			if len(owner) != jobs {
+				t.Fatalf("%d of %d jobs claimed", len(owner), jobs)
+			}
+		})
+	}
+}
+
+// A lost COMMIT reply of a batch claim returns no lease at all.
+func TestLostBatchClaimCommitReplyMeansStop(t *testing.T) {
+	e := newEnv(t)
+	for i := range 3 {
+		e.enqueue(fmt.Sprintf("lost-%d", i))
+	}
+	proxy := dbtest.NewProxy(t, e.db)
+	c := dbtest.ClientOn(t, dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{})))
+	leases, err := c.RefundJob.ClaimDue(fencedrt.WithHooks(t.Context(), fencedrt.Hooks{BeforeClaimCommit: proxy.CutReplies}), 3, opts)
+	if leases != nil {
+		t.Fatalf("a batch whose COMMIT reply was lost returned leases: %v", leases)
+	}
+	wantOutcome(t, err, fencedwrite.ErrCommitUnknown)
+}
+
+// The scans use their indexes.
+func TestBatchScansUseTheirIndexes(t *testing.T) {
+	e := newEnv(t)
+	for i := range 30 {
+		e.enqueue(fmt.Sprintf("i-%d", i))
+	}
+	table, _ := fencedrt.Registered(ent.RefundJobFencedTable)
+	for op, index := range map[fencedrt.Op]string{fencedrt.OpDue: "refund_jobs_pending", fencedrt.OpExpired: "refund_jobs_lease"} {
+		query, args, err := table.Bind(op, fencedrt.Values{fencedrt.ParamLimit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := explain(t, e.raw, query, args...)
+		if plan["key"] != index {
+			t.Errorf("%s uses key %q, want %s: %s", op, plan["key"], index, query)
+		}
+	}
+}
+
+// explain returns the first row of EXPLAIN query.
+func explain(t *testing.T, db *sql.DB, query string, args ...any) map[string]string {
+	t.Helper()
+	rows, err := db.Query("EXPLAIN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	if !rows.Next() {
+		t.Fatalf("EXPLAIN %s: no plan", query)
+	}
+	vals := make([]sql.NullString, len(cols))
+	dest := make([]any, len(cols))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	if err := rows.Scan(dest...); err != nil {
+		t.Fatal(err)
+	}
+	plan := map[string]string{}
+	for i, c := range cols {
+		plan[c] = vals[i].String
+	}
+	return plan
+}
+
+// questions counts the statements the server received on one connection.
+type questions struct {
+	t    *testing.T
+	conn *sql.DB
+	self int64
+}
+
+func countQuestions(t *testing.T, db *sql.DB) *questions {
+	db.SetMaxOpenConns(1)
+	q := &questions{t: t, conn: db}
+	a := q.read()
+	q.self = q.read() - a
+	return q
+}
+
+func (q *questions) read() int64 {
+	q.t.Helper()
+	var name string
+	var n int64
+	if err := q.conn.QueryRow("SHOW SESSION STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
+		q.t.Fatal(err)
+	}
+	return n
+}
+
+// since returns the statements sent since the reading before.
+func (q *questions) since(before int64) int64 { return q.read() - before - q.self }
+
+// A claimed-and-completed job costs as few statements as the rules allow:
+// counted by the server, on one connection.
+func TestStatementsPerJob(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	db := e.db.FencedDB(fencedwrite.DSNOptions{})
+	q := countQuestions(t, db)
+	c := dbtest.ClientOn(t, db)
+
+	job := e.enqueue("one")
+	before := q.read()
+	l, err := c.RefundJob.Claim(ctx, job.ID, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := q.since(before)
+	before = q.read()
+	if err := c.RefundJob.Apply(ctx, l.Complete("re_1"), ledger.Refunded("one", "re_1")); err != nil {
+		t.Fatal(err)
+	}
+	apply := q.since(before)
+	t.Logf("Claim(id): %d statements; Apply(Complete, ledger.Refunded): %d; %d per job", claim, apply, claim+apply)
+	// BEGIN, the locking read, the fenced UPDATE, COMMIT; and BEGIN, the
+	// fenced UPDATE, the ledger's UPDATE, COMMIT.
+	if claim != 4 || apply != 4 {
+		t.Fatalf("claim %d + apply %d statements, want 4 + 4", claim, apply)
+	}
+
+	const n = 20
+	for i := range n {
+		e.enqueue(fmt.Sprintf("many-%d", i))
+	}
+	before = q.read()
+	leases, err := c.RefundJob.ClaimDue(ctx, n, opts)
+	if err != nil || len(leases) != n {
+		t.Fatalf("claimed %d (%v)", len(leases), err)
+	}
+	batch := q.since(before)
+	t.Logf("ClaimDue(%d): %d statements, %.2f per job", n, batch, float64(batch)/n)
+	if batch != 3+n {
+		t.Fatalf("a batch of %d cost %d statements, want BEGIN, the scan, one UPDATE each and COMMIT: %d", n, batch, 3+n)
+	}
+}
