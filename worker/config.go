@@ -1,0 +1,235 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/provider"
+)
+
+// Defaults for Config, from DESIGN.md: the demo's numbers, not production
+// advice. Tune Lease from the provider's P99 latency, the deploy hand-over
+// time and the refund SLO; shorter leases mean false takeovers that burn
+// reconcile quota, longer ones leave refunds stuck.
+const (
+	DefaultWorkers          = 10
+	DefaultLease            = fencedwrite.DefaultLease           // 30 s
+	DefaultScanInterval     = 5 * time.Second                    // a scheduler pass every 5 s
+	DefaultProviderTimeout  = fencedwrite.DefaultProviderTimeout // 3 s
+	DefaultBudgetRate       = 50.0                               // provider calls per second, fleet-wide
+	DefaultBudgetBurst      = 100
+	DefaultPendingDelay     = 30 * time.Second // a pending refund is reconciled this much later
+	DefaultRetryDelay       = 10 * time.Second // rate limited, key in use, lookup failed
+	DefaultLagPoll          = 5 * time.Second  // the least wait inside the lookup-lag window
+	DefaultWebhookTolerance = provider.DefaultWebhookTolerance
+	DefaultBudgetName       = "default"
+
+	// MaxWorkers bounds Config.Workers.
+	MaxWorkers = 10_000
+)
+
+// Config configures a Client. A zero field takes its default; New validates
+// the result once and names every bad field.
+type Config struct {
+	// DB is the pool the worker uses, opened with fencedwrite.OpenDB (the
+	// fence relies on its settings). Required.
+	DB *sql.DB
+	// Provider is the payment provider. Required. Its Capabilities decide
+	// whether a resend is ever safe and how long a lookup may lag.
+	Provider provider.Client
+	// BudgetName names the provider's outbound budget, shared by every
+	// process that uses the same name on the same database.
+	BudgetName string
+	// BudgetRate is the provider calls per second the whole fleet may make
+	// (sends, resends and reconciles alike); BudgetBurst the most it may
+	// make at once.
+	BudgetRate  float64
+	BudgetBurst int
+	// Workers is how many provider calls this process makes at once: its
+	// slots. A pass claims no more jobs than free slots and tokens.
+	Workers int
+	// Lease is how long a claim keeps others from taking over. Expiry only
+	// opens the race: write rights end when another takeover commits.
+	Lease time.Duration
+	// ScanInterval is how often the scheduler looks for due jobs and
+	// expired leases when nothing wakes it sooner.
+	ScanInterval time.Duration
+	// ProviderTimeout bounds one provider call.
+	ProviderTimeout time.Duration
+	// SkewMargin covers clock differences between us and the provider, in
+	// the idempotency key's window.
+	SkewMargin time.Duration
+	// PendingDelay, RetryDelay and LagPoll are how long a rescheduled job
+	// waits: after a pending answer, after a refusal to process (rate
+	// limited, key in use, failed lookup), and at least, inside the
+	// provider's lookup-lag window.
+	PendingDelay, RetryDelay, LagPoll time.Duration
+	// ReconcileInterval is how often unprocessed evidence is read; a
+	// webhook triggers a pass at once. ScanInterval when zero.
+	ReconcileInterval time.Duration
+	// WebhookSecret verifies the provider's webhook signatures; the webhook
+	// handler refuses every request when it is empty.
+	WebhookSecret []byte
+	// WebhookTolerance is how far a webhook's signing time may be from
+	// Now.
+	WebhookTolerance time.Duration
+	// Now is the clock webhook timestamps are checked against; time.Now
+	// when nil. Leases and key windows never use it: they use the
+	// database's clock.
+	Now func() time.Time
+	// Logger receives the worker's logs; slog.Default() when nil. Every
+	// line about a job carries operation_key and attempt.
+	Logger *slog.Logger
+	// Metrics receives the worker's measurements; NopMetrics when nil.
+	Metrics Metrics
+	// Hooks are test signals; see Hooks.
+	Hooks Hooks
+}
+
+// A Lease no longer than ProviderTimeout is allowed (tests use leases of a
+// microsecond to expire them at once) but New logs a warning: such a lease
+// is taken over while its provider call still runs, and every takeover
+// costs a reconcile.
+
+// Job identifies a job a worker holds, for hooks and logs.
+type Job struct {
+	ID           int64
+	Attempt      int64
+	OperationKey string
+	Action       string // refund or reconcile
+}
+
+// Hooks are test signals: functions the worker calls at the moments a test
+// needs to order workers around, instead of sleeping (like River's
+// testsignal). Each Client has its own. They run on the worker's goroutines;
+// a hook that blocks holds that worker there.
+type Hooks struct {
+	// BeforeProviderCall runs after the claim committed, before the
+	// provider is called.
+	BeforeProviderCall func(Job)
+	// AfterProviderCall runs after the provider answered (or failed), before
+	// the write-back: block here to pause a worker past its lease.
+	AfterProviderCall func(Job)
+	// WroteBack runs after the write-back, with its outcome (nil,
+	// or an error matching a fencedwrite outcome).
+	WroteBack func(Job, error)
+	// WriteBackContext, when set, derives the write-back's context: tests
+	// attach the data layer's own signals (fencedrt.WithHooks) to cut the
+	// COMMIT's reply, say.
+	WriteBackContext func(context.Context, Job) context.Context
+	// Pass runs after each scheduler pass with what it claimed.
+	Pass func(PassResult)
+	// Reconciled runs after each reconciler pass with how many pieces of
+	// evidence it acted on.
+	Reconciled func(n int)
+}
+
+// PassResult is what one scheduler pass did.
+type PassResult struct {
+	Free, Tokens, TakenOver, Claimed int
+}
+
+func (c Config) withDefaults() Config {
+	if c.BudgetName == "" {
+		c.BudgetName = DefaultBudgetName
+	}
+	if c.BudgetRate == 0 {
+		c.BudgetRate = DefaultBudgetRate
+	}
+	if c.BudgetBurst == 0 {
+		c.BudgetBurst = DefaultBudgetBurst
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.ScanInterval == 0 {
+		c.ScanInterval = DefaultScanInterval
+	}
+	if c.ProviderTimeout == 0 {
+		c.ProviderTimeout = DefaultProviderTimeout
+	}
+	if c.SkewMargin == 0 {
+		c.SkewMargin = fencedwrite.DefaultSkewMargin
+	}
+	if c.PendingDelay == 0 {
+		c.PendingDelay = DefaultPendingDelay
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = DefaultRetryDelay
+	}
+	if c.LagPoll == 0 {
+		c.LagPoll = DefaultLagPoll
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = c.ScanInterval
+	}
+	if c.WebhookTolerance == 0 {
+		c.WebhookTolerance = DefaultWebhookTolerance
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = NopMetrics{}
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &fencedwrite.FieldError{Field: "worker.Config." + field, Problem: fmt.Sprintf(format, args...)})
+	}
+	if c.DB == nil {
+		bad("DB", "is required: open it with fencedwrite.OpenDB")
+	}
+	if c.Provider == nil {
+		bad("Provider", "is required")
+	}
+	if len(c.BudgetName) > 64 {
+		bad("BudgetName", "must be at most 64 characters, got %d", len(c.BudgetName))
+	}
+	if c.BudgetRate <= 0 {
+		bad("BudgetRate", "must be positive, got %v", c.BudgetRate)
+	}
+	if c.BudgetBurst < 1 {
+		bad("BudgetBurst", "must be at least 1, got %d", c.BudgetBurst)
+	}
+	if c.Workers < 1 || c.Workers > MaxWorkers {
+		bad("Workers", "must be between 1 and %d, got %d", MaxWorkers, c.Workers)
+	}
+	for name, d := range map[string]time.Duration{"ScanInterval": c.ScanInterval, "ProviderTimeout": c.ProviderTimeout,
+		"PendingDelay": c.PendingDelay, "RetryDelay": c.RetryDelay, "LagPoll": c.LagPoll, "ReconcileInterval": c.ReconcileInterval,
+		"WebhookTolerance": c.WebhookTolerance} {
+		if d <= 0 {
+			bad(name, "must be positive, got %v", d)
+		}
+	}
+	if c.Provider != nil {
+		if err := c.claimOptions().Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// claimOptions are the claims' options: the lease, and the key's window
+// from the provider's declared retention.
+func (c Config) claimOptions() fencedwrite.ClaimOptions {
+	o := fencedwrite.ClaimOptions{Lease: c.Lease, ProviderTimeout: c.ProviderTimeout, SkewMargin: c.SkewMargin}
+	if c.Provider != nil {
+		o.KeyRetention = c.Provider.Capabilities().KeyRetention
+	}
+	return o
+}

@@ -1,0 +1,62 @@
+package worker
+
+import "time"
+
+// CallKind is the kind of a provider call.
+type CallKind string
+
+// The kinds of provider calls. Reconciles as a share of all calls is the
+// figure to watch: frequent takeovers in quiet times mean GC pauses, leases
+// shorter than the provider's latency, or over-claiming.
+const (
+	CallSend      CallKind = "send"      // the first send of a key
+	CallResend    CallKind = "resend"    // a send of a key an earlier claim may have sent
+	CallReconcile CallKind = "reconcile" // a lookup of the key
+)
+
+// Metrics receives the worker's measurements. Implementations must be safe
+// for concurrent use; cmd/refundd implements it with Prometheus, so the
+// worker itself depends on no metrics library.
+type Metrics interface {
+	// Claims counts jobs claimed to run now, by action (refund, reconcile).
+	Claims(action string, n int)
+	// Takeovers counts jobs taken over after their lease expired.
+	Takeovers(n int)
+	// StaleWrite counts write-backs refused because another claim moved the
+	// attempt on, by transition (complete, reschedule, ...).
+	StaleWrite(transition string)
+	// ProviderCall counts provider calls by kind.
+	ProviderCall(kind CallKind)
+	// Transition counts applied transitions, by name.
+	Transition(name string)
+	// ManualReview counts jobs handed to an operator.
+	ManualReview()
+	// ClaimUnknown counts claims whose COMMIT reply was lost.
+	ClaimUnknown()
+	// BudgetWait counts scheduler passes that found free slots but no
+	// outbound budget.
+	BudgetWait()
+	// OldestUnfinished reports the age of the oldest job not yet settled.
+	OldestUnfinished(age time.Duration)
+	// Evidence counts observations recorded, by source (provider_response
+	// for late answers, webhook, ...).
+	Evidence(source string)
+	// Alert counts events that need a person: a refund reversed after it
+	// succeeded, evidence that contradicts a settled job.
+	Alert(kind string)
+}
+
+// NopMetrics discards every measurement.
+type NopMetrics struct{}
+
+func (NopMetrics) Claims(string, int)             {}
+func (NopMetrics) Takeovers(int)                  {}
+func (NopMetrics) StaleWrite(string)              {}
+func (NopMetrics) ProviderCall(CallKind)          {}
+func (NopMetrics) Transition(string)              {}
+func (NopMetrics) ManualReview()                  {}
+func (NopMetrics) ClaimUnknown()                  {}
+func (NopMetrics) BudgetWait()                    {}
+func (NopMetrics) OldestUnfinished(time.Duration) {}
+func (NopMetrics) Evidence(string)                {}
+func (NopMetrics) Alert(string)                   {}

@@ -1,0 +1,218 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/evidence"
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/ledger"
+	"github.com/fencekit/fencekit/provider"
+	"github.com/fencekit/fencekit/worker/internal/decide"
+)
+
+// writeBackTimeout bounds a write-back, whatever happened to the work's
+// context: a job whose provider call was cancelled still writes back.
+const writeBackTimeout = 30 * time.Second
+
+// writeBackTries is how many times a write-back that rolled back is tried
+// (the lease still holds) before the job is left to its lease's expiry and
+// a takeover's reconcile.
+const writeBackTries = 3
+
+// run works one claimed job: one provider call, no transaction and no
+// connection held, then one fenced write-back.
+func (c *Client) run(l *ent.RefundJobLease) {
+	defer func() {
+		c.inflight.Add(-1)
+		c.jobs.Done()
+		c.Wake() // a slot is free
+	}()
+	req := l.Request()
+	job := Job{ID: l.ID(), Attempt: l.Attempt(), OperationKey: req.OperationKey, Action: string(l.NextAction())}
+	log := c.log.With("operation_key", job.OperationKey, "attempt", job.Attempt, "job_id", job.ID)
+	in := decide.Input{
+		Action:           decide.Action(l.NextAction()),
+		Request:          provider.RefundRequest{OperationKey: req.OperationKey, PaymentRef: req.PaymentRef, AmountMinor: req.AmountMinor, Currency: req.Currency},
+		Caps:             c.cfg.Provider.Capabilities(),
+		Now:              l.ClaimedAt(),
+		KeyFirstUsedAt:   l.KeyFirstUsedAt(),
+		LastSendAt:       l.LastSendAt(),
+		KeyWindow:        c.opts.WithDefaults().KeyWindow(),
+		ProviderRefundID: l.ProviderRefundID(),
+		Delays:           decide.Delays{Pending: c.cfg.PendingDelay, Retry: c.cfg.RetryDelay, LagPoll: c.cfg.LagPoll},
+	}
+	if c.hooks.BeforeProviderCall != nil {
+		c.hooks.BeforeProviderCall(job)
+	}
+	c.call(l, &in, log)
+	if c.hooks.AfterProviderCall != nil {
+		c.hooks.AfterProviderCall(job)
+	}
+	d := decide.Decide(in)
+	err := c.writeBack(l, job, in, d, log)
+	if c.hooks.WroteBack != nil {
+		c.hooks.WroteBack(job, err)
+	}
+}
+
+// call makes the job's one provider call and fills in its outcome.
+func (c *Client) call(l *ent.RefundJobLease, in *decide.Input, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(c.workCtx, c.cfg.ProviderTimeout)
+	defer cancel()
+	switch in.Action {
+	case decide.Refund:
+		kind := CallSend
+		if l.Resend() {
+			kind = CallResend
+		}
+		c.m.ProviderCall(kind)
+		in.Sent, in.SendErr = c.cfg.Provider.Refund(ctx, in.Request)
+		log.Info("provider call", "kind", kind, "status", in.Sent.Status, "provider_refund_id", in.Sent.ProviderRefundID, "err", in.SendErr)
+	default:
+		// Read the observation log before the lookup, so that "not found"
+		// is decided only after the evidence was read, and so that a refund
+		// id learnt from a webhook gives the most specific lookup.
+		entries, err := evidence.ForKey(ctx, c.ent, in.Request.OperationKey)
+		if err != nil {
+			in.LookupErr = fmt.Errorf("read the observation log: %w: %w", provider.ErrOutcomeUnknown, err)
+			log.Warn("reconcile: read evidence", "err", err)
+			return
+		}
+		in.Evidence = entries
+		q := provider.Query{OperationKey: in.Request.OperationKey, PaymentRef: in.Request.PaymentRef, ProviderRefundID: in.ProviderRefundID}
+		for i := len(entries) - 1; i >= 0 && q.ProviderRefundID == ""; i-- {
+			q.ProviderRefundID = entries[i].ProviderRefundID
+		}
+		c.m.ProviderCall(CallReconcile)
+		in.Found, in.LookupErr = c.cfg.Provider.Lookup(ctx, q)
+		log.Info("provider call", "kind", CallReconcile, "found", len(in.Found), "err", in.LookupErr)
+	}
+}
+
+// transition turns a decision into the fenced write and the business write
+// that goes with it.
+func transition(l *ent.RefundJobLease, d decide.Decision) (*ent.RefundJobTransition, func(context.Context, *ent.Tx) error) {
+	key := l.Request().OperationKey
+	switch d.Kind {
+	case decide.Complete:
+		return l.Complete(d.ProviderRefundID), ledger.Refunded(key, d.ProviderRefundID)
+	case decide.Fail:
+		return l.Fail(d.Reason, d.ProviderRefundID), ledger.Failed(key)
+	case decide.ManualReview:
+		return l.ManualReview(d.Reason, d.Evidence, d.ProviderRefundID), nil
+	default:
+		return l.Reschedule(refundjob.NextAction(d.NextAction), d.After, d.ProviderRefundID, d.Reason), nil
+	}
+}
+
+// writeBack applies the decision through the fence. A write-back that did
+// not land keeps what the provider said as evidence.
+func (c *Client) writeBack(l *ent.RefundJobLease, job Job, in decide.Input, d decide.Decision, log *slog.Logger) error {
+	tr, fn := transition(l, d)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.workCtx), writeBackTimeout)
+	defer cancel()
+	if c.hooks.WriteBackContext != nil {
+		ctx = c.hooks.WriteBackContext(ctx, job)
+	}
+	log = log.With("transition", tr.Op(), "rule", d.Rule)
+	if d.Alert != "" {
+		c.m.Alert(d.Alert)
+		log.Warn("alert", "alert", d.Alert, "provider_refund_id", d.ProviderRefundID)
+	}
+	var err error
+	for try := 1; try <= writeBackTries; try++ {
+		err = c.ent.RefundJob.Apply(ctx, tr, fn)
+		if !errors.Is(err, fencedwrite.ErrRolledBack) || errors.Is(err, fencedwrite.ErrInvalid) {
+			break
+		}
+		log.Warn("write-back rolled back; the lease still holds, trying again", "try", try, "err", err)
+	}
+	switch {
+	case err == nil, errors.Is(err, fencedwrite.ErrAlreadySettled):
+		c.m.Transition(tr.Op())
+		if d.Kind == decide.ManualReview {
+			c.m.ManualReview()
+		}
+		log.Info("wrote back", "next_action", d.NextAction, "after", d.After, "provider_refund_id", d.ProviderRefundID, "reason", d.Reason)
+		return err
+	case errors.Is(err, fencedwrite.ErrSuperseded):
+		// Another claim holds the job now: what the provider told us is
+		// evidence, not garbage. The current holder or the reconciler acts
+		// on it through the fence.
+		c.m.StaleWrite(tr.Op())
+		log.Warn("write-back superseded by a newer attempt: keeping the answer as evidence", "err", err)
+	default:
+		log.Error("write-back did not land: keeping the answer as evidence", "err", err)
+	}
+	c.keepAnswer(ctx, l, in, log)
+	return err
+}
+
+// keepAnswer records what the provider answered in the observation log,
+// when it answered anything worth keeping.
+func (c *Client) keepAnswer(ctx context.Context, l *ent.RefundJobLease, in decide.Input, log *slog.Logger) {
+	for _, o := range answers(l, in) {
+		id, created, err := evidence.Record(ctx, c.ent, o)
+		if err != nil {
+			log.Error("record late evidence", "err", err)
+			continue
+		}
+		if created {
+			c.m.Evidence(string(o.Source))
+		}
+		log.Info("late evidence recorded", "observation", id, "status", o.Status, "provider_refund_id", o.ProviderRefundID)
+		c.wakeReconciler()
+	}
+}
+
+// answers turns the provider's answers of a job's call into observations.
+func answers(l *ent.RefundJobLease, in decide.Input) []evidence.Observation {
+	base := evidence.Observation{OperationKey: in.Request.OperationKey, JobID: l.ID(), Attempt: l.Attempt()}
+	var out []evidence.Observation
+	add := func(src evidence.Source, r provider.Refund, raw []byte) {
+		st, ok := statusOf(r.Status)
+		if !ok {
+			return
+		}
+		o := base
+		o.Source, o.Status, o.ProviderRefundID, o.Payload = src, st, r.ProviderRefundID, raw
+		if len(o.Payload) == 0 {
+			o.Payload, _ = json.Marshal(r)
+		}
+		out = append(out, o)
+	}
+	switch in.Action {
+	case decide.Refund:
+		if in.Sent.Status != "" {
+			add(evidence.ProviderResponse, in.Sent, in.Sent.Raw)
+		}
+	default:
+		for _, r := range in.Found {
+			if r.Reference == in.Request.OperationKey {
+				add(evidence.Reconcile, r, r.Raw)
+			}
+		}
+	}
+	return out
+}
+
+func statusOf(s provider.Status) (evidence.Status, bool) {
+	switch s {
+	case provider.StatusSucceeded:
+		return evidence.Succeeded, true
+	case provider.StatusPending:
+		return evidence.Pending, true
+	case provider.StatusRejected:
+		return evidence.Rejected, true
+	case provider.StatusReversed:
+		return evidence.Reversed, true
+	}
+	return "", false
+}

@@ -1,0 +1,208 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/evidence"
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
+	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/provider/fakeprovider"
+	"github.com/fencekit/fencekit/worker"
+)
+
+// DESIGN.md's four race tests, with real workers, the fake provider behind
+// HTTP and the database: the old worker comes back.
+
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(patience):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// instantLease expires at once: a takeover may follow the claim at any
+// moment. Isolated test data, never a moved server clock.
+func instantLease(c *worker.Config) { c.Lease = time.Microsecond }
+
+// Zombie late write: A sends and pauses before writing back; B takes over,
+// reconciles the same key, completes; A comes back and its write is refused.
+// The provider paid once; A's late answer is kept as evidence.
+func TestWorkerZombieLateWriteIsRefused(t *testing.T) {
+	f := newFleet(t, fakeprovider.Config{})
+	const key = "zombie"
+	f.enqueue(key)
+	resume := make(chan struct{})
+	ma := newCallKinds()
+	_, evA := f.worker("A", func(c *worker.Config) {
+		instantLease(c)
+		c.Metrics = ma
+		c.Hooks.AfterProviderCall = func(worker.Job) { <-resume }
+	})
+	waitClosed(t, f.srv.Executed(key, 1), "A's refund to execute")
+
+	mb := newCallKinds()
+	_, evB := f.worker("B", func(c *worker.Config) { c.Metrics = mb })
+	won := evB.await(t, key, nil)
+	if won.err != nil || won.job.Attempt != 2 || won.job.Action != string(refundjob.NextActionReconcile) {
+		t.Fatalf("B's write-back: %+v, want a reconcile at attempt 2 that completed", won)
+	}
+	f.wantSettled(key, refundjob.StateSucceeded, 1)
+
+	close(resume)
+	late := evA.await(t, key, nil)
+	wantErr(t, late.err, fencedwrite.ErrSuperseded)
+	j := f.wantSettled(key, refundjob.StateSucceeded, 1)
+	if j.Attempt != 2 {
+		t.Fatalf("job at attempt %d, want 2", j.Attempt)
+	}
+	if mb.get(worker.CallSend)+mb.get(worker.CallResend) != 0 || mb.get(worker.CallReconcile) != 1 {
+		t.Fatalf("B made %v calls, want one reconcile and no send", mb.n)
+	}
+	if ma.stale["complete"] != 1 {
+		t.Fatalf("A's stale writes %v, want its completion", ma.stale)
+	}
+	var kept bool
+	for _, e := range f.evidenceOf(key) {
+		kept = kept || e.Source == evidence.ProviderResponse && e.Attempt == 1 && e.Status == evidence.Succeeded
+	}
+	if !kept {
+		t.Fatalf("A's late success is not in the observation log: %+v", f.evidenceOf(key))
+	}
+}
+
+// Expired but not taken over: expiry alone never takes A's rights away, for
+// a completion, a reschedule or a manual review; a later worker finds
+// nothing to take over.
+func TestWorkerExpiredButNotTakenOverStillWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(f *fleet, key string)
+		op    string
+	}{
+		{"complete", func(*fleet, string) {}, "complete"},
+		{"reschedule", func(f *fleet, key string) { f.srv.Script(key, fakeprovider.Fault{Pending: true}) }, "reschedule"},
+		{"manual review", func(f *fleet, key string) {
+			other := request(key)
+			other.AmountMinor = 1
+			if _, err := f.srv.Client().Refund(context.Background(), other); err != nil {
+				t.Fatal(err)
+			}
+		}, "manual review"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, fakeprovider.Config{})
+			key := "expired-" + tc.op[:4]
+			f.enqueue(key)
+			tc.setup(f, key)
+			_, ev := f.worker("A", instantLease)
+			// A's first write-back lands although its lease expired a
+			// microsecond after the claim.
+			w := ev.await(t, key, func(w wrote) bool { return w.job.Attempt == 1 })
+			if w.err != nil {
+				t.Fatalf("A's %s after its lease expired: %v", tc.op, w.err)
+			}
+			if tc.op != "complete" {
+				return
+			}
+			f.wantSettled(key, refundjob.StateSucceeded, 1)
+			_, evB := f.worker("B", nil)
+			select {
+			case p := <-evB.passes:
+				if p.TakenOver != 0 || p.Claimed != 0 {
+					t.Fatalf("B's pass %+v found work in a settled job", p)
+				}
+			case <-time.After(patience):
+				t.Fatal("B ran no pass")
+			}
+		})
+	}
+}
+
+// Refunded, reply lost: the provider executes A's refund and A never hears;
+// B's takeover reconciles the same key and completes without paying again;
+// A's success, when it finally arrives, lands in the observation log.
+func TestWorkerRefundedButReplyLost(t *testing.T) {
+	t.Run("the answer arrives late: evidence, not a write", func(t *testing.T) {
+		f := newFleet(t, fakeprovider.Config{})
+		const key = "late"
+		f.enqueue(key)
+		release := make(chan struct{})
+		f.srv.Script(key, fakeprovider.Fault{Hold: release})
+		_, evA := f.worker("A", instantLease)
+		waitClosed(t, f.srv.Executed(key, 1), "A's refund to execute")
+		_, evB := f.worker("B", nil)
+		if w := evB.await(t, key, nil); w.err != nil {
+			t.Fatalf("B: %v", w.err)
+		}
+		f.wantSettled(key, refundjob.StateSucceeded, 1)
+		close(release)
+		wantErr(t, evA.await(t, key, nil).err, fencedwrite.ErrSuperseded)
+		f.wantSettled(key, refundjob.StateSucceeded, 1)
+		var kept bool
+		for _, e := range f.evidenceOf(key) {
+			kept = kept || e.Source == evidence.ProviderResponse && e.Status == evidence.Succeeded && e.Attempt == 1
+		}
+		if !kept {
+			t.Fatal("A's late success is not in the observation log")
+		}
+	})
+	t.Run("the reply is cut: reconcile, never resend", func(t *testing.T) {
+		f := newFleet(t, fakeprovider.Config{})
+		const key = "cut"
+		f.enqueue(key)
+		f.srv.Script(key, fakeprovider.Fault{After: fakeprovider.Cut})
+		m := newCallKinds()
+		_, ev := f.worker("A", func(c *worker.Config) { c.Metrics = m })
+		first := ev.await(t, key, nil)
+		if first.err != nil || first.job.Action != string(refundjob.NextActionRefund) {
+			t.Fatalf("first write-back %+v, want the send's reschedule", first)
+		}
+		ev.settled(t, f, key)
+		f.wantSettled(key, refundjob.StateSucceeded, 1)
+		if m.get(worker.CallResend) != 0 || m.get(worker.CallSend) != 1 || m.get(worker.CallReconcile) < 1 {
+			t.Fatalf("calls %v, want one send, reconciles and no resend", m.n)
+		}
+	})
+}
+
+// Commit acknowledged to nobody: the completion's COMMIT lands but its reply
+// is cut, and the runner cannot re-read. The worker says the outcome is
+// unknown and does nothing more; the job is settled once, and nobody pays
+// again.
+func TestWorkerCommitAcknowledgedToNobody(t *testing.T) {
+	f := newFleet(t, fakeprovider.Config{})
+	const key = "lost-ack"
+	f.enqueue(key)
+	proxy := dbtest.NewProxy(t, f.db)
+	restored := make(chan struct{})
+	_, ev := f.worker("A", func(c *worker.Config) {
+		c.DB = dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{}))
+		c.Hooks.WriteBackContext = func(ctx context.Context, j worker.Job) context.Context {
+			return fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeCommit: proxy.CutReplies})
+		}
+		c.Hooks.WroteBack = func(j worker.Job, err error) {
+			proxy.Restore()
+			close(restored)
+		}
+	})
+	waitClosed(t, restored, "A's write-back")
+	_ = ev
+	f.wantSettled(key, refundjob.StateSucceeded, 1)
+	b, evB := f.worker("B", nil)
+	select {
+	case p := <-evB.passes:
+		if p.Claimed+p.TakenOver != 0 {
+			t.Fatalf("B claimed %+v of a settled job", p)
+		}
+	case <-time.After(patience):
+		t.Fatal("B ran no pass")
+	}
+	_ = b
+	f.wantSettled(key, refundjob.StateSucceeded, 1)
+}

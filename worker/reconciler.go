@@ -1,0 +1,151 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/evidence"
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
+)
+
+// reconcileBatch bounds the evidence one reconciler pass reads.
+const reconcileBatch = 100
+
+func (c *Client) reconciler() {
+	defer c.loops.Done()
+	ticker := time.NewTicker(c.cfg.ReconcileInterval)
+	defer ticker.Stop()
+	for {
+		n := c.reconcilePass(c.workCtx)
+		if c.hooks.Reconciled != nil {
+			c.hooks.Reconciled(n)
+		}
+		c.reportOldest(c.workCtx)
+		select {
+		case <-c.stop:
+			return
+		case <-ticker.C:
+		case <-c.reconcile:
+		}
+	}
+}
+
+// ReconcileNow runs one reconciler pass and returns how many pieces of
+// evidence it acted on: for tests and operators.
+func (c *Client) ReconcileNow(ctx context.Context) int { return c.reconcilePass(ctx) }
+
+// reconcilePass reads unprocessed evidence and acts on each piece through
+// the fence: it wakes a waiting job, sends a job in manual review back to
+// reconcile (attempt+1, an operator resolution), leaves a running job to
+// its holder, and, for a settled job, raises an alert when the evidence
+// contradicts it (a refund reversed after it succeeded, say): a new
+// business process, never a change to the settled job.
+func (c *Client) reconcilePass(ctx context.Context) int {
+	entries, err := evidence.Unprocessed(ctx, c.ent, reconcileBatch)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			c.log.Error("reconciler: read evidence", "err", err)
+		}
+		return 0
+	}
+	acted := 0
+	woke := false
+	for _, e := range entries {
+		done, wake, err := c.actOn(ctx, e)
+		if err != nil {
+			c.log.Warn("reconciler: act on evidence; the next pass tries again", "operation_key", e.OperationKey, "observation", e.ID, "err", err)
+			continue
+		}
+		if done {
+			acted++
+		}
+		woke = woke || wake
+	}
+	if woke {
+		c.Wake()
+	}
+	return acted
+}
+
+// actOn acts on one piece of evidence: done means it was marked processed.
+func (c *Client) actOn(ctx context.Context, e evidence.Entry) (done, wake bool, err error) {
+	log := c.log.With("operation_key", e.OperationKey, "observation", e.ID, "status", e.Status, "source", e.Source)
+	job, err := c.ent.RefundJob.Query().Where(refundjob.OperationKey(e.OperationKey)).Only(ctx)
+	if ent.IsNotFound(err) {
+		// Archived (or never ours): nothing to wake; keep the record.
+		if e.Status == evidence.Reversed {
+			c.alert(log, "reversal of an archived refund")
+		}
+		return c.markProcessed(ctx, e)
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("read job: %w", err)
+	}
+	log = log.With("attempt", job.Attempt, "job_id", job.ID)
+	mark := func(ctx context.Context, tx *ent.Tx) error { return evidence.MarkProcessed(ctx, tx, e.ID) }
+	switch job.State {
+	case refundjob.StateReady:
+		err := c.ent.RefundJob.Apply(ctx, c.ent.RefundJob.WakeUp(job), mark)
+		if err != nil {
+			return false, false, fmt.Errorf("wake up: %w", err)
+		}
+		log.Info("reconciler: woke the job for new evidence")
+		return true, true, nil
+	case refundjob.StateManualReview:
+		note := fmt.Sprintf("reconciler: new evidence, observation %d (%s %s %s); reconcile with the provider", e.ID, e.Source, e.Status, e.ProviderRefundID)
+		err := c.ent.RefundJob.Apply(ctx, c.ent.RefundJob.ResolveReconcile(job, note), mark)
+		if err != nil {
+			return false, false, fmt.Errorf("back to reconcile: %w", err)
+		}
+		log.Info("reconciler: sent the job in manual review back to reconcile")
+		return true, true, nil
+	case refundjob.StateRunning:
+		return false, false, nil // its holder writes back first
+	case refundjob.StateSucceeded:
+		if e.Status == evidence.Reversed || e.Status == evidence.Rejected ||
+			e.ProviderRefundID != "" && job.ProviderRefundID != nil && e.ProviderRefundID != *job.ProviderRefundID && e.Status == evidence.Succeeded {
+			c.alert(log, "evidence contradicts a succeeded refund: "+string(e.Status))
+		}
+		return c.markProcessed(ctx, e)
+	default: // failed
+		if e.Status == evidence.Succeeded || e.Status == evidence.Reversed || e.Status == evidence.Pending {
+			c.alert(log, "evidence of a refund for a failed job: "+string(e.Status))
+		}
+		return c.markProcessed(ctx, e)
+	}
+}
+
+func (c *Client) markProcessed(ctx context.Context, e evidence.Entry) (bool, bool, error) {
+	err := evidence.MarkProcessed(ctx, c.ent, e.ID)
+	if errors.Is(err, evidence.ErrAlreadyProcessed) {
+		return false, false, nil
+	}
+	return err == nil, false, err
+}
+
+func (c *Client) alert(log interface{ Warn(string, ...any) }, kind string) {
+	c.m.Alert(kind)
+	log.Warn("alert: "+kind+"; a person must start a new business process, the settled job never changes", "alert", kind)
+}
+
+// oldestUnfinished is the age of the oldest job not yet settled, on the
+// database clock.
+const oldestUnfinished = "SELECT COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), " + fencedrt.ClockUTC + "), 0) " +
+	"FROM refund_jobs WHERE state IN ('" + fencedwrite.StateReady + "', '" + fencedwrite.StateRunning + "')"
+
+func (c *Client) reportOldest(ctx context.Context) {
+	rows, err := c.ent.QueryContext(ctx, oldestUnfinished)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	var micros int64
+	if rows.Next() && rows.Scan(&micros) == nil {
+		c.m.OldestUnfinished(time.Duration(micros) * time.Microsecond)
+	}
+}

@@ -1,0 +1,273 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+
+	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/worker/internal/budget"
+)
+
+// ErrNotStarted and ErrAlreadyStarted are Start's and Stop's refusals.
+var (
+	ErrAlreadyStarted = errors.New("worker already started")
+	ErrNotStarted     = errors.New("worker not started")
+)
+
+// Client is a worker process's queue client: a scheduler, the workers it
+// dispatches to, and a reconciler of evidence.
+type Client struct {
+	cfg    Config
+	opts   fencedwrite.ClaimOptions
+	ent    *ent.Client
+	log    *slog.Logger
+	m      Metrics
+	hooks  Hooks
+	bucket *budget.Bucket
+
+	wake      chan struct{} // a slot freed or a job became due: run a pass soon
+	reconcile chan struct{} // evidence arrived: run a reconciler pass soon
+
+	inflight atomic.Int64
+
+	mu         sync.Mutex
+	started    bool
+	stop       chan struct{} // closed by Stop: claim no more
+	stopped    chan struct{} // closed when everything returned
+	workCtx    context.Context
+	cancelWork context.CancelFunc
+	loops      sync.WaitGroup // scheduler and reconciler
+	jobs       sync.WaitGroup // jobs in flight
+}
+
+// New validates cfg (an error names every bad field and matches
+// fencedwrite.ErrInvalid) and returns a Client. It does no I/O.
+func New(cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
+	}
+	if cfg.Lease <= cfg.ProviderTimeout {
+		cfg.Logger.Warn("worker lease is not longer than one provider call: jobs will be taken over while their call runs",
+			"lease", cfg.Lease, "provider_timeout", cfg.ProviderTimeout)
+	}
+	return &Client{
+		cfg:       cfg,
+		opts:      cfg.claimOptions(),
+		ent:       ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, cfg.DB))),
+		log:       cfg.Logger,
+		m:         cfg.Metrics,
+		hooks:     cfg.Hooks,
+		wake:      make(chan struct{}, 1),
+		reconcile: make(chan struct{}, 1),
+		stopped:   make(chan struct{}),
+	}, nil
+}
+
+// Ent is the worker's data-layer client, for callers that enqueue or
+// inspect jobs with the same pool.
+func (c *Client) Ent() *ent.Client { return c.ent }
+
+// Start opens the outbound budget and starts the scheduler and the
+// reconciler. They run until Stop or StopAndCancel; ctx only bounds Start
+// itself.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return ErrAlreadyStarted
+	}
+	b, err := budget.Open(ctx, c.cfg.DB, c.cfg.BudgetName, c.cfg.BudgetRate, c.cfg.BudgetBurst)
+	if err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	c.bucket = b
+	c.started = true
+	c.stop = make(chan struct{})
+	c.workCtx, c.cancelWork = context.WithCancel(context.Background())
+	c.loops.Add(2)
+	go c.scheduler()
+	go c.reconciler()
+	return nil
+}
+
+// Stop stops claiming, lets the provider calls in flight finish or time out
+// and write back through the fence, and returns when everything has
+// returned, or with ctx's error when ctx ends first (the work then goes on
+// until it is done; StopAndCancel cuts it short).
+func (c *Client) Stop(ctx context.Context) error {
+	if err := c.beginStop(); err != nil {
+		return err
+	}
+	select {
+	case <-c.stopped:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop worker: %w", ctx.Err())
+	}
+}
+
+// StopAndCancel is Stop that also cancels the provider calls in flight.
+// A cancelled call's outcome is unknown: its job is rescheduled to
+// reconcile (never to resend blindly), through the fence.
+func (c *Client) StopAndCancel(ctx context.Context) error {
+	if err := c.beginStop(); err != nil {
+		return err
+	}
+	c.cancelWork()
+	select {
+	case <-c.stopped:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop worker: %w", ctx.Err())
+	}
+}
+
+// Stopped is closed once the worker has stopped and every job it held has
+// written back (or given up).
+func (c *Client) Stopped() <-chan struct{} { return c.stopped }
+
+func (c *Client) beginStop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started {
+		return ErrNotStarted
+	}
+	select {
+	case <-c.stop:
+		return nil // already stopping
+	default:
+	}
+	close(c.stop)
+	go func() {
+		c.loops.Wait()
+		c.jobs.Wait()
+		c.cancelWork()
+		close(c.stopped)
+	}()
+	return nil
+}
+
+func (c *Client) stopping() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Wake makes the scheduler run a pass soon, without waiting for the next
+// scan: after an enqueue or a wake-up, say.
+func (c *Client) Wake() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Client) wakeReconciler() {
+	select {
+	case c.reconcile <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Client) scheduler() {
+	defer c.loops.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-timer.C:
+		case <-c.wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+		next := c.pass()
+		timer.Reset(next)
+	}
+}
+
+// pass claims as many jobs as there are free slots and outbound tokens,
+// expired leases first, dispatches them, and says when to look again.
+func (c *Client) pass() time.Duration {
+	ctx := c.workCtx
+	free := c.cfg.Workers - int(c.inflight.Load())
+	res := PassResult{Free: free}
+	defer func() {
+		if c.hooks.Pass != nil {
+			c.hooks.Pass(res)
+		}
+	}()
+	if free <= 0 {
+		return c.cfg.ScanInterval // a job that finishes wakes the scheduler
+	}
+	granted, retryIn, err := c.bucket.Take(ctx, free)
+	if err != nil {
+		c.log.Error("take outbound budget", "err", err)
+		return c.cfg.ScanInterval
+	}
+	res.Tokens = granted
+	if granted == 0 {
+		c.m.BudgetWait()
+		return min(max(retryIn, time.Millisecond), c.cfg.ScanInterval)
+	}
+	taken, err := c.ent.RefundJob.TakeoverExpired(ctx, granted, c.opts)
+	c.claimed("takeover", err)
+	var due []*ent.RefundJobLease
+	if rest := granted - len(taken); rest > 0 && err == nil {
+		due, err = c.ent.RefundJob.ClaimDue(ctx, rest, c.opts)
+		c.claimed("claim", err)
+	}
+	res.TakenOver, res.Claimed = len(taken), len(due)
+	if unused := granted - len(taken) - len(due); unused > 0 {
+		if err := c.bucket.Return(context.WithoutCancel(ctx), unused); err != nil {
+			c.log.Warn("return unused outbound budget", "tokens", unused, "err", err)
+		}
+	}
+	c.m.Takeovers(len(taken))
+	for _, l := range append(taken, due...) {
+		c.m.Claims(string(l.NextAction()), 1)
+		c.inflight.Add(1)
+		c.jobs.Add(1)
+		go c.run(l)
+	}
+	if len(taken)+len(due) == granted && granted < free {
+		// The budget, not the work, was the limit: look again when the next
+		// token is due.
+		return min(max(retryIn, time.Millisecond), c.cfg.ScanInterval)
+	}
+	// Either nothing more is due, or the slots are full and a finishing job
+	// wakes the scheduler.
+	return c.cfg.ScanInterval
+}
+
+func (c *Client) claimed(what string, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, fencedwrite.ErrCommitUnknown):
+		// Do not call the provider and do not retry: the next pass reads
+		// the truth (a claim that landed is taken over after its lease).
+		c.m.ClaimUnknown()
+		c.log.Warn(what+": commit outcome unknown; nothing sent", "err", err)
+	case errors.Is(err, context.Canceled):
+	default:
+		c.log.Error(what, "err", err)
+	}
+}
