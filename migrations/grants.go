@@ -26,6 +26,9 @@ func AppGrants(db, account string) []string {
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`refunds` TO %s", q, account),
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`refund_observations` TO %s", q, account),
 		fmt.Sprintf("GRANT EXECUTE ON PROCEDURE %s.`refund_jobs_archive` TO %s", q, account),
+		// The fleet's outbound budget: rows are created by budget.Open and
+		// changed by Take and Return; never deleted.
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`provider_budgets` TO %s", q, account),
 	}
 }
 

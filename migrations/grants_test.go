@@ -2,11 +2,7 @@ package migrations_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"testing"
 
 	"entgo.io/ent/dialect"
@@ -17,32 +13,12 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/internal/devdb"
 	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/migrations"
 )
-
-// account creates a MySQL account with grants on db, dropped when t ends,
-// and returns its driver configuration.
-func account(t *testing.T, root *sql.DB, db string, grants func(db, account string) []string) *mysql.Config {
-	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	user, pass := "fk_"+hex.EncodeToString(b[:]), hex.EncodeToString(b[:])+"!Pw"
-	name := fmt.Sprintf("'%s'@'%%'", user)
-	mustExec(t, root, fmt.Sprintf("CREATE USER %s IDENTIFIED BY '%s'", name, pass))
-	t.Cleanup(func() { _, _ = root.Exec("DROP USER " + name) })
-	for _, g := range grants(db, name) {
-		mustExec(t, root, g)
-	}
-	cfg, err := devdb.ServerConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.User, cfg.Passwd, cfg.DBName = user, pass, db
-	return cfg
-}
 
 // The migration account applies the migrations; the application's account
 // runs the whole fenced flow and nothing more. With it TRUNCATE, DROP
@@ -61,13 +37,13 @@ func TestLeastPrivilegeAccounts(t *testing.T) {
 	t.Cleanup(func() { _ = drop(context.Background()) })
 	root := dbtest.OpenDSN(t, devdb.DSN(serverCfg, name))
 
-	migrator := account(t, root, name, migrations.MigrationGrants)
+	migrator := dbtest.Account(t, root, name, migrations.MigrationGrants)
 	migDB := dbtest.OpenDSN(t, migrator.FormatDSN())
 	if _, err := migrations.Apply(ctx, migDB); err != nil {
 		t.Fatalf("the migration account cannot migrate: %v", err)
 	}
 
-	app := account(t, root, name, migrations.AppGrants)
+	app := dbtest.Account(t, root, name, migrations.AppGrants)
 	appDSN, err := fencedwrite.DSN(app.FormatDSN(), fencedwrite.DSNOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +86,25 @@ func TestLeastPrivilegeAccounts(t *testing.T) {
 		}
 	})
 
+	t.Run("the fleet's budget works", func(t *testing.T) {
+		// The statements of worker/internal/budget: create, settle, take, return.
+		mustExec(t, appDB, "INSERT INTO provider_budgets (name, tokens, capacity, rate, refilled_at) VALUES ('stripe', 5, 5, 1, "+fencedrt.ClockUTC+") "+
+			"ON DUPLICATE KEY UPDATE tokens = LEAST(VALUES(capacity), tokens), capacity = VALUES(capacity), rate = VALUES(rate)")
+		tx, err := appDB.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tokens float64
+		if err := tx.QueryRowContext(ctx, "SELECT tokens FROM provider_budgets WHERE name = 'stripe' FOR UPDATE").Scan(&tokens); err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, tx, "UPDATE provider_budgets SET tokens = tokens - 2 WHERE name = 'stripe'")
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, appDB, "UPDATE provider_budgets SET tokens = LEAST(capacity, tokens + 1) WHERE name = 'stripe'")
+	})
+
 	t.Run("destructive statements are refused by the grants", func(t *testing.T) {
 		for _, q := range []string{
 			"TRUNCATE refund_jobs", "TRUNCATE refund_jobs_keys", "DROP TRIGGER refund_jobs_fence", "DROP PROCEDURE refund_jobs_archive",
@@ -117,6 +112,8 @@ func TestLeastPrivilegeAccounts(t *testing.T) {
 			"DELETE FROM refunds", "DELETE FROM refund_observations", "INSERT INTO refund_jobs_archive SELECT * FROM refund_jobs",
 			"UPDATE refund_jobs_keys SET job_created_at = NULL", "DROP TABLE refund_jobs_keys",
 			"CREATE TRIGGER t BEFORE UPDATE ON refunds FOR EACH ROW SET NEW.status = 'requested'",
+			"DELETE FROM provider_budgets", "TRUNCATE provider_budgets", "DROP TABLE provider_budgets",
+			"ALTER TABLE provider_budgets DROP CONSTRAINT provider_budgets_tokens",
 		} {
 			_, err := appDB.Exec(q)
 			var me *mysql.MySQLError

@@ -6,8 +6,11 @@ package dbtest
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -145,6 +148,32 @@ func ClientOn(t testing.TB, db *sql.DB) *ent.Client {
 	c := ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, db)))
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// Account creates an account on root's server with the grants that grants
+// returns for database db (migrations.AppGrants, say), dropped when t ends,
+// and returns its driver configuration, connected to db.
+func Account(t testing.TB, root *sql.DB, db string, grants func(db, account string) []string) *mysql.Config {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	user, pass := "fk_"+hex.EncodeToString(b[:]), hex.EncodeToString(b[:])+"!Pw"
+	name := fmt.Sprintf("'%s'@'%%'", user)
+	if _, err := root.Exec(fmt.Sprintf("CREATE USER %s IDENTIFIED BY '%s'", name, pass)); err != nil {
+		t.Fatalf("create account: %v", err)
+	}
+	t.Cleanup(func() { _, _ = root.Exec("DROP USER " + name) })
+	for _, g := range grants(db, name) {
+		if _, err := root.Exec(g); err != nil {
+			t.Fatalf("%s: %v", g, err)
+		}
+	}
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User, cfg.Passwd, cfg.DBName = user, pass, db
+	return cfg
 }
 
 // IsTriggerRefusal reports whether err is the database fence's refusal
