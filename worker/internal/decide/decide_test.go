@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -580,7 +581,7 @@ func drawInput(t *rapid.T) decide.Input {
 		KeyFirstUsedAt:   drawTime(t, "first use"),
 		LastSendAt:       drawTime(t, "last send"),
 		KeyWindow:        drawDuration(t, "key window", -time.Hour, 48*time.Hour),
-		ProviderRefundID: rapid.SampledFrom(refundIDs).Draw(t, "known id"),
+		ProviderRefundID: rapid.SampledFrom([]string{"", "", "re_1", "re_2"}).Draw(t, "known id"),
 		Sent:             drawRefund(t, "sent"),
 		SendErr:          drawError(t, "send error"),
 		LookupErr:        drawError(t, "lookup error"),
@@ -599,10 +600,12 @@ func drawInput(t *rapid.T) decide.Input {
 	if rapid.IntRange(0, 3).Draw(t, "first send") == 0 && in.KeyFirstUsedAt != nil {
 		in.LastSendAt = in.KeyFirstUsedAt
 	}
-	for i := range rapid.IntRange(0, 3).Draw(t, "found") {
+	// Nothing found and an empty log half the time each, so the not-found
+	// rules run often.
+	for i := range max(0, rapid.IntRange(-3, 3).Draw(t, "found")) {
 		in.Found = append(in.Found, drawRefund(t, fmt.Sprintf("found %d", i)))
 	}
-	for i := range rapid.IntRange(0, 3).Draw(t, "log") {
+	for i := range max(0, rapid.IntRange(-3, 3).Draw(t, "log")) {
 		label := fmt.Sprintf("log %d", i)
 		in.Evidence = append(in.Evidence, evidence.Entry{ID: int64(i + 1), Observation: evidence.Observation{
 			OperationKey:     rapid.SampledFrom(keys).Draw(t, label+" key"),
@@ -626,11 +629,13 @@ func verifiedFor(in decide.Input, rs []provider.Refund) []provider.Refund {
 	return out
 }
 
-// logSaysRefundExists reports whether the log holds evidence, for in's key,
-// that the refund may exist.
-func logSaysRefundExists(in decide.Input) bool {
+// logHoldsProviderEvidence reports whether the log holds evidence from the
+// provider about in's key: anything but an earlier "not found". Succeeded,
+// pending and reversed say the refund may exist; a rejection or a conflict
+// proves nothing for a resend either.
+func logHoldsProviderEvidence(in decide.Input) bool {
 	for _, e := range in.Evidence {
-		if e.OperationKey == in.Request.OperationKey && (e.Status == evidence.Succeeded || e.Status == evidence.Pending || e.Status == evidence.Reversed) {
+		if e.OperationKey == in.Request.OperationKey && e.Status != evidence.NotFound {
 			return true
 		}
 	}
@@ -640,151 +645,173 @@ func logSaysRefundExists(in decide.Input) bool {
 // TestDecideInvariants checks, over random inputs, what no rule may ever
 // do. Decide must not panic (rapid fails the test if it does).
 func TestDecideInvariants(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) { checkInvariants(t, drawInput(t)) })
+}
+
+// TestSendInvariants runs the invariants on sends only.
+func TestSendInvariants(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		in := drawInput(t)
-		d := decide.Decide(in)
-		checkShape(t, d)
+		in.Action = decide.Refund
+		checkInvariants(t, in)
+	})
+}
 
-		if again := decide.Decide(in); !reflect.DeepEqual(again, d) {
-			t.Fatalf("not deterministic: %+v then %+v", d, again)
-		}
+// TestNotFoundInvariants runs the invariants on lookups that found nothing
+// for the key, where a resend is decided: the riskiest rules.
+func TestNotFoundInvariants(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		in := drawInput(t)
+		in.Action, in.LookupErr, in.Request.OperationKey = decide.Reconcile, nil, "op-1"
+		in.Found = slices.DeleteFunc(in.Found, func(r provider.Refund) bool { return r.Reference == "op-1" })
+		checkInvariants(t, in)
+	})
+}
 
-		switch {
-		// Never complete without a verified succeeded or reversed answer
-		// for the key, and only on that answer's id (or the one known).
-		case d.Kind == decide.Complete:
-			var answers []provider.Refund
-			switch in.Action {
-			case decide.Refund:
-				if in.SendErr == nil && in.Sent.Status == provider.StatusSucceeded {
-					answers = verifiedFor(in, []provider.Refund{in.Sent})
-				}
-			case decide.Reconcile:
-				if in.LookupErr == nil {
-					for _, r := range verifiedFor(in, in.Found) {
-						if r.Status == provider.StatusSucceeded || r.Status == provider.StatusReversed {
-							answers = append(answers, r)
-						}
-					}
-				}
-			}
-			if len(answers) == 0 {
-				t.Fatalf("%q completes without a verified success for the key", d.Rule)
-			}
-			ok := d.ProviderRefundID == in.ProviderRefundID
-			for _, r := range answers {
-				ok = ok || d.ProviderRefundID == r.ProviderRefundID
-			}
-			if !ok {
-				t.Fatalf("%q completes on refund id %q, which no answer named", d.Rule, d.ProviderRefundID)
-			}
+// checkInvariants checks what Decide may never do, whatever the input.
+func checkInvariants(t *rapid.T, in decide.Input) {
+	d := decide.Decide(in)
+	checkShape(t, d)
 
-		// A resend: after a send only when rate limited; after a lookup only
-		// when nothing for the key came back and either the key was never
-		// sent, or SafeResend, inside the window, past the lag, with no
-		// evidence that the refund exists.
-		case d.Kind == decide.Reschedule && d.NextAction == decide.Refund:
-			switch in.Action {
-			case decide.Refund:
-				if !errors.Is(in.SendErr, provider.ErrRateLimited) {
-					t.Fatalf("%q resends after %v", d.Rule, in.SendErr)
-				}
-				for _, s := range sentinelErrs {
-					if s != provider.ErrRateLimited && errors.Is(in.SendErr, s) {
-						t.Fatalf("%q resends after %v, which also says %v", d.Rule, in.SendErr, s)
-					}
-				}
-			case decide.Reconcile:
-				if in.LookupErr != nil {
-					t.Fatalf("%q resends after a failed lookup %v", d.Rule, in.LookupErr)
-				}
-				for _, r := range in.Found {
-					if r.Reference == in.Request.OperationKey {
-						t.Fatalf("%q resends although the lookup returned %+v for the key", d.Rule, r)
-					}
-				}
-				if logSaysRefundExists(in) {
-					t.Fatalf("%q resends against evidence of a refund in the log", d.Rule)
-				}
-				if in.ProviderRefundID != "" {
-					t.Fatalf("%q resends although the provider named refund %s for the key", d.Rule, in.ProviderRefundID)
-				}
-				if in.KeyFirstUsedAt == nil && in.LastSendAt == nil {
-					break // never sent
-				}
-				last := in.KeyFirstUsedAt
-				if last == nil || (in.LastSendAt != nil && in.LastSendAt.After(*last)) {
-					last = in.LastSendAt
-				}
-				switch {
-				case !in.Caps.SafeResend:
-					t.Fatalf("%q resends a sent key on a provider without safe resend", d.Rule)
-				case in.KeyFirstUsedAt == nil || !in.Now.Before(in.KeyFirstUsedAt.Add(in.KeyWindow)):
-					t.Fatalf("%q resends a key outside its window", d.Rule)
-				case in.Now.Before(last.Add(in.Caps.LookupLag)):
-					t.Fatalf("%q resends inside the lookup lag", d.Rule)
-				}
-			default:
-				t.Fatalf("%q resends on action %q", d.Rule, in.Action)
-			}
+	if again := decide.Decide(in); !reflect.DeepEqual(again, d) {
+		t.Fatalf("not deterministic: %+v then %+v", d, again)
+	}
 
-		// Fail only on a definitive rejection: after a send, an error that
-		// is ErrRejected; after a lookup, a verified rejected answer.
-		case d.Kind == decide.Fail:
-			switch in.Action {
-			case decide.Refund:
-				if !errors.Is(in.SendErr, provider.ErrRejected) {
-					t.Fatalf("%q fails the job after %v", d.Rule, in.SendErr)
-				}
-				for _, s := range sentinelErrs {
-					if s != provider.ErrRejected && errors.Is(in.SendErr, s) {
-						t.Fatalf("%q fails the job after %v, which also says %v", d.Rule, in.SendErr, s)
-					}
-				}
-			case decide.Reconcile:
-				rejected := false
+	switch {
+	// Never complete without a verified succeeded or reversed answer
+	// for the key, and only on that answer's id (or the one known).
+	case d.Kind == decide.Complete:
+		var answers []provider.Refund
+		switch in.Action {
+		case decide.Refund:
+			if in.SendErr == nil && in.Sent.Status == provider.StatusSucceeded {
+				answers = verifiedFor(in, []provider.Refund{in.Sent})
+			}
+		case decide.Reconcile:
+			if in.LookupErr == nil {
 				for _, r := range verifiedFor(in, in.Found) {
-					rejected = rejected || r.Status == provider.StatusRejected
+					if r.Status == provider.StatusSucceeded || r.Status == provider.StatusReversed {
+						answers = append(answers, r)
+					}
 				}
-				if in.LookupErr != nil || !rejected {
-					t.Fatalf("%q fails the job without a verified rejection for the key", d.Rule)
-				}
-			default:
-				t.Fatalf("%q fails on action %q", d.Rule, in.Action)
 			}
+		}
+		if len(answers) == 0 {
+			t.Fatalf("%q completes without a verified success for the key", d.Rule)
+		}
+		ok := d.ProviderRefundID == in.ProviderRefundID
+		for _, r := range answers {
+			ok = ok || d.ProviderRefundID == r.ProviderRefundID
+		}
+		if !ok {
+			t.Fatalf("%q completes on refund id %q, which no answer named", d.Rule, d.ProviderRefundID)
 		}
 
-		// An unknown outcome never ends the job, and is never resent.
-		if in.Action == decide.Refund && errors.Is(in.SendErr, provider.ErrOutcomeUnknown) {
-			if d.Kind == decide.Fail || d.Kind == decide.Complete || (d.Kind == decide.Reschedule && d.NextAction == decide.Refund) {
-				t.Fatalf("%q: %s after an unknown outcome", d.Rule, d.Kind)
+	// A resend: after a send only when rate limited; after a lookup only
+	// when nothing for the key came back, no refund id is known, the log
+	// holds no provider evidence for the key, and either the key was never
+	// sent, or SafeResend, inside the window and past the lag.
+	case d.Kind == decide.Reschedule && d.NextAction == decide.Refund:
+		switch in.Action {
+		case decide.Refund:
+			if !errors.Is(in.SendErr, provider.ErrRateLimited) {
+				t.Fatalf("%q resends after %v", d.Rule, in.SendErr)
 			}
-		}
-		// A reversal is always raised.
-		if d.Rule == decide.RuleReconcileReversed && d.Alert == "" {
-			t.Fatalf("reversal without an alert")
-		}
-		// A reschedule waits one of the configured (or default) delays, or
-		// the rest of the lookup lag.
-		if d.Kind == decide.Reschedule {
-			delays := in.Delays
-			if delays.Pending <= 0 {
-				delays.Pending = decide.DefaultPendingDelay
+			for _, s := range sentinelErrs {
+				if s != provider.ErrRateLimited && errors.Is(in.SendErr, s) {
+					t.Fatalf("%q resends after %v, which also says %v", d.Rule, in.SendErr, s)
+				}
 			}
-			if delays.Retry <= 0 {
-				delays.Retry = decide.DefaultRetryDelay
+		case decide.Reconcile:
+			if in.LookupErr != nil {
+				t.Fatalf("%q resends after a failed lookup %v", d.Rule, in.LookupErr)
 			}
-			if delays.LagPoll <= 0 {
-				delays.LagPoll = decide.DefaultLagPoll
+			for _, r := range in.Found {
+				if r.Reference == in.Request.OperationKey {
+					t.Fatalf("%q resends although the lookup returned %+v for the key", d.Rule, r)
+				}
+			}
+			if logHoldsProviderEvidence(in) {
+				t.Fatalf("%q resends against provider evidence in the log", d.Rule)
+			}
+			if in.ProviderRefundID != "" {
+				t.Fatalf("%q resends although the provider named refund %s for the key", d.Rule, in.ProviderRefundID)
+			}
+			if in.KeyFirstUsedAt == nil && in.LastSendAt == nil {
+				break // never sent
+			}
+			last := in.KeyFirstUsedAt
+			if last == nil || (in.LastSendAt != nil && in.LastSendAt.After(*last)) {
+				last = in.LastSendAt
 			}
 			switch {
-			case d.Rule == decide.RuleNotFoundInLag:
-				if d.After < delays.LagPoll {
-					t.Fatalf("inside the lag, waits %v, less than LagPoll %v", d.After, delays.LagPoll)
-				}
-			case d.After != 0 && d.After != delays.Pending && d.After != delays.Retry:
-				t.Fatalf("%q waits %v, none of the delays %+v", d.Rule, d.After, delays)
+			case !in.Caps.SafeResend:
+				t.Fatalf("%q resends a sent key on a provider without safe resend", d.Rule)
+			case in.KeyFirstUsedAt == nil || !in.Now.Before(in.KeyFirstUsedAt.Add(in.KeyWindow)):
+				t.Fatalf("%q resends a key outside its window", d.Rule)
+			case in.Now.Before(last.Add(in.Caps.LookupLag)):
+				t.Fatalf("%q resends inside the lookup lag", d.Rule)
 			}
+		default:
+			t.Fatalf("%q resends on action %q", d.Rule, in.Action)
 		}
-	})
+
+	// Fail only on a definitive rejection: after a send, an error that
+	// is ErrRejected; after a lookup, a verified rejected answer.
+	case d.Kind == decide.Fail:
+		switch in.Action {
+		case decide.Refund:
+			if !errors.Is(in.SendErr, provider.ErrRejected) {
+				t.Fatalf("%q fails the job after %v", d.Rule, in.SendErr)
+			}
+			for _, s := range sentinelErrs {
+				if s != provider.ErrRejected && errors.Is(in.SendErr, s) {
+					t.Fatalf("%q fails the job after %v, which also says %v", d.Rule, in.SendErr, s)
+				}
+			}
+		case decide.Reconcile:
+			rejected := false
+			for _, r := range verifiedFor(in, in.Found) {
+				rejected = rejected || r.Status == provider.StatusRejected
+			}
+			if in.LookupErr != nil || !rejected {
+				t.Fatalf("%q fails the job without a verified rejection for the key", d.Rule)
+			}
+		default:
+			t.Fatalf("%q fails on action %q", d.Rule, in.Action)
+		}
+	}
+
+	// An unknown outcome never ends the job, and is never resent.
+	if in.Action == decide.Refund && errors.Is(in.SendErr, provider.ErrOutcomeUnknown) {
+		if d.Kind == decide.Fail || d.Kind == decide.Complete || (d.Kind == decide.Reschedule && d.NextAction == decide.Refund) {
+			t.Fatalf("%q: %s after an unknown outcome", d.Rule, d.Kind)
+		}
+	}
+	// A reversal is always raised.
+	if d.Rule == decide.RuleReconcileReversed && d.Alert == "" {
+		t.Fatalf("reversal without an alert")
+	}
+	// A reschedule waits one of the configured (or default) delays, or
+	// the rest of the lookup lag.
+	if d.Kind == decide.Reschedule {
+		delays := in.Delays
+		if delays.Pending <= 0 {
+			delays.Pending = decide.DefaultPendingDelay
+		}
+		if delays.Retry <= 0 {
+			delays.Retry = decide.DefaultRetryDelay
+		}
+		if delays.LagPoll <= 0 {
+			delays.LagPoll = decide.DefaultLagPoll
+		}
+		switch {
+		case d.Rule == decide.RuleNotFoundInLag:
+			if d.After < delays.LagPoll {
+				t.Fatalf("inside the lag, waits %v, less than LagPoll %v", d.After, delays.LagPoll)
+			}
+		case d.After != 0 && d.After != delays.Pending && d.After != delays.Retry:
+			t.Fatalf("%q waits %v, none of the delays %+v", d.Rule, d.After, delays)
+		}
+	}
 }

@@ -41,7 +41,7 @@
 //	RuleSendRateLimited        ErrRateLimited alone (nothing processed)        refund after Retry, same key
 //	RuleSendRejected           ErrRejected alone                               fail with code and reason
 //	RuleSendUnknownError       any other error                                 reconcile after Retry
-//	RuleSendSucceeded          succeeded, with a refund id                     complete
+//	RuleSendSucceeded          succeeded, with a refund id (answer or known)   complete
 //	RuleSendSucceededNoID      succeeded, but no refund id to save             reconcile after Retry
 //	RuleSendPending            pending                                         reconcile after Pending, id saved
 //	RuleSendUnexpectedAnswer   no error but a status the contract excludes     reconcile after Retry
