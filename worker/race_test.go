@@ -27,8 +27,9 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // instantLease expires at once: a takeover may follow the claim at any
-// moment. Isolated test data, never a moved server clock.
-func instantLease(c *worker.Config) { c.Lease = time.Microsecond }
+// moment. Isolated test data, never a moved server clock. One slot, so that
+// the worker cannot take over its own job while it holds it.
+func instantLease(c *worker.Config) { c.Lease, c.Workers = time.Microsecond, 1 }
 
 // Zombie late write: A sends and pauses before writing back; B takes over,
 // reconciles the same key, completes; A comes back and its write is refused.

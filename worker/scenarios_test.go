@@ -390,6 +390,9 @@ func TestWorkerOutboundBudget(t *testing.T) {
 		f.enqueue(key)
 		f.srv.Script(key, fakeprovider.Fault{After: fakeprovider.Cut}) // unknown: reconcile next
 		_, ev := f.worker("A", func(c *worker.Config) { c.BudgetRate, c.BudgetBurst = 0.0001, 1 })
+		if first := <-ev.passes; first.Tokens != 1 || first.Claimed != 1 {
+			t.Fatalf("first pass %+v, want the send's token", first)
+		}
 		ev.await(t, key, nil)
 		if j := f.job(key); j.State != refundjob.StateReady || j.NextAction != refundjob.NextActionReconcile {
 			t.Fatalf("job %s/%s, want ready to reconcile", j.State, j.NextAction)

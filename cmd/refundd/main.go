@@ -1,8 +1,14 @@
 // Command refundd runs fencekit's refund jobs.
 //
-//	refundd migrate [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
-//	refundd demo    [-dsn DSN]             recreate a *_demo database, migrate it, and play the
-//	                                       article's zombie scenario, printing what happened
+//	refundd run      [-dsn DSN] -provider-url URL [-listen ADDR] [-workers N] ...
+//	                 workers, the webhook endpoint, /metrics and /healthz; graceful on SIGTERM
+//	refundd enqueue  [-dsn DSN] -key K -payment P -amount N -currency C
+//	refundd jobs     [-dsn DSN] [-state S] [-id N]   list jobs, the manual-review queue, or one job with its evidence
+//	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
+//	refundd migrate  [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
+//	refundd demo     [-dsn DSN] [-scene zombie] [-json] ...
+//
+// The webhook endpoint verifies signatures with $FENCEKIT_WEBHOOK_SECRET.
 //
 // DSN is a go-sql-driver/mysql DSN; the default is $FENCEKIT_DSN, or
 // root@tcp(127.0.0.1:3306)/fencekit_demo.
@@ -17,10 +23,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/migrations"
 )
@@ -28,7 +36,7 @@ import (
 const defaultDSN = "root@tcp(127.0.0.1:3306)/fencekit_demo"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "refundd:", err)
@@ -38,8 +46,13 @@ func main() {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  refundd migrate [-dsn DSN] [-create]   apply the migrations to the database
-  refundd demo    [-dsn DSN]             recreate a *_demo database and play the zombie scenario
+  refundd run     -provider-url URL [-listen ADDR] [-workers N] [-lease D] [-scan D] ...   serve the queue
+  refundd enqueue -key K -payment P -amount N -currency C   enqueue an approved refund request
+  refundd jobs    [-state S] [-id N]                        list jobs, or show one with its evidence
+  refundd resolve -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
+  refundd migrate [-create]                                 apply the migrations to the database
+  refundd demo    [-json] [-scene zombie] ...               the demo at scale, or the article's scene
+every command takes -dsn DSN (default $FENCEKIT_DSN or `+defaultDSN+`)
 `)
 }
 
@@ -51,6 +64,41 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	dsn := fs.String("dsn", envOr("FENCEKIT_DSN", defaultDSN), "go-sql-driver/mysql DSN of the database")
 	switch args[0] {
+	case "run":
+		var f runFlags
+		f.register(fs)
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		f.dsn = *dsn
+		return runWorker(ctx, f, os.Stderr)
+	case "enqueue":
+		var p ent.RefundJobEnqueue
+		fs.StringVar(&p.OperationKey, "key", "", "the refund request's operation key (its idempotency key)")
+		fs.StringVar(&p.PaymentRef, "payment", "", "the payment to refund")
+		fs.Int64Var(&p.AmountMinor, "amount", 0, "amount in minor units")
+		fs.StringVar(&p.Currency, "currency", "", "ISO 4217 code")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return enqueue(ctx, *dsn, p, out)
+	case "jobs":
+		state := fs.String("state", "", "list jobs in this state (manual_review: the operators' queue)")
+		id := fs.Int64("id", 0, "show this job, its ledger row and its evidence")
+		limit := fs.Int("limit", 100, "list at most this many jobs")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return jobs(ctx, *dsn, *state, *id, *limit, out)
+	case "resolve":
+		id := fs.Int64("id", 0, "the job in manual review")
+		as := fs.String("as", "", "succeeded, reconcile or refund")
+		refundID := fs.String("refund-id", "", "the provider's refund id (with -as succeeded)")
+		because := fs.String("evidence", "", "what justifies the resolution (required)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return resolve(ctx, *dsn, *id, *as, *refundID, *because, out)
 	case "migrate":
 		create := fs.Bool("create", false, "create the database first when it does not exist")
 		if err := fs.Parse(args[1:]); err != nil {
