@@ -113,7 +113,9 @@ func (c *Client) actOn(ctx context.Context, e evidence.Entry) (done, wake bool, 
 		}
 		return c.markProcessed(ctx, e)
 	default: // failed
-		if e.Status == evidence.Succeeded || e.Status == evidence.Reversed || e.Status == evidence.Pending {
+		// A pending event that arrives after the decline is history, not a
+		// contradiction; a success is.
+		if e.Status == evidence.Succeeded || e.Status == evidence.Reversed {
 			c.alert(log, "evidence of a refund for a failed job: "+string(e.Status))
 		}
 		return c.markProcessed(ctx, e)

@@ -106,10 +106,26 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return migrate(ctx, *dsn, *create, out)
 	case "demo":
+		scene := fs.String("scene", "", "play a scripted scene instead: zombie (the article's story, step by step)")
+		var f scaleFlags
+		fs.IntVar(&f.jobs, "jobs", 300, "refunds to enqueue")
+		fs.IntVar(&f.workers, "workers", 4, "worker clients sharing the queue and its budget")
+		fs.Uint64Var(&f.seed, "seed", 0, "seed of the injected faults (0: a new one, printed)")
+		fs.BoolVar(&f.json, "json", false, "print the summary as one JSON object on the last line")
+		fs.DurationVar(&f.lease, "lease", time.Second, "the workers' lease")
+		fs.DurationVar(&f.scan, "scan", 200*time.Millisecond, "the workers' scan interval")
+		fs.DurationVar(&f.deadline, "deadline", 3*time.Minute, "give up waiting for the jobs to settle after this long")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		return demo(ctx, *dsn, out)
+		switch *scene {
+		case "zombie":
+			return demo(ctx, *dsn, out)
+		case "":
+			return demoScale(ctx, *dsn, f, out)
+		default:
+			return fmt.Errorf("demo: unknown scene %q (zombie)", *scene)
+		}
 	default:
 		usage(os.Stderr)
 		return fmt.Errorf("unknown command %q", args[0])

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -33,7 +34,7 @@ func demoDSN(t *testing.T) string {
 
 func TestDemoPlaysTheZombieScenario(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"demo", "-dsn", demoDSN(t)}, &out); err != nil {
+	if err := run(context.Background(), []string{"demo", "-scene", "zombie", "-dsn", demoDSN(t)}, &out); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
@@ -50,8 +51,38 @@ func TestDemoPlaysTheZombieScenario(t *testing.T) {
 	out.Reset()
 	dsn := demoDSN(t)
 	for range 2 {
-		if err := run(context.Background(), []string{"demo", "-dsn", dsn}, &out); err != nil {
+		if err := run(context.Background(), []string{"demo", "-scene", "zombie", "-dsn", dsn}, &out); err != nil {
 			t.Fatalf("demo again: %v", err)
+		}
+	}
+}
+
+// The demo at scale: real workers, random faults, one worker paused past its
+// lease. Its JSON summary comes from the database and the provider.
+func TestDemoAtScalePaysNobodyTwice(t *testing.T) {
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"demo", "-jobs", "60", "-workers", "3", "-seed", "42", "-json", "-lease", "500ms", "-dsn", demoDSN(t)}, &out)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var s summary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("last line is not the JSON summary: %v\n%s", err, out.String())
+	}
+	if s.Jobs != 60 || s.Succeeded+s.Failed+s.ManualReview != 60 || s.Unfinished != 0 {
+		t.Fatalf("summary %+v: want 60 jobs, all settled", s)
+	}
+	if s.OperationKeysPaidMoreThanOne != 0 || s.LedgerMismatches != 0 || s.ProviderRefundsExecuted > 60 {
+		t.Fatalf("summary %+v: a key was paid twice or a ledger row parted from its job", s)
+	}
+	if s.Takeovers < 1 || s.StaleWritesRejected < 1 || s.LateEvidenceRecorded < 1 {
+		t.Fatalf("summary %+v: the paused worker's zombie episode did not happen", s)
+	}
+	for _, field := range []string{`"jobs"`, `"succeeded"`, `"failed"`, `"manual_review"`, `"unfinished"`, `"takeovers"`,
+		`"stale_writes_rejected"`, `"provider_refunds_executed"`, `"operation_keys_paid_more_than_once"`, `"late_evidence_recorded"`} {
+		if !strings.Contains(lines[len(lines)-1], field) {
+			t.Errorf("summary lacks %s", field)
 		}
 	}
 }

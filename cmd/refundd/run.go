@@ -29,6 +29,9 @@ type runFlags struct {
 	lease, scan, timeout, stopGrace      time.Duration
 	safeResend                           bool
 	keyRetention, lookupLag              time.Duration
+	// listening, when set, is told the HTTP endpoint's address once it
+	// listens (tests listen on port 0).
+	listening func(addr string)
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -98,6 +101,9 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("run: listen: %w", err)
+	}
+	if f.listening != nil {
+		f.listening(ln.Addr().String())
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
