@@ -578,6 +578,41 @@ func (c *RefundJobClient) Run(ctx context.Context, fn func(context.Context, *Tx)
 	return fencedrt.Run(ctx, c.driver, c.beginFenced, fn)
 }
 
+// RefundJobBatchItem is one job's write-back in ApplyBatch: its
+// transition and the business write that goes with it (nil for none).
+type RefundJobBatchItem struct {
+	Transition *RefundJobTransition
+	Then       func(context.Context, *Tx) error
+}
+
+// ApplyBatch applies the write-backs of several jobs in one transaction on
+// one connection, each fenced on its own attempt and paired with its own
+// business write, and runs the COMMIT itself: two statements per job and
+// one transaction per batch instead of one each. It returns one error per
+// item, with Apply's meaning for that item alone. One job's lost fence never
+// rolls back another's write: a write that matches no row is skipped and
+// classified after the transaction; a business write that fails takes its
+// item out and the batch starts over without it. A deadlock, a broken
+// connection or a refused COMMIT rolls back every item
+// (fencedwrite.ErrRolledBack); a lost COMMIT reply is re-read job by job.
+func (c *RefundJobClient) ApplyBatch(ctx context.Context, items []RefundJobBatchItem) []error {
+	if _, ok := c.driver.(*txDriver); ok {
+		errs := make([]error, len(items))
+		for i := range errs {
+			errs[i] = fmt.Errorf("apply batch refund_jobs: %w: the fenced runner owns its transaction", ErrTxStarted)
+		}
+		return errs
+	}
+	batch := make([]fencedrt.BatchItem[*Tx], len(items))
+	for i, it := range items {
+		if it.Transition != nil {
+			batch[i].W = it.Transition.w
+		}
+		batch[i].Fn = it.Then
+	}
+	return fencedrt.RunBatch(ctx, c.driver, c.beginFenced, batch)
+}
+
 // beginFenced starts a transaction that only the fenced runner ends: a
 // callback that commits or rolls back gets fencedwrite.ErrRunnerOwnsCommit,
 // and a statement that would end the transaction is refused before it is

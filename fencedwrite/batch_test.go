@@ -1,6 +1,7 @@
 package fencedwrite_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"slices"
@@ -308,4 +309,96 @@ func TestStatementsPerJob(t *testing.T) {
 	if batch != 3+n {
 		t.Fatalf("a batch of %d cost %d statements, want BEGIN, the scan, one UPDATE each and COMMIT: %d", n, batch, 3+n)
 	}
+}
+
+// ApplyBatch settles several jobs in one transaction, each fenced on its own
+// attempt with its own ledger write; one job's lost fence or failed business
+// write never rolls back another's.
+func TestApplyBatch(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	t.Run("every job settles with its ledger row, in two statements each", func(t *testing.T) {
+		db := e.db.FencedDB(fencedwrite.DSNOptions{})
+		q := countQuestions(t, db)
+		c := dbtest.ClientOn(t, db)
+		var items []ent.RefundJobBatchItem
+		var ids []int64
+		for i := range 5 {
+			key := fmt.Sprintf("ok-%d", i)
+			job, l := e.claim(key)
+			ids = append(ids, job.ID)
+			items = append(items, ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
+		}
+		before := q.read()
+		for i, err := range c.RefundJob.ApplyBatch(ctx, items) {
+			if err != nil {
+				t.Fatalf("item %d: %v", i, err)
+			}
+		}
+		n := q.since(before)
+		t.Logf("ApplyBatch(5 completions with the ledger): %d statements", n)
+		if n != 2+2*5 {
+			t.Fatalf("%d statements, want BEGIN, two per job, COMMIT: %d", n, 2+2*5)
+		}
+		for i, id := range ids {
+			e.wantJob(id, refundjob.StateSucceeded, 1)
+			if l := e.ledger(fmt.Sprintf("ok-%d", i)); l.Status != "refunded" {
+				t.Fatalf("ledger %d is %s", i, l.Status)
+			}
+		}
+	})
+	t.Run("a stale item and a failing business write take only themselves out", func(t *testing.T) {
+		a, b := e.worker(), e.worker()
+		staleJob := e.enqueue("stale")
+		stale, err := a.RefundJob.Claim(ctx, staleJob.ID, instant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.wantLeaseExpired(staleJob.ID)
+		if _, err := b.RefundJob.Takeover(ctx, staleJob.ID, opts); err != nil {
+			t.Fatal(err)
+		}
+		goodJob, good := e.claim("good")
+		badJob, bad := e.claim("bad")
+		other, otherLease := e.claim("other")
+		errs := a.RefundJob.ApplyBatch(ctx, []ent.RefundJobBatchItem{
+			{Transition: stale.Complete("re_s"), Then: ledger.Refunded("stale", "re_s")},
+			{Transition: good.Complete("re_g"), Then: ledger.Refunded("good", "re_g")},
+			{Transition: bad.Complete("re_b"), Then: func(context.Context, *ent.Tx) error { return fmt.Errorf("ledger service down") }},
+			{Transition: otherLease.Reschedule(refundjob.NextActionReconcile, 0, "re_o", "pending"), Then: nil},
+			{Transition: good.Fail("twice", ""), Then: nil},
+			{Transition: &ent.RefundJobTransition{}},
+		})
+		wantOutcome(t, errs[0], fencedwrite.ErrSuperseded)
+		if errs[1] != nil || errs[3] != nil {
+			t.Fatalf("the good items: %v, %v", errs[1], errs[3])
+		}
+		wantOutcome(t, errs[2], fencedwrite.ErrRolledBack)
+		wantOutcome(t, errs[4], fencedwrite.ErrInvalid)
+		wantOutcome(t, errs[5], fencedwrite.ErrInvalid)
+		e.wantJob(staleJob.ID, refundjob.StateRunning, 2)
+		e.wantJob(goodJob.ID, refundjob.StateSucceeded, 1)
+		e.wantJob(badJob.ID, refundjob.StateRunning, 1)
+		e.wantJob(other.ID, refundjob.StateReady, 1)
+		if l := e.ledger("bad"); l.Status != "requested" {
+			t.Fatalf("the failed item's ledger is %s", l.Status)
+		}
+	})
+	t.Run("a lost COMMIT reply is re-read job by job", func(t *testing.T) {
+		var items []ent.RefundJobBatchItem
+		var ids []int64
+		for i := range 3 {
+			key := fmt.Sprintf("lost-%d", i)
+			job, l := e.claim(key)
+			ids = append(ids, job.ID)
+			items = append(items, ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
+		}
+		proxy := dbtest.NewProxy(t, e.db)
+		c := dbtest.ClientOn(t, proxy.FirstConnectionDB(fencedwrite.DSNOptions{}))
+		errs := c.RefundJob.ApplyBatch(fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeCommit: proxy.CutReplies}), items)
+		for i, err := range errs {
+			wantOutcome(t, err, fencedwrite.ErrAlreadySettled)
+			e.wantJob(ids[i], refundjob.StateSucceeded, 1)
+		}
+	})
 }

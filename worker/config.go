@@ -28,6 +28,7 @@ const (
 	DefaultLagPoll          = 5 * time.Second  // the least wait inside the lookup-lag window
 	DefaultWebhookTolerance = provider.DefaultWebhookTolerance
 	DefaultBudgetName       = "default"
+	DefaultWriteBackBatch   = 32 // write-backs settled in one transaction at most
 
 	// MaxWorkers bounds Config.Workers.
 	MaxWorkers = 10_000
@@ -69,6 +70,12 @@ type Config struct {
 	// limited, key in use, failed lookup), and at least, inside the
 	// provider's lookup-lag window.
 	PendingDelay, RetryDelay, LagPoll time.Duration
+	// WriteBackBatch is how many write-backs of jobs that finish together
+	// are settled in one transaction (ent's ApplyBatch: each still fenced
+	// on its own attempt with its own ledger write). Write-backs are never
+	// held back to fill a batch: a batch is whatever is waiting when the
+	// previous one commits. 1 settles each job in its own transaction.
+	WriteBackBatch int
 	// ReconcileInterval is how often unprocessed evidence is read; a
 	// webhook triggers a pass at once. ScanInterval when zero.
 	ReconcileInterval time.Duration
@@ -168,6 +175,9 @@ func (c Config) withDefaults() Config {
 	if c.LagPoll == 0 {
 		c.LagPoll = DefaultLagPoll
 	}
+	if c.WriteBackBatch == 0 {
+		c.WriteBackBatch = DefaultWriteBackBatch
+	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = c.ScanInterval
 	}
@@ -205,6 +215,9 @@ func (c Config) validate() error {
 	}
 	if c.BudgetBurst < 1 {
 		bad("BudgetBurst", "must be at least 1, got %d", c.BudgetBurst)
+	}
+	if c.WriteBackBatch < 1 || c.WriteBackBatch > 1000 {
+		bad("WriteBackBatch", "must be between 1 and 1000, got %d", c.WriteBackBatch)
 	}
 	if c.Workers < 1 || c.Workers > MaxWorkers {
 		bad("Workers", "must be between 1 and %d, got %d", MaxWorkers, c.Workers)

@@ -126,9 +126,14 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job Job, in decide.Input, d de
 		c.m.Alert(d.Alert)
 		log.Warn("alert", "alert", d.Alert, "provider_refund_id", d.ProviderRefundID)
 	}
+	batched := c.cfg.WriteBackBatch > 1 && c.hooks.WriteBackContext == nil
 	var err error
 	for try := 1; try <= writeBackTries; try++ {
-		err = c.ent.RefundJob.Apply(ctx, tr, fn)
+		if batched {
+			err = c.applyBatched(ctx, tr, fn)
+		} else {
+			err = c.ent.RefundJob.Apply(ctx, tr, fn)
+		}
 		if !errors.Is(err, fencedwrite.ErrRolledBack) || errors.Is(err, fencedwrite.ErrInvalid) {
 			break
 		}
@@ -215,4 +220,53 @@ func statusOf(s provider.Status) (evidence.Status, bool) {
 		return evidence.Reversed, true
 	}
 	return "", false
+}
+
+// writeBackReq is one job's write-back waiting for a batch.
+type writeBackReq struct {
+	item  ent.RefundJobBatchItem
+	reply chan error
+}
+
+// applyBatched hands a write-back to the batcher and waits for its outcome.
+func (c *Client) applyBatched(ctx context.Context, tr *ent.RefundJobTransition, fn func(context.Context, *ent.Tx) error) error {
+	req := writeBackReq{item: ent.RefundJobBatchItem{Transition: tr, Then: fn}, reply: make(chan error, 1)}
+	select {
+	case c.pendingWB <- req:
+	case <-ctx.Done():
+		return fmt.Errorf("queue write-back: %w: %w", fencedwrite.ErrRolledBack, ctx.Err())
+	}
+	return <-req.reply
+}
+
+// batchWriteBacks settles the write-backs of jobs that finish together in
+// one transaction each batch: whatever is waiting when the previous batch
+// committed, up to WriteBackBatch. Nothing is held back to fill a batch.
+func (c *Client) batchWriteBacks() {
+	defer c.batcher.Done()
+	for first := range c.pendingWB {
+		reqs := []writeBackReq{first}
+	fill:
+		for len(reqs) < c.cfg.WriteBackBatch {
+			select {
+			case r, ok := <-c.pendingWB:
+				if !ok {
+					break fill
+				}
+				reqs = append(reqs, r)
+			default:
+				break fill
+			}
+		}
+		items := make([]ent.RefundJobBatchItem, len(reqs))
+		for i, r := range reqs {
+			items[i] = r.item
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), writeBackTimeout)
+		errs := c.ent.RefundJob.ApplyBatch(ctx, items)
+		cancel()
+		for i, r := range reqs {
+			r.reply <- errs[i]
+		}
+	}
 }

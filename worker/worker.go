@@ -36,6 +36,8 @@ type Client struct {
 
 	wake      chan struct{} // a slot freed or a job became due: run a pass soon
 	reconcile chan struct{} // evidence arrived: run a reconciler pass soon
+	pendingWB chan writeBackReq
+	batcher   sync.WaitGroup
 
 	inflight atomic.Int64
 
@@ -69,6 +71,7 @@ func New(cfg Config) (*Client, error) {
 		hooks:     cfg.Hooks,
 		wake:      make(chan struct{}, 1),
 		reconcile: make(chan struct{}, 1),
+		pendingWB: make(chan writeBackReq, cfg.Workers),
 		stopped:   make(chan struct{}),
 	}, nil
 }
@@ -97,6 +100,8 @@ func (c *Client) Start(ctx context.Context) error {
 	c.loops.Add(2)
 	go c.scheduler()
 	go c.reconciler()
+	c.batcher.Add(1)
+	go c.batchWriteBacks()
 	return nil
 }
 
@@ -151,6 +156,8 @@ func (c *Client) beginStop() error {
 	go func() {
 		c.loops.Wait()
 		c.jobs.Wait()
+		close(c.pendingWB) // every job has written back
+		c.batcher.Wait()
 		c.cancelWork()
 		close(c.stopped)
 	}()

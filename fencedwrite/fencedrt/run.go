@@ -43,6 +43,7 @@ type run struct {
 	missed     *Write // matched no row
 	refused    *Write // the database fence refused it
 	refusal    error
+	batch      bool // RunBatch: callbacks do not call Fence
 }
 
 // CheckCommit is called by the generated transaction's outermost commit
@@ -207,7 +208,7 @@ func Fence(ctx context.Context, exec dialect.ExecQuerier, w *Write) error {
 		return w.err
 	}
 	r, _ := ctx.Value(runKey{}).(*run)
-	if r == nil || r.exec != exec {
+	if r == nil || r.exec != exec || r.batch {
 		return w.fail(fencedwrite.ErrInvalid, row{}, fencedwrite.ErrOutsideRun)
 	}
 	r.mu.Lock()

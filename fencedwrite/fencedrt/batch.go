@@ -1,0 +1,247 @@
+package fencedrt
+
+import (
+	"context"
+	stdsql "database/sql"
+	"errors"
+	"fmt"
+
+	"entgo.io/ent/dialect"
+
+	"github.com/fencekit/fencekit/fencedwrite"
+)
+
+// BatchItem is one job's write in RunBatch: its fenced write and the
+// business write that goes with it (nil for none).
+type BatchItem[T Tx] struct {
+	W  *Write
+	Fn func(context.Context, T) error
+}
+
+// maxBatchTries bounds how often RunBatch starts over without the items
+// whose business write failed.
+const maxBatchTries = 4
+
+// RunBatch applies several jobs' writes in one transaction on one
+// connection, each fenced on its own attempt and paired with its own
+// business write, and runs the COMMIT itself. It returns one error per
+// item, with Run's meaning for that item alone:
+//
+//   - a write whose fence does not hold is skipped (its business write
+//     does not run) and never rolls back another item: the re-read after
+//     the transaction classifies it (ErrSuperseded, ErrAlreadySettled, ...);
+//   - a business write that fails takes its item out, and the batch starts
+//     over without it (the transaction is rolled back first, so nothing of
+//     the failed item stays); that item gets ErrRolledBack (or ErrInvalid);
+//   - a statement error that ends the transaction (a deadlock, a broken
+//     connection) or a COMMIT the server refused is ErrRolledBack for every
+//     item still in the batch; a COMMIT whose reply was lost is re-read item
+//     by item under a row lock, as Run does.
+//
+// Items must name distinct jobs: a job takes one transition per
+// transaction.
+func RunBatch[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Context) (Begun[T], error), items []BatchItem[T]) []error {
+	errs := make([]error, len(items))
+	var pending []int
+	seen := map[*Table]map[int64]bool{}
+	for i, it := range items {
+		switch {
+		case it.W == nil || it.W.table == nil:
+			errs[i] = fmt.Errorf("fence: %w: the transition is nil or was not built by the generated API", fencedwrite.ErrInvalid)
+		case it.W.err != nil:
+			errs[i] = it.W.err
+		case seen[it.W.table][it.W.id]:
+			errs[i] = it.W.fail(fencedwrite.ErrInvalid, row{}, fmt.Errorf("%s#%d appears twice in one batch: one transition per job per transaction", it.W.table.Name(), it.W.id))
+		default:
+			if seen[it.W.table] == nil {
+				seen[it.W.table] = map[int64]bool{}
+			}
+			seen[it.W.table][it.W.id] = true
+			pending = append(pending, i)
+		}
+	}
+	for try := 0; len(pending) > 0; try++ {
+		if try == maxBatchTries {
+			for _, i := range pending {
+				errs[i] = items[i].W.fail(fencedwrite.ErrRolledBack, row{}, errors.New("the batch was started over too often; try again"))
+			}
+			return errs
+		}
+		failed := runBatchOnce(ctx, pool, begin, items, pending, errs)
+		if failed < 0 {
+			return errs
+		}
+		pending = removeIndex(pending, failed)
+	}
+	return errs
+}
+
+func removeIndex(s []int, v int) []int {
+	out := s[:0:0]
+	for _, x := range s {
+		if x != v {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// runBatchOnce runs one attempt at the batch. It returns the item whose
+// business write failed (the caller starts over without it) or -1 when
+// every item of pending has its outcome in errs.
+func runBatchOnce[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Context) (Begun[T], error), items []BatchItem[T], pending []int, errs []error) int {
+	r := &run{batch: true}
+	ctx = context.WithValue(ctx, runKey{}, r)
+	b, err := begin(ctx)
+	if err != nil {
+		for _, i := range pending {
+			errs[i] = items[i].W.fail(fencedwrite.ErrRolledBack, row{}, fmt.Errorf("begin: %w", err))
+		}
+		return -1
+	}
+	r.mu.Lock()
+	r.exec = b.Exec
+	r.mu.Unlock()
+	var applied, missed []int
+	for _, i := range pending {
+		w := items[i].W
+		outcome, err := fenceOne(ctx, b.Exec, r, w)
+		switch outcome {
+		case fenceApplied:
+			if items[i].Fn == nil {
+				applied = append(applied, i)
+				continue
+			}
+			if ferr := callFn(ctx, b, items[i].Fn); ferr != nil {
+				_ = b.Raw.rollback()
+				oc := fencedwrite.ErrRolledBack
+				if errors.Is(ferr, fencedwrite.ErrInvalid) {
+					oc = fencedwrite.ErrInvalid
+				}
+				errs[i] = w.fail(oc, row{}, ferr)
+				return i
+			}
+			applied = append(applied, i)
+		case fenceMissed:
+			missed = append(missed, i)
+		case fenceRefused:
+			errs[i] = w.fail(fencedwrite.ErrUnexpectedState, row{}, fmt.Errorf("the database fence refused the write: %w", err))
+		default: // the transaction is gone
+			_ = b.Raw.rollback()
+			for _, j := range pending {
+				if errs[j] == nil {
+					errs[j] = items[j].W.fail(fencedwrite.ErrRolledBack, row{}, err)
+				}
+			}
+			return -1
+		}
+	}
+	r.mu.Lock()
+	r.done = true
+	r.mu.Unlock()
+	if len(applied) == 0 {
+		_ = b.Raw.rollback()
+	} else {
+		commitBatch(ctx, pool, b, r, items, applied, errs)
+	}
+	for _, i := range missed {
+		w := items[i].W
+		found, rerr := readRow(ctx, pool, w.table, OpRead, w.id)
+		if rerr != nil {
+			errs[i] = w.fail(fencedwrite.ErrUnexpectedState, row{}, fmt.Errorf("matched no row, and the re-read failed: %w", rerr))
+			continue
+		}
+		errs[i] = w.classify(found, false, nil)
+	}
+	return -1
+}
+
+func callFn[T Tx](ctx context.Context, b Begun[T], fn func(context.Context, T) error) error {
+	return call(ctx, b, fn)
+}
+
+// commitBatch commits the batch and sets the outcome of every applied item.
+func commitBatch[T Tx](ctx context.Context, pool dialect.Driver, b Begun[T], r *run, items []BatchItem[T], applied []int, errs []error) {
+	setAll := func(outcome error, cause error) {
+		for _, i := range applied {
+			errs[i] = items[i].W.fail(outcome, row{}, cause)
+		}
+	}
+	if berr := b.Raw.Broken(); berr != nil {
+		_ = b.Raw.rollback()
+		setAll(fencedwrite.ErrRolledBack, fmt.Errorf("the server rolled back the transaction: %w", berr))
+		return
+	}
+	r.mu.Lock()
+	r.committing = true
+	r.mu.Unlock()
+	b.Raw.allowEnd()
+	hooksOf(ctx).call(hookBeforeCommit)
+	cerr := b.Tx.Commit()
+	switch {
+	case !b.Raw.sentCommit():
+		_ = b.Raw.rollback()
+		if cerr == nil {
+			cerr = errors.New("a commit hook returned without calling the next one")
+		}
+		setAll(fencedwrite.ErrRolledBack, fmt.Errorf("commit hook: nothing was committed: %w", cerr))
+	case cerr == nil:
+		for _, i := range applied {
+			errs[i] = nil
+		}
+	case !CommitMayHaveLanded(cerr):
+		setAll(fencedwrite.ErrRolledBack, cerr)
+	default:
+		hooksOf(ctx).call(hookBeforeReRead)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reReadTimeout)
+		defer cancel()
+		for _, i := range applied {
+			w := items[i].W
+			found, rerr := readRowLocked(rctx, pool, w.table, w.id)
+			if rerr != nil {
+				errs[i] = w.fail(fencedwrite.ErrCommitUnknown, row{}, errors.Join(cerr, fmt.Errorf("re-read: %w", rerr)))
+				continue
+			}
+			errs[i] = w.classify(found, true, cerr)
+		}
+	}
+}
+
+type fenceResult int
+
+const (
+	fenceApplied fenceResult = iota
+	fenceMissed
+	fenceRefused
+	fenceBroken
+)
+
+// fenceOne runs w in a batch's transaction.
+func fenceOne(ctx context.Context, exec dialect.ExecQuerier, r *run, w *Write) (fenceResult, error) {
+	query, args, err := w.table.Bind(w.op, w.vals)
+	if err != nil {
+		return fenceBroken, fmt.Errorf("%w: %w", fencedwrite.ErrInvalid, err)
+	}
+	var res stdsql.Result
+	if err := exec.Exec(ctx, query, args, &res); err != nil {
+		if IsFenceRefusal(err) {
+			return fenceRefused, err
+		}
+		return fenceBroken, fmt.Errorf("%s %s#%d at attempt %d: %w", w.op, w.table.Name(), w.id, w.attempt, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fenceBroken, err
+	}
+	switch n {
+	case 1:
+		r.mu.Lock()
+		r.applied = append(r.applied, w)
+		r.mu.Unlock()
+		return fenceApplied, nil
+	case 0:
+		return fenceMissed, nil
+	default:
+		return fenceBroken, fmt.Errorf("%s %s#%d: fenced write matched %d rows", w.op, w.table.Name(), w.id, n)
+	}
+}
