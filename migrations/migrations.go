@@ -72,8 +72,11 @@ const operatorVersion = "fencekit (Atlas Go library)"
 // When a file fails halfway, the revision records how far it got (as the
 // CLI does) and later runs refuse to continue until it is fixed; MySQL DDL
 // cannot be rolled back.
+//
+// The directory is the server's (DirFor): migrations/tidb on TiDB, which
+// has no triggers, this directory on MySQL and MariaDB.
 func Apply(ctx context.Context, db *sql.DB) ([]string, error) {
-	dir, err := Dir()
+	dir, err := DirFor(ctx, db)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +89,7 @@ func ApplyN(ctx context.Context, db *sql.DB, n int) ([]string, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("migrate: apply %d files: n must be positive", n)
 	}
-	dir, err := Dir()
+	dir, err := DirFor(ctx, db)
 	if err != nil {
 		return nil, err
 	}

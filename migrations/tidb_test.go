@@ -1,0 +1,102 @@
+package migrations_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"ariga.io/atlas/sql/migrate"
+
+	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/migrations"
+)
+
+// routine matches what TiDB cannot run: triggers, stored procedures and
+// functions, and the client's DELIMITER that their bodies need.
+var routine = regexp.MustCompile(`(?im)^\s*(CREATE|DROP)\s+(TRIGGER|PROCEDURE|FUNCTION)\b|^\s*DELIMITER\b|\bCALL\s`)
+
+// migrations/tidb is migrations/ without triggers and procedures: every file
+// of migrations/ that has none is there unchanged, no file there has any, and
+// the fence's tables (the keys table, the archive) are created with the
+// statements generated from the annotation. Nothing else may differ, so a
+// schema change made in migrations/ fails here until it is copied.
+func TestTiDBDirectoryFollowsMigrations(t *testing.T) {
+	mysqlDir, err := migrate.NewLocalDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tidbDir, err := migrate.NewLocalDir("tidb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Validate(tidbDir); err != nil {
+		t.Fatalf("migrations/tidb/atlas.sum: %v (go run ./internal/cmd/migdiff -dir migrations/tidb -rehash)", err)
+	}
+	if _, err := migrations.TiDBDir(); err != nil {
+		t.Fatalf("embedded TiDB directory: %v", err)
+	}
+	mysqlFiles, err := mysqlDir.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tidbFiles, err := tidbDir.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tidb := map[string]string{}
+	for _, f := range tidbFiles {
+		tidb[f.Name()] = string(f.Bytes())
+		if routine.Match(f.Bytes()) {
+			t.Errorf("migrations/tidb/%s has a trigger, a procedure or a DELIMITER: TiDB has none", f.Name())
+		}
+	}
+	mysql := map[string]bool{}
+	for _, f := range mysqlFiles {
+		mysql[f.Name()] = true
+		if routine.Match(f.Bytes()) {
+			continue
+		}
+		got, ok := tidb[f.Name()]
+		switch {
+		case !ok:
+			t.Errorf("migrations/%s is not in migrations/tidb: copy it there (it has no trigger) and rehash", f.Name())
+		case got != string(f.Bytes()):
+			t.Errorf("migrations/tidb/%s differs from migrations/%s", f.Name(), f.Name())
+		}
+	}
+	// The fence's tables, as the generator writes them: everything of the
+	// generated fence before its triggers.
+	start := strings.Index(ent.RefundJobFencesSQL, "CREATE TABLE")
+	end := strings.Index(ent.RefundJobFencesSQL, "\nDROP ")
+	if start < 0 || end < start {
+		t.Fatal("the generated fence has no tables before its triggers")
+	}
+	tables := strings.TrimSpace(ent.RefundJobFencesSQL[start:end])
+	var own []string
+	for name, content := range tidb {
+		if !mysql[name] {
+			own = append(own, name)
+			if strings.Contains(content, tables) {
+				return
+			}
+		}
+	}
+	t.Errorf("no file of migrations/tidb of its own (%v) creates the generated fence's tables with:\n%s", own, tables)
+}
+
+// The check above can fail.
+func TestTiDBDirectoryCheckSeesRoutines(t *testing.T) {
+	for _, sql := range []string{
+		"CREATE TRIGGER `x` BEFORE UPDATE ON `t` FOR EACH ROW SET NEW.a = 1;",
+		"DELIMITER //\nSELECT 1//",
+		"drop procedure if exists `p`;",
+		"CALL refund_jobs_archive(NOW());",
+	} {
+		if !routine.MatchString(sql) {
+			t.Errorf("not seen as a routine: %q", sql)
+		}
+	}
+	if routine.MatchString("CREATE TABLE `triggers` (`procedure` int);") {
+		t.Error("a table named triggers seen as a routine")
+	}
+}
