@@ -191,6 +191,13 @@ func batchTx(ctx context.Context, tx dialect.Tx, t *Table, scan, op Op, limit in
 			return nil, err
 		}
 		if err := moveClaimed(ctx, tx, t, next, c, j.attempt); err != nil {
+			if errors.Is(err, errMovedSinceRead) {
+				// The scan did not lock the row: an engine that ignores SKIP
+				// LOCKED (TiDB) returns rows other claimers hold and locks
+				// none. One of them has moved it since; the fenced UPDATE
+				// matched nothing and wrote nothing.
+				continue
+			}
 			return nil, err
 		}
 		claimed = append(claimed, c)
@@ -257,13 +264,24 @@ func moveClaimed(ctx context.Context, tx dialect.ExecQuerier, t *Table, op Op, c
 	if err := tx.Exec(ctx, query, args, &res); err != nil {
 		return err
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
+	n, err := res.RowsAffected()
+	if err == nil && n == 0 {
+		// A claim always changes its row (attempt+1), so the fence did not
+		// match: the row moved since it was read. Under the row lock of a
+		// single claim this cannot happen; batchTx may meet it.
+		return fmt.Errorf("%w: fenced claim update affected 0 rows: %w", fencedwrite.ErrUnexpectedState, errMovedSinceRead)
+	}
+	if err != nil || n != 1 {
 		// The row is locked by this transaction, so this cannot happen
 		// unless the connection counts changed rows; refuse to guess.
 		return fmt.Errorf("%w: fenced claim update affected %d rows (%v)", fencedwrite.ErrUnexpectedState, n, err)
 	}
 	return nil
 }
+
+// errMovedSinceRead: a claim's fenced UPDATE matched no row, because the row
+// left the state and attempt the claim read.
+var errMovedSinceRead = errors.New("the job moved since it was read")
 
 // lockJobs runs a claim's locking read (op, with vals) and scans its rows.
 func lockJobs(ctx context.Context, tx dialect.ExecQuerier, t *Table, op Op, vals Values) ([]lockedJob, error) {
