@@ -113,7 +113,7 @@ func applyDir(ctx context.Context, db *sql.DB, dir migrate.Dir, n int) ([]string
 	if err != nil {
 		return nil, fmt.Errorf("migrate: open atlas driver: %w", err)
 	}
-	unlock, err := drv.(schema.Locker).Lock(ctx, LockName, LockTimeout)
+	unlock, err := lock(ctx, drv.(schema.Locker))
 	if err != nil {
 		return nil, fmt.Errorf("migrate: take lock %s: %w", LockName, err)
 	}
