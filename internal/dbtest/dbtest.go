@@ -35,6 +35,10 @@ type DB struct {
 
 // New creates a fresh database for t with the migrations applied, and drops
 // it when t ends (keep it with FENCEKIT_KEEP_DB=1 to inspect a failure).
+// The migrations are the server's (migrations.Apply): migrations/tidb on
+// TiDB, migrations/ on MySQL and MariaDB. It fails t when the server is TiDB
+// and the tests were built without the tidb tag, or the other way round
+// (see Engine).
 func New(t testing.TB) *DB {
 	t.Helper()
 	return newDB(t, 0, nil)
@@ -70,6 +74,11 @@ func newDB(t testing.TB, before int, history func(*sql.DB)) *DB {
 			t.Errorf("drop test database: %v", err)
 		}
 	})
+	engine, err := ServerEngine(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, engine, cfg.Addr)
 	d := &DB{t: t, cfg: cfg, Name: name}
 	raw := d.RawDB()
 	if history != nil {
@@ -152,9 +161,18 @@ func ClientOn(t testing.TB, db *sql.DB) *ent.Client {
 
 // Account creates an account on root's server with the grants that grants
 // returns for database db (migrations.AppGrants, say), dropped when t ends,
-// and returns its driver configuration, connected to db.
+// and returns its driver configuration, connected to db. On an engine
+// without stored procedures (TiDB) the grants on procedures are left out
+// (migrations.TiDBGrants), as docs/tidb.md tells operators to.
 func Account(t testing.TB, root *sql.DB, db string, grants func(db, account string) []string) *mysql.Config {
 	t.Helper()
+	engine, err := engineOf(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !engine.Procedures {
+		grants = migrations.TiDBGrants(grants)
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	user, pass := "fk_"+hex.EncodeToString(b[:]), hex.EncodeToString(b[:])+"!Pw"
