@@ -2,7 +2,6 @@ package fencedwrite_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -205,89 +204,32 @@ func TestBatchScansUseTheirIndexes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		plan := explain(t, e.raw, query, args...)
-		if plan["key"] != index {
-			t.Errorf("%s uses key %q, want %s: %s", op, plan["key"], index, query)
+		if plan := dbtest.Explain(t, e.raw, query, args...); plan[0].Key != index {
+			t.Errorf("%s uses key %q, want %s: %s", op, plan[0].Key, index, query)
 		}
 	}
 }
 
-// explain returns the first row of EXPLAIN query.
-func explain(t *testing.T, db *sql.DB, query string, args ...any) map[string]string {
-	t.Helper()
-	rows, err := db.Query("EXPLAIN "+query, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	if !rows.Next() {
-		t.Fatalf("EXPLAIN %s: no plan", query)
-	}
-	vals := make([]sql.NullString, len(cols))
-	dest := make([]any, len(cols))
-	for i := range vals {
-		dest[i] = &vals[i]
-	}
-	if err := rows.Scan(dest...); err != nil {
-		t.Fatal(err)
-	}
-	plan := map[string]string{}
-	for i, c := range cols {
-		plan[c] = vals[i].String
-	}
-	return plan
-}
-
-// questions counts the statements the server received on one connection.
-type questions struct {
-	t    *testing.T
-	conn *sql.DB
-	self int64
-}
-
-func countQuestions(t *testing.T, db *sql.DB) *questions {
-	db.SetMaxOpenConns(1)
-	q := &questions{t: t, conn: db}
-	a := q.read()
-	q.self = q.read() - a
-	return q
-}
-
-func (q *questions) read() int64 {
-	q.t.Helper()
-	var name string
-	var n int64
-	if err := q.conn.QueryRow("SHOW SESSION STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
-		q.t.Fatal(err)
-	}
-	return n
-}
-
-// since returns the statements sent since the reading before.
-func (q *questions) since(before int64) int64 { return q.read() - before - q.self }
-
 // A claimed-and-completed job costs as few statements as the rules allow:
-// counted by the server, on one connection.
+// counted on the wire, on one connection.
 func TestStatementsPerJob(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	db := e.db.FencedDB(fencedwrite.DSNOptions{})
-	q := countQuestions(t, db)
+	db, sent := e.db.CountedDB(fencedwrite.DSNOptions{})
 	c := dbtest.ClientOn(t, db)
 
 	job := e.enqueue("one")
-	before := q.read()
+	before := sent.Sent()
 	l, err := c.RefundJob.Claim(ctx, job.ID, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim := q.since(before)
-	before = q.read()
+	claim := sent.Sent() - before
+	before = sent.Sent()
 	if err := c.RefundJob.Apply(ctx, l.Complete("re_1"), ledger.Refunded("one", "re_1")); err != nil {
 		t.Fatal(err)
 	}
-	apply := q.since(before)
+	apply := sent.Sent() - before
 	t.Logf("Claim(id): %d statements; Apply(Complete, ledger.Refunded): %d; %d per job", claim, apply, claim+apply)
 	// BEGIN, the locking read, the fenced UPDATE, COMMIT; and BEGIN, the
 	// fenced UPDATE, the ledger's UPDATE, COMMIT.
@@ -299,12 +241,12 @@ func TestStatementsPerJob(t *testing.T) {
 	for i := range n {
 		e.enqueue(fmt.Sprintf("many-%d", i))
 	}
-	before = q.read()
+	before = sent.Sent()
 	leases, err := c.RefundJob.ClaimDue(ctx, n, opts)
 	if err != nil || len(leases) != n {
 		t.Fatalf("claimed %d (%v)", len(leases), err)
 	}
-	batch := q.since(before)
+	batch := sent.Sent() - before
 	t.Logf("ClaimDue(%d): %d statements, %.2f per job", n, batch, float64(batch)/n)
 	if batch != 3+n {
 		t.Fatalf("a batch of %d cost %d statements, want BEGIN, the scan, one UPDATE each and COMMIT: %d", n, batch, 3+n)
@@ -318,8 +260,7 @@ func TestApplyBatch(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	t.Run("every job settles with its ledger row, in two statements each", func(t *testing.T) {
-		db := e.db.FencedDB(fencedwrite.DSNOptions{})
-		q := countQuestions(t, db)
+		db, sent := e.db.CountedDB(fencedwrite.DSNOptions{})
 		c := dbtest.ClientOn(t, db)
 		var items []ent.RefundJobBatchItem
 		var ids []int64
@@ -329,13 +270,13 @@ func TestApplyBatch(t *testing.T) {
 			ids = append(ids, job.ID)
 			items = append(items, ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
 		}
-		before := q.read()
+		before := sent.Sent()
 		for i, err := range c.RefundJob.ApplyBatch(ctx, items) {
 			if err != nil {
 				t.Fatalf("item %d: %v", i, err)
 			}
 		}
-		n := q.since(before)
+		n := sent.Sent() - before
 		t.Logf("ApplyBatch(5 completions with the ledger): %d statements", n)
 		if n != 2+2*5 {
 			t.Fatalf("%d statements, want BEGIN, two per job, COMMIT: %d", n, 2+2*5)

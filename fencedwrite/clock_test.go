@@ -1,7 +1,6 @@
 package fencedwrite_test
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -175,29 +174,11 @@ func TestFencedStatementsLockByPrimaryKeyOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := e.raw.Query("EXPLAIN "+query, args...)
-		if err != nil {
-			t.Fatalf("EXPLAIN %s: %v", op, err)
-		}
-		cols, _ := rows.Columns()
-		for rows.Next() {
-			vals := make([]sql.NullString, len(cols))
-			dest := make([]any, len(cols))
-			for i := range vals {
-				dest[i] = &vals[i]
-			}
-			if err := rows.Scan(dest...); err != nil {
-				t.Fatal(err)
-			}
-			plan := map[string]string{}
-			for i, c := range cols {
-				plan[c] = vals[i].String
-			}
-			if plan["key"] != "PRIMARY" || (strings.HasPrefix(s.SQL, "UPDATE") && plan["possible_keys"] != "PRIMARY") {
-				t.Errorf("%s uses key %q of %q, want PRIMARY only: %s", op, plan["key"], plan["possible_keys"], query)
+		for _, a := range dbtest.Explain(t, e.raw, query, args...) {
+			if a.Key != "PRIMARY" || (strings.HasPrefix(s.SQL, "UPDATE") && a.PossibleKeys != "PRIMARY") {
+				t.Errorf("%s uses key %q of %q, want PRIMARY only: %s", op, a.Key, a.PossibleKeys, query)
 			}
 		}
-		rows.Close()
 		checked++
 	}
 	if checked < len(fencedrt.Transitions)+3 {

@@ -53,9 +53,13 @@ func Failed(key string) func(context.Context, *ent.Tx) error {
 	return settle(key, "failed", fencedwrite.StateFailed, "")
 }
 
-// settleRow moves a requested ledger row; the trigger stamps settled_at on
-// the database clock and checks the job once more.
-const settleRow = "UPDATE `refunds` SET `status` = ?, `provider_refund_id` = ? WHERE `operation_key` = ? AND `status` = 'requested'"
+// settleRow moves a requested ledger row, stamping settled_at and updated_at
+// on the database clock. Where the database's fence exists, the trigger
+// stamps them again and checks the job once more; on TiDB, which has no
+// triggers, the statement's own stamps are the ones kept.
+const settleRow = "UPDATE `refunds` SET `status` = ?, `provider_refund_id` = ?, " +
+	"`settled_at` = " + fencedrt.ClockUTC + ", `updated_at` = " + fencedrt.ClockUTC +
+	" WHERE `operation_key` = ? AND `status` = 'requested'"
 
 func settle(key, status, jobState, providerRefundID string) func(context.Context, *ent.Tx) error {
 	return func(ctx context.Context, tx *ent.Tx) error {

@@ -1,3 +1,8 @@
+//go:build !tidb
+
+// The database's fence (triggers, the archival procedure): MySQL and MariaDB
+// only. TiDB has neither; the TiDB run (-tags tidb) leaves this file out.
+
 package migrations_test
 
 import (

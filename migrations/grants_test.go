@@ -1,3 +1,9 @@
+//go:build !tidb
+
+// The accounts against the fences of migrations/: MySQL and MariaDB only
+// (the TiDB run, -tags tidb, leaves this file out; TiDB has no fences to
+// attack, and its grants are migrations.TiDBGrants).
+
 package migrations_test
 
 import (

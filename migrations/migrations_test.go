@@ -1,3 +1,9 @@
+//go:build !tidb
+
+// migrations/ against the server: MySQL and MariaDB only. The TiDB run
+// (-tags tidb) leaves this file out; tidb_test.go checks migrations/tidb on
+// every engine.
+
 package migrations_test
 
 import (

@@ -1,13 +1,18 @@
 package migrations_test
 
 import (
+	"context"
+	"database/sql"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"ariga.io/atlas/sql/migrate"
 
 	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/internal/devdb"
 	"github.com/fencekit/fencekit/migrations"
 )
 
@@ -99,4 +104,88 @@ func TestTiDBDirectoryCheckSeesRoutines(t *testing.T) {
 	if routine.MatchString("CREATE TABLE `triggers` (`procedure` int);") {
 		t.Error("a table named triggers seen as a routine")
 	}
+}
+
+// migrations/tidb applies with the Atlas library on every engine (it has
+// nothing TiDB lacks), each file once under concurrent deploys, and a
+// second run applies nothing. On TiDB, Apply picks it by itself.
+func TestTiDBDirectoryAppliesOnce(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, drop, err := devdb.Create(ctx, cfg, "tidbdir")
+	if err != nil {
+		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	dir, err := migrations.TiDBDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := dir.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, f := range files {
+		want = append(want, f.Version())
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		applied []string
+	)
+	for range 3 {
+		db, err := sql.Open("mysql", devdb.DSN(cfg, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := migrations.ApplyDir(ctx, db, dir)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			applied = append(applied, v...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	slices.Sort(applied)
+	if !slices.Equal(applied, want) {
+		t.Fatalf("three concurrent applies applied %v, want each of %v once", applied, want)
+	}
+	db, err := sql.Open("mysql", devdb.DSN(cfg, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if again, err := migrations.ApplyDir(ctx, db, dir); err != nil || len(again) != 0 {
+		t.Fatalf("second apply: %v (%v), want nothing", again, err)
+	}
+	tidb, err := migrations.IsTiDB(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chosen, err := migrations.DirFor(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := chosen.Checksum(); tidb != (sum.Sum() == mustSum(t, dir)) {
+		t.Errorf("on a server where IsTiDB is %v, DirFor chose the other directory", tidb)
+	}
+}
+
+func mustSum(t *testing.T, dir migrate.Dir) string {
+	t.Helper()
+	sum, err := dir.Checksum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum.Sum()
 }
