@@ -3,6 +3,9 @@
 # MySQL-compatible server when none answers (scripts/ensure-db.sh), then
 # checks formatting, vets, lints the repository with fencelint, and runs
 # all tests of both modules under the race detector against that server.
+# When a tidb-server is already built in the cache (scripts/tidb.sh), it
+# also runs the conformance suites against TiDB (scripts/test-tidb.sh); it
+# never builds one, which takes about 10 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,3 +30,10 @@ go vet -vettool="$PWD/bin/fencelint" ./... ./analyzer/...
 
 step "go test -race"
 go test -race -count=1 -timeout 15m ./... ./analyzer/...
+
+if scripts/tidb.sh path >/dev/null 2>&1; then
+  step "TiDB (the cached tidb-server)"
+  scripts/test-tidb.sh
+else
+  step "TiDB: no tidb-server in the cache; scripts/test-tidb.sh builds one (about 10 minutes) and runs the suites"
+fi
