@@ -136,6 +136,7 @@ func TestDSNRefusesSettingsTheFenceReliesOn(t *testing.T) {
 		{"app@tcp(db:3306)/p?innodb_lock_wait_timeout=3600", "set DSNOptions.LockWaitTimeout instead"},
 		{"app@tcp(db:3306)/p?unique_checks=0", "dsn parameter unique_checks: refused"},
 		{"app@tcp(db:3306)/p?multiStatements=true", "dsn parameter multiStatements: refused"},
+		{"app@tcp(db:4000)/p?tidb_sysdate_is_now=1", "dsn parameter tidb_sysdate_is_now: refused"},
 	} {
 		_, err := fencedwrite.DSN(tc.dsn, fencedwrite.DSNOptions{})
 		if !errors.Is(err, fencedwrite.ErrInvalid) || err == nil || !strings.Contains(err.Error(), tc.want) {

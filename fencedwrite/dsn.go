@@ -108,6 +108,7 @@ var refusedParams = map[string]string{
 	"wait_timeout":             "set DSNOptions.WaitTimeout instead",
 	"unique_checks":            "unique_checks=0 lets InnoDB accept a duplicate operation key",
 	"pseudo_thread_id":         "changes the session's identity",
+	"tidb_sysdate_is_now":      "on TiDB, makes SYSDATE() follow the session clock, which leases and key windows must not",
 }
 
 // Config is DSN returning the driver's parsed configuration, for callers that

@@ -11,6 +11,7 @@ package fencedwrite_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
@@ -59,4 +60,33 @@ func TestWithoutTriggersTheWhereClauseIsTheOnlyFence(t *testing.T) {
 		}
 		e.wantJob(job.ID, refundjob.StateReady, 2)
 	})
+}
+
+// On TiDB a session can move the clock that claims read (SYSDATE()), which
+// MySQL and MariaDB allow only as a server option (dbtest.Engine's
+// SessionMovesSysdate): a client that bypasses fencedwrite.DSN, sets
+// tidb_sysdate_is_now and runs an hour ahead takes over a live lease. On
+// MySQL and MariaDB the same client cannot (TestLeasesUseTheClockNoSessionCanMove).
+func TestOnTiDBASessionCanMoveTheLeaseClock(t *testing.T) {
+	e := newEnv(t)
+	if !e.db.Engine().SessionMovesSysdate {
+		t.Fatalf("%s does not let a session move SYSDATE(); this file is for TiDB", e.db.Engine().Name)
+	}
+	ctx := t.Context()
+	job, _ := e.claim("ahead")
+	if _, err := fencedwrite.DSN("app@tcp(db:4000)/p?tidb_sysdate_is_now=1", fencedwrite.DSNOptions{}); !errors.Is(err, fencedwrite.ErrInvalid) {
+		t.Fatalf("fencedwrite.DSN with tidb_sysdate_is_now: %v, want it refused", err)
+	}
+	params := sessionSkew(time.Hour)
+	params["tidb_sysdate_is_now"] = "1"
+	ahead := e.clientWith(time.UTC, params)
+	l, err := ahead.RefundJob.Takeover(ctx, job.ID, opts)
+	if err != nil {
+		t.Fatalf("takeover by a session whose SYSDATE() runs an hour ahead: %v, want it to succeed on TiDB", err)
+	}
+	// The first lease, 30 s long, was live by the server's real clock.
+	e.wantJob(job.ID, refundjob.StateRunning, 2)
+	if l.Attempt() != 2 {
+		t.Fatalf("the takeover's lease is at attempt %d, want 2", l.Attempt())
+	}
 }

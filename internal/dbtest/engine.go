@@ -60,6 +60,14 @@ type Engine struct {
 	// clock reads fencedrt.ClockMicros.
 	ClockIsText bool
 
+	// SessionMovesSysdate: a session can make SYSDATE() follow its own
+	// clock (SET tidb_sysdate_is_now = ON, then SET timestamp), which TiDB
+	// allows per session; MySQL's and MariaDB's --sysdate-is-now is a server
+	// option. fencedwrite.DSN refuses the parameter and the fenced runner
+	// refuses SET, but a client that bypasses both can claim on a clock of
+	// its choosing: take over a live lease, or send with a stale key.
+	SessionMovesSysdate bool
+
 	// SessionQuestions: SHOW SESSION STATUS LIKE 'Questions' counts the
 	// statements of a session. TiDB has no such counter, so the suite counts
 	// statements on the wire (CountedDB), on every engine.
@@ -76,7 +84,7 @@ func engineOf(ctx context.Context, db *sql.DB) (Engine, error) {
 		return Engine{}, fmt.Errorf("read server version: %w", err)
 	}
 	if strings.Contains(v, "TiDB") {
-		return Engine{Name: "TiDB", Version: v, ExplainFormat: "tidb", ClockIsText: true}, nil
+		return Engine{Name: "TiDB", Version: v, ExplainFormat: "tidb", ClockIsText: true, SessionMovesSysdate: true}, nil
 	}
 	return Engine{Name: "MySQL", Version: v, DatabaseFence: true, SkipLocked: true, Procedures: true, ExplainFormat: "mysql",
 		SessionQuestions: true}, nil

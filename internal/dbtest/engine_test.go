@@ -150,6 +150,21 @@ func TestEngineIsWhatTheSuiteStates(t *testing.T) {
 			t.Fatalf("<= %v, < %v, LEAST %s: the clock does not compare as a DATETIME", le, lt, least)
 		}
 	})
+	t.Run("SessionMovesSysdate: a session can move the clock no session should, or not", func(t *testing.T) {
+		one := dbtest.OpenDSN(t, d.Config().FormatDSN()) // its session settings stay in its own pool
+		one.SetMaxOpenConns(1)
+		_, err := one.Exec("SET SESSION tidb_sysdate_is_now = ON")
+		if err == nil {
+			_, err = one.Exec("SET timestamp = 1000000")
+		}
+		var micros int64
+		if err := one.QueryRow("SELECT " + fencedrt.ClockMicros).Scan(&micros); err != nil {
+			t.Fatal(err)
+		}
+		if moved := micros < 2_000_000_000_000; moved != e.SessionMovesSysdate {
+			t.Fatalf("the clock reads %d µs after a session tried to move it (%v), but the suite states %v", micros, err, e.SessionMovesSysdate)
+		}
+	})
 	t.Run("SessionQuestions: a per-session statement counter, or none", func(t *testing.T) {
 		rows, err := raw.Query("SHOW SESSION STATUS LIKE 'Questions'")
 		if err != nil {
