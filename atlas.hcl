@@ -31,3 +31,16 @@ env "local" {
     dir = "file://migrations"
   }
 }
+
+# TiDB has neither triggers nor stored procedures: its directory is
+# migrations/tidb, migrations/ without them (docs/tidb.md). Plan schema
+# changes with env "local" (on MySQL or MariaDB), then copy them there.
+#
+#   atlas migrate apply --env tidb --var url=mysql://user:pass@host:4000/db
+env "tidb" {
+  url = var.url
+  dev = var.dev
+  migration {
+    dir = "file://migrations/tidb"
+  }
+}
