@@ -3,6 +3,7 @@ package fencedwrite_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -175,6 +176,55 @@ func TestConcurrentClaimDueNeverSharesAJob(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A batch claim whose scan returned a job that another claimer has moved
+// since leaves that job out and claims the rest: the fenced UPDATE matched
+// no row and wrote nothing. TiDB's scan allows it (SKIP LOCKED is ignored
+// and nothing is locked); here a scan that answers what a snapshot taken
+// before the other claim would have shown makes it happen on every engine.
+func TestBatchClaimLeavesAJobMovedSinceTheScan(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	moved, free := e.enqueue("moved"), e.enqueue("free")
+	if _, err := e.worker().RefundJob.Claim(ctx, moved.ID, opts); err != nil {
+		t.Fatal(err)
+	}
+	table, ok := fencedrt.Registered(ent.RefundJobFencedTable)
+	if !ok {
+		t.Fatal("no generated table")
+	}
+	spec := table.Spec()
+	t.Cleanup(func() { _, _ = fencedrt.NewTable(spec) }) // NewTable registers its table: put the original back
+	stale := spec
+	stale.Stmts = maps.Clone(spec.Stmts)
+	due := stale.Stmts[fencedrt.OpDue]
+	for from, to := range map[string]string{
+		"SELECT `id`, `state`, `attempt`,": "SELECT `id`, 'ready', IF(`state` = 'ready', `attempt`, `attempt` - 1),",
+		"WHERE `state` = 'ready' AND":      "WHERE `state` IN ('ready', 'running') AND",
+	} {
+		if !strings.Contains(due.SQL, from) {
+			t.Fatalf("the pending scan no longer contains %q: %s", from, due.SQL)
+		}
+		due.SQL = strings.Replace(due.SQL, from, to, 1)
+	}
+	// It locks nothing, as TiDB's does. (The registered table may be
+	// claimDueWithout's, whose scan has no SKIP LOCKED.)
+	due.SQL = strings.TrimSuffix(strings.TrimSuffix(due.SQL, " SKIP LOCKED"), " FOR UPDATE")
+	stale.Stmts[fencedrt.OpDue] = due
+	staleTable, err := fencedrt.NewTable(stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := fencedrt.ClaimDue(ctx, entsql.OpenDB(dialect.MySQL, e.db.FencedDB(fencedwrite.DSNOptions{})), staleTable, 10, opts)
+	if err != nil {
+		t.Fatalf("a batch that met a job moved since its scan: %v, want the other jobs claimed", err)
+	}
+	if len(claimed) != 1 || claimed[0].ID != free.ID {
+		t.Fatalf("claimed %+v, want only job %d", claimed, free.ID)
+	}
+	e.wantJob(moved.ID, refundjob.StateRunning, 1)
+	e.wantJob(free.ID, refundjob.StateRunning, 1)
 }
 
 // A lost COMMIT reply of a batch claim returns no lease at all.
