@@ -5,7 +5,7 @@
 # (TiDB has no triggers) and keeps the tests that state what TiDB lacks.
 #
 # It builds tidb-server into the user's cache when it is not there
-# (scripts/tidb.sh; about 10 minutes the first time), starts it on a free
+# (scripts/tidb.sh; 10 to 15 minutes the first time), starts it on a free
 # port of its own (from 4000 up, or FENCEKIT_TIDB_PORT), runs the suites
 # under the race detector with go test, and stops the server.
 #

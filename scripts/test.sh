@@ -5,7 +5,7 @@
 # all tests of both modules under the race detector against that server.
 # When a tidb-server is already built in the cache (scripts/tidb.sh), it
 # also runs the conformance suites against TiDB (scripts/test-tidb.sh); it
-# never builds one, which takes about 10 minutes.
+# never builds one, which takes 10 to 15 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,5 +35,5 @@ if scripts/tidb.sh path >/dev/null 2>&1; then
   step "TiDB (the cached tidb-server)"
   scripts/test-tidb.sh
 else
-  step "TiDB: no tidb-server in the cache; scripts/test-tidb.sh builds one (about 10 minutes) and runs the suites"
+  step "TiDB: no tidb-server in the cache; scripts/test-tidb.sh builds one (10 to 15 minutes) and runs the suites"
 fi

@@ -12,7 +12,7 @@
 # module proxy: the module requires TiDB and its parser at the pinned
 # versions and copies the replace directives of TiDB's own go.mod (a replace
 # in a dependency's go.mod does not apply to the module that requires it).
-# A cold build takes about 10 minutes on 2 cores, a warm one about 30 s.
+# A cold build takes 10 to 15 minutes on 2 cores, a warm one (Go build cache full) about a minute.
 #
 # The server keeps its data in memory (unistore, -path ""): every start is
 # an empty server, and stopping it loses everything.
@@ -50,7 +50,7 @@ replace (
 	sourcegraph.com/sourcegraph/appdash-data => github.com/sourcegraph/appdash-data v0.0.0-20151005221446-73f23eafcf67
 )
 EOF
-  log "building tidb-server $tidb_version into $cache (cold: about 10 minutes)"
+  log "building tidb-server $tidb_version into $cache (cold: 10 to 15 minutes)"
   local start=$SECONDS
   # GOWORK=off: the build must not see this repository's go.work.
   # -mod=mod: the module resolves (and records in go.sum) what TiDB needs.
