@@ -64,6 +64,8 @@ func TestEveryCutOfAClaimHasOneTrueOutcome(t *testing.T) {
 			proxy.CutAfter(dir, n)
 			c := dbtest.ClientOn(t, dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{})))
 			lease, err := c.RefundJob.Claim(t.Context(), job.ID, opts)
+			_ = c.Close()
+			proxy.Close()
 			state, attempt, _ := e.lockedRow(job.ID)
 			if err == nil {
 				if lease == nil || state != fencedwrite.StateRunning || attempt != 1 {
@@ -105,6 +107,8 @@ func TestEveryCutOfAnApplyHasOneTrueOutcome(t *testing.T) {
 			proxy.CutAfter(dir, n)
 			c := dbtest.ClientOn(t, proxy.FirstConnectionDB(fencedwrite.DSNOptions{}))
 			err := c.RefundJob.Apply(t.Context(), l.Complete("re_1"), ledger.Refunded(key, "re_1"))
+			_ = c.Close()
+			proxy.Close()
 			state, _, ledgerStatus := e.lockedRow(job.ID)
 			settled := state == fencedwrite.StateSucceeded && ledgerStatus == string(refund.StatusRefunded)
 			untouched := state == fencedwrite.StateRunning && ledgerStatus == string(refund.StatusRequested)

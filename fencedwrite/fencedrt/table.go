@@ -69,6 +69,9 @@ func MustTable(spec TableSpec) *Table {
 	if err != nil {
 		panic(err)
 	}
+	registryMu.Lock()
+	registry[spec.Name] = t
+	registryMu.Unlock()
 	return t
 }
 
@@ -78,7 +81,8 @@ var (
 )
 
 // Registered returns the table that generated code declared with MustTable
-// under name, for tools and tests that inspect the statements.
+// under name, for tools and tests that inspect the statements. Tables built
+// with NewTable are not registered.
 func Registered(name string) (*Table, bool) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
@@ -106,11 +110,7 @@ func NewTable(spec TableSpec) (*Table, error) {
 			return nil, fmt.Errorf("fenced table %s: statement %q: %w", spec.Name, op, err)
 		}
 	}
-	t := &Table{spec: spec}
-	registryMu.Lock()
-	registry[spec.Name] = t
-	registryMu.Unlock()
-	return t, nil
+	return &Table{spec: spec}, nil
 }
 
 func (spec TableSpec) check(op Op, s Stmt) error {

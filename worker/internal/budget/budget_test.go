@@ -510,6 +510,7 @@ func TestEveryCutOfATakeHasOneTrueOutcome(t *testing.T) {
 			db := dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{}))
 			granted, _, err := budget.Attach(db, name).Take(t.Context(), 2)
 			_ = db.Close()
+			proxy.Close()
 			left := e.row(name).tokens
 			paid, untouched := math.Abs(left-1) < 0.01, math.Abs(left-3) < 0.01
 			if !paid && !untouched {
