@@ -500,11 +500,12 @@ func onlyOne(err error, set ...error) (error, error) {
 func TestEveryCutOfATakeHasOneTrueOutcome(t *testing.T) {
 	e := newEnv(t)
 	outcomes := []error{budget.ErrRolledBack, budget.ErrCommitUnknown, budget.ErrNotFound, fencedwrite.ErrInvalid}
+	setup := e.d.FencedDB(fencedwrite.DSNOptions{}) // one pool for every budget's row: a pool per cut would hold a connection each
 	for _, dir := range []dbtest.Stream{dbtest.Upstream, dbtest.Downstream} {
 		seen := map[error]int{}
 		for n := 0; ; n += cutStep {
 			name := fmt.Sprintf("cut-%s-%d", dir, n)
-			e.process(name, slow, 3)
+			e.openOn(setup, name, slow, 3)
 			proxy := dbtest.NewProxy(t, e.d)
 			proxy.CutAfter(dir, n)
 			db := dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{}))
