@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"io"
 	"log/slog"
 	"time"
 
@@ -62,7 +61,7 @@ func startWorker(ctx context.Context, db *sql.DB, s workerSettings) (stop func(c
 		ProviderTimeout: s.ProviderTimeout,
 		BudgetRate:      rate,
 		BudgetBurst:     burst,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:          slog.New(slog.DiscardHandler), // the worker logs every job at Info
 		Hooks:           hooks,
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"image/color"
 	"io"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,6 +127,7 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 16, "clients of the fenced cycle and of the ceiling")
 	flag.StringVar(&sweep, "sweep", "10,50,200,1000", "other worker counts for the plot, with -jobs/5 jobs each")
 	flag.StringVar(&o.plot, "plot", "", "write the plot of jobs/s against workers to this PNG file")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (the queues' client side) to this file")
 	flag.StringVar(&only, "only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
 	flag.Parse()
 
@@ -161,7 +163,13 @@ func main() {
 	if o.jobs < 1 || o.rounds < 1 || o.workers < 1 || o.conns < 1 || o.concurrency < 1 {
 		fail(fmt.Errorf("-jobs, -rounds, -workers, -conns and -concurrency must be positive"))
 	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		fail(err)
+		fail(pprof.StartCPUProfile(f))
+	}
 	r, err := run(ctx, o, os.Stdout)
+	pprof.StopCPUProfile()
 	fail(err)
 	if o.json {
 		b, err := json.Marshal(r)

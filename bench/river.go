@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -203,4 +202,4 @@ func riverRound(ctx context.Context, p *pgDB, n, workers int) (throughput, error
 	return throughput{Jobs: n, Workers: workers, Seconds: elapsed.Seconds(), PerSecond: float64(n) / elapsed.Seconds(), CPU: used}, nil
 }
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
