@@ -303,6 +303,11 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 		say("   ceiling (two single-row autocommit UPDATEs)            %7.0f jobs/s  rounds %s", c.CeilingMedian, list(c.Ceiling))
 		say("   ratio %.2f× the ceiling; the cycle sent %.2f statements and %.2f COMMITs per job (the ceiling %.2f statements)",
 			c.Ratio, c.StatementsPerJob, c.CommitsPerJob, c.CeilingStmts)
+		say("   diagnostic: the same cycle with the schema's triggers dropped %7.0f jobs/s  rounds %s", c.NoTriggersMedian, list(c.NoTriggers))
+		for _, name := range []string{"fenced cycle", "fenced cycle without triggers", "ceiling"} {
+			u := c.CPU[name]
+			say("   CPU ms per job, %-29s client %.3f  MariaDB %.3f", name, u.Client, u.MariaDB)
+		}
 	}
 
 	if want("history") {
@@ -374,13 +379,10 @@ func cpuPerJob(ts []throughput) cpuUse {
 	var u cpuUse
 	jobs := 0
 	for _, t := range ts {
-		u.Client += t.CPU.Client
-		u.MariaDB += t.CPU.MariaDB
-		u.Postgres += t.CPU.Postgres
+		u = addCPU(u, t.CPU)
 		jobs += t.Jobs
 	}
-	k := 1000 / float64(max(jobs, 1))
-	return cpuUse{Client: u.Client * k, MariaDB: u.MariaDB * k, Postgres: u.Postgres * k}
+	return perJobMS(u, jobs)
 }
 
 // busy is the share of the machine's cores busy during the rounds.
