@@ -128,6 +128,7 @@ func main() {
 	flag.StringVar(&sweep, "sweep", "10,50,200,1000", "other worker counts for the plot, with -jobs/5 jobs each")
 	flag.StringVar(&o.plot, "plot", "", "write the plot of jobs/s against workers to this PNG file")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (the queues' client side) to this file")
+	replot := flag.String("replot", "", "only redraw -plot from the JSON line at the end of this file (a -json run's output)")
 	flag.StringVar(&only, "only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
 	flag.Parse()
 
@@ -162,6 +163,10 @@ func main() {
 	}
 	if o.jobs < 1 || o.rounds < 1 || o.workers < 1 || o.conns < 1 || o.concurrency < 1 {
 		fail(fmt.Errorf("-jobs, -rounds, -workers, -conns and -concurrency must be positive"))
+	}
+	if *replot != "" {
+		fail(redraw(*replot, o.plot))
+		return
 	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -274,15 +279,7 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 			say("     %5d workers  fencekit %7.0f  River %7.0f  ratio %.2f×", p.Workers, p.Fencekit, p.River, p.Fencekit/p.River)
 		}
 		if o.plot != "" {
-			var fk, rv series
-			fk = series{Name: "fencekit (MariaDB)", Color: color.RGBA{31, 119, 180, 255}}
-			rv = series{Name: "River (PostgreSQL)", Color: color.RGBA{230, 120, 20, 255}}
-			for _, p := range r.Sweep {
-				fk.X, fk.Y = append(fk.X, float64(p.Workers)), append(fk.Y, p.Fencekit)
-				rv.X, rv.Y = append(rv.X, float64(p.Workers)), append(rv.Y, p.River)
-			}
-			title := fmt.Sprintf("no-op jobs/s by worker count, %d-core machine", r.Machine.Cores)
-			if err := writePlot(o.plot, title, []series{fk, rv}); err != nil {
+			if err := plotSweep(o.plot, r); err != nil {
 				return nil, err
 			}
 			say("   plot: %s", o.plot)
@@ -409,4 +406,34 @@ func mib(xs []int64) string {
 		parts[i] = strconv.FormatFloat(float64(x)/(1<<20), 'f', 1, 64)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// plotSweep draws jobs/s against worker count for both queues.
+func plotSweep(path string, r *report) error {
+	fk := series{Name: "fencekit (MariaDB)", Color: color.RGBA{31, 119, 180, 255}}
+	rv := series{Name: "River (PostgreSQL)", Color: color.RGBA{230, 120, 20, 255}}
+	for _, p := range r.Sweep {
+		fk.X, fk.Y = append(fk.X, float64(p.Workers)), append(fk.Y, p.Fencekit)
+		rv.X, rv.Y = append(rv.X, float64(p.Workers)), append(rv.Y, p.River)
+	}
+	title := fmt.Sprintf("no-op jobs/s by worker count, %d-core machine", r.Machine.Cores)
+	return writePlot(path, title, []series{fk, rv})
+}
+
+// redraw draws the plot of a finished run from the JSON line at the end of
+// its output.
+func redraw(from, to string) error {
+	if to == "" {
+		return fmt.Errorf("-replot needs -plot")
+	}
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var r report
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		return fmt.Errorf("%s: the last line is not a -json report: %w", from, err)
+	}
+	return plotSweep(to, &r)
 }

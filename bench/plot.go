@@ -21,7 +21,7 @@ type series struct {
 // as a PNG: the standard library and a 5×7 pixel font, nothing else.
 func writePlot(path, title string, ss []series) error {
 	const w, h = 900, 540
-	const left, right, top, bottom = 90, 30, 60, 70
+	const left, right, top, bottom = 90, 30, 84, 70
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	fill(img, img.Bounds(), color.RGBA{255, 255, 255, 255})
 
@@ -64,7 +64,7 @@ func writePlot(path, title string, ss []series) error {
 			}
 			fill(img, image.Rect(px(s.X[i])-5, py(s.Y[i])-5, px(s.X[i])+6, py(s.Y[i])+6), s.Color)
 		}
-		lx, ly := w-right-300, top+10+si*26
+		lx, ly := left+si*360, 44
 		fill(img, image.Rect(lx, ly, lx+30, ly+14), s.Color)
 		text(img, lx+40, ly, strings.ToUpper(s.Name), ink, 2)
 	}
