@@ -75,7 +75,14 @@ type report struct {
 	FencekitJobsPerS float64 `json:"fencekit_jobs_per_s"`
 	RiverJobsPerS    float64 `json:"river_jobs_per_s"`
 	RiverRatio       float64 `json:"river_ratio"`
-	CeilingRatio     float64 `json:"ceiling_ratio"`
+	// The same burn-downs per second of processor time of the queue's
+	// client and its database server: steadier than jobs/s on a machine
+	// shared with other work (the server's time is its whole process's, so
+	// these are lower bounds).
+	FencekitJobsPerCPUS float64 `json:"fencekit_jobs_per_cpu_s"`
+	RiverJobsPerCPUS    float64 `json:"river_jobs_per_cpu_s"`
+	RiverCPURatio       float64 `json:"river_cpu_ratio"`
+	CeilingRatio        float64 `json:"ceiling_ratio"`
 	// StatementsPerJob is what the worker sent per job in the burn-down
 	// against River, counted by the server on the worker's sessions.
 	StatementsPerJob float64 `json:"statements_per_job"`
@@ -128,7 +135,7 @@ func main() {
 	flag.StringVar(&sweep, "sweep", "10,50,200,1000", "other worker counts for the plot, with -jobs/5 jobs each")
 	flag.StringVar(&o.plot, "plot", "", "write the plot of jobs/s against workers to this PNG file")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (the queues' client side) to this file")
-	replot := flag.String("replot", "", "only redraw -plot from the JSON line at the end of this file (a -json run's output)")
+	replot := flag.String("replot", "", "only redraw -plot from a -json report (docs/benchmarks-river.json, or a run's output)")
 	flag.StringVar(&only, "only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
 	flag.Parse()
 
@@ -249,8 +256,11 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 		say("   ratio     %8.2f× River", r.RiverRatio)
 		say("   fencekit's worker sent %.2f statements and %.2f COMMITs per job (server counters, its sessions)", r.StatementsPerJob, r.CommitsPerJob)
 		cf, cr := cpuPerJob(r.Fencekit), cpuPerJob(r.River)
+		r.FencekitJobsPerCPUS, r.RiverJobsPerCPUS = 1000/(cf.Client+cf.MariaDB), 1000/(cr.Client+cr.Postgres)
+		r.RiverCPURatio = r.FencekitJobsPerCPUS / r.RiverJobsPerCPUS
 		say("   CPU ms per job: fencekit worker %.3f + MariaDB %.3f; River client %.3f + PostgreSQL %.3f; machine busy %.0f%% / %.0f%% of its cores",
 			cf.Client, cf.MariaDB, cr.Client, cr.Postgres, busy(r.Fencekit, r.Machine.Cores), busy(r.River, r.Machine.Cores))
+		say("   jobs per CPU-second of queue + server: fencekit %.0f, River %.0f; ratio %.2f×", r.FencekitJobsPerCPUS, r.RiverJobsPerCPUS, r.RiverCPURatio)
 
 		counts := slices.DeleteFunc(slices.Clone(o.sweep), func(w int) bool { return w == o.workers })
 		for i, w := range counts {
@@ -420,8 +430,8 @@ func plotSweep(path string, r *report) error {
 	return writePlot(path, title, []series{fk, rv})
 }
 
-// redraw draws the plot of a finished run from the JSON line at the end of
-// its output.
+// redraw draws the plot of a finished run from its -json report: the file
+// holds the report alone, or the run's output ending with it.
 func redraw(from, to string) error {
 	if to == "" {
 		return fmt.Errorf("-replot needs -plot")
@@ -430,10 +440,12 @@ func redraw(from, to string) error {
 	if err != nil {
 		return err
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	var r report
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-		return fmt.Errorf("%s: the last line is not a -json report: %w", from, err)
+	if err := json.Unmarshal(b, &r); err != nil { // the JSON alone, or a run's whole output
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+			return fmt.Errorf("%s: neither the file nor its last line is a -json report: %w", from, err)
+		}
 	}
 	return plotSweep(to, &r)
 }
