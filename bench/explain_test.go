@@ -174,9 +174,8 @@ func dataLayerPaths(t *testing.T, c *ent.Client) {
 		t.Fatalf("re-enqueue: created %v, %v", created, err)
 	}
 	short := fencedwrite.ClaimOptions{Lease: time.Microsecond}
-	stale, err := c.RefundJob.Claim(ctx, job.ID, short)
+	stale, err := c.RefundJob.Claim(ctx, job.ID, short) // expired by the next statement
 	must(err)
-	time.Sleep(time.Millisecond) // the lease of a microsecond expires
 	taken, err := c.RefundJob.TakeoverExpired(ctx, 10, fencedwrite.ClaimOptions{})
 	must(err)
 	if len(taken) != 1 {
