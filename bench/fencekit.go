@@ -1,7 +1,11 @@
 package main
 
 // Every use of the worker's API is in this file, so that a change of the
-// worker (batched write-backs, say) changes the benchmark in one place.
+// worker (batched write-backs, say) changes the benchmark in one place:
+// startWorker builds every worker the benchmark runs (the burn-downs, the
+// takeover's doomed and surviving workers, the memory run's process, the
+// explain test's). The data layer's own calls (the unbatched cycle, the
+// history probes) live with their sections.
 
 import (
 	"context"
