@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/worker/internal/budget"
 )
 
@@ -225,7 +226,8 @@ func (c *Client) pass() time.Duration {
 	if free <= 0 {
 		return c.cfg.ScanInterval // a job that finishes wakes the scheduler
 	}
-	granted, retryIn, err := c.bucket.Take(ctx, free)
+	// A batch claim takes at most fencedrt.MaxBatch jobs.
+	granted, retryIn, err := c.bucket.Take(ctx, min(free, fencedrt.MaxBatch))
 	if err != nil {
 		c.log.Error("take outbound budget", "err", err)
 		return c.cfg.ScanInterval
@@ -255,7 +257,7 @@ func (c *Client) pass() time.Duration {
 		c.jobs.Add(1)
 		go c.run(l)
 	}
-	if len(taken)+len(due) == granted && granted < free {
+	if len(taken)+len(due) == granted && granted < min(free, fencedrt.MaxBatch) {
 		// The budget, not the work, was the limit: look again when the next
 		// token is due.
 		return min(max(retryIn, time.Millisecond), c.cfg.ScanInterval)
