@@ -19,7 +19,8 @@ import (
 //   - entuse, example.com/app/ent: Ent's generic builders.
 func TestAnalyzer(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer,
-		"sqlconst", "queries", "heads", "notsql", "dynamic", "suppress", "entuse", "example.com/app/ent")
+		"sqlconst", "queries", "heads", "notsql", "dynamic", "suppress", "entuse", "example.com/app/ent",
+		"wrappers", "sqlhelp", "edits", "unreadable", "variants", "selfdeclare", "embedded", "libsinks")
 }
 
 // withFlag runs the analyzer with one flag set, restoring it afterwards.
@@ -40,6 +41,12 @@ func TestTablesFlag(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "tables")
 }
 
+// TestSinksFlag: extra sinks by name, package function and method.
+func TestSinksFlag(t *testing.T) {
+	withFlag(t, "sinks", "runSQL,custom/dbx.Pool.Do,custom/dbx.Send")
+	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "custom")
+}
+
 // TestDeleteFlag: DELETE statements and Ent delete builders.
 func TestDeleteFlag(t *testing.T) {
 	withFlag(t, "delete", "true")
@@ -47,9 +54,14 @@ func TestDeleteFlag(t *testing.T) {
 }
 
 func TestNewRejectsBadTables(t *testing.T) {
-	for _, spec := range []string{"refund_jobs:state:state", "refund-jobs", "a,a"} {
+	for _, spec := range []string{"refund_jobs:state:state", "refund-jobs", "a,a", "a:s:t:l:t"} {
 		if _, err := analyzer.New(spec, false); err == nil {
 			t.Errorf("New(%q) succeeded", spec)
+		}
+	}
+	for _, sinks := range []string{"a/b", "(*x.T).M", "a.b.c.d", "pkg.", "x y"} {
+		if _, err := analyzer.NewWithOptions(analyzer.Options{Sinks: sinks}); err == nil {
+			t.Errorf("NewWithOptions(Sinks: %q) succeeded", sinks)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
-	"strings"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/types/typeutil"
@@ -17,13 +16,14 @@ import (
 type checker struct {
 	pass     *analysis.Pass
 	cfg      *sqlcheck.Config
+	opts     *options
 	findings []finding
 
 	notStatic map[ast.Expr]bool // memo of non-static concatenations
 
 	// Needs SSA to decide.
 	locals   []localConst // constants stored in a local variable
-	sinks    []sink       // sink calls whose query is not static
+	sites    []*site      // sink calls outside function declarations
 	astRoots map[token.Pos]bool
 
 	// Package variables: unexported ones used only as fragments are judged
@@ -31,16 +31,36 @@ type checker struct {
 	globals    []globalConst
 	globalUses map[*types.Var]*useCount
 
-	// Where local string variables get their values, to drop sinks whose
-	// query can only be a hole (an unassigned parameter, or a value
-	// returned by another package such as Ent's sql.Selector.Query).
-	params  map[*types.Var]bool
-	assigns map[*types.Var][]bool // per assignment: from another package's call
+	// For the AST evaluator: where variables get their values.
+	params    map[*types.Var]paramInfo
+	defs      map[*types.Var][]def
+	addrTaken map[*types.Var]bool
+	varBusy   map[*types.Var]bool
+	varBase   map[*types.Var][]template
+	embeds    map[*types.Var]*embedInfo
+
+	// Function declarations, and what makes a wrapper's calls visible.
+	funcs        map[*types.Func]*funcInfo
+	funcOrder    []*funcInfo
+	pending      []*ast.CallExpr // same-package calls outside declarations
+	nonCallUse   map[*types.Func]bool
+	ifaceMethods map[string]bool
+
+	// Calls that take a strings.Builder or bytes.Buffer variable.
+	builderCalls map[*types.Var][]*ast.CallExpr
+
+	// Query builders (squirrel, goqu, gorm, Ent's dialect/sql).
+	builders []*builderUse
 
 	// Lexical evidence that a run-time string may write a fenced table.
 	mentionTable, mentionWrite bool
 	// The same, among strings that may be parts of longer run-time strings.
 	fragmentTable, fragmentWrite bool
+
+	// During the walk: the enclosing declaration, and how many function
+	// literals deep the walk is inside it.
+	cur      *funcInfo
+	litDepth int
 }
 
 type localConst struct {
@@ -57,20 +77,24 @@ type globalConst struct {
 
 type useCount struct{ all, fragment int }
 
-type sink struct {
-	call  *ast.CallExpr
-	query ast.Expr
-}
-
-func newChecker(pass *analysis.Pass, cfg *sqlcheck.Config) *checker {
+func newChecker(pass *analysis.Pass, o *options) *checker {
 	return &checker{
-		pass:       pass,
-		cfg:        cfg,
-		notStatic:  map[ast.Expr]bool{},
-		astRoots:   map[token.Pos]bool{},
-		globalUses: map[*types.Var]*useCount{},
-		params:     map[*types.Var]bool{},
-		assigns:    map[*types.Var][]bool{},
+		pass:         pass,
+		cfg:          o.sql,
+		opts:         o,
+		notStatic:    map[ast.Expr]bool{},
+		astRoots:     map[token.Pos]bool{},
+		globalUses:   map[*types.Var]*useCount{},
+		params:       map[*types.Var]paramInfo{},
+		defs:         map[*types.Var][]def{},
+		addrTaken:    map[*types.Var]bool{},
+		varBusy:      map[*types.Var]bool{},
+		varBase:      map[*types.Var][]template{},
+		embeds:       map[*types.Var]*embedInfo{},
+		funcs:        map[*types.Func]*funcInfo{},
+		nonCallUse:   map[*types.Func]bool{},
+		ifaceMethods: map[string]bool{},
+		builderCalls: map[*types.Var][]*ast.CallExpr{},
 	}
 }
 
@@ -78,33 +102,63 @@ func (c *checker) add(pos token.Pos, msg string) {
 	c.findings = append(c.findings, finding{pos, msg})
 }
 
-// walk visits every file once: maximal static strings, sink calls, Ent
-// builder calls and uses of package string variables.
+// walk visits every file once: maximal static strings, sink calls, query
+// builders, Ent builder calls, uses of package string variables, and what
+// the AST evaluator needs (parameters, assignments, returns).
 func (c *checker) walk() {
 	for _, f := range c.pass.Files {
 		var stack []ast.Node
 		ast.Inspect(f, func(n ast.Node) bool {
 			if n == nil {
+				top := stack[len(stack)-1]
 				stack = stack[:len(stack)-1]
+				switch top := top.(type) {
+				case *ast.FuncDecl:
+					if c.cur != nil && c.cur.decl == top {
+						c.cur = nil
+					}
+				case *ast.FuncLit:
+					c.litDepth--
+				}
 				return true
 			}
 			switch n := n.(type) {
 			case *ast.ImportSpec:
 				return false // import paths are not expressions
+			case *ast.FuncDecl:
+				c.funcDecl(n)
+			case *ast.FuncLit:
+				c.litDepth++
 			case *ast.FuncType:
-				c.funcParams(n)
+				c.funcParams(n, stack)
 				return false // nor are struct tags in parameter lists
+			case *ast.InterfaceType:
+				for _, m := range n.Methods.List {
+					for _, name := range m.Names {
+						c.ifaceMethods[name.Name] = true
+					}
+				}
 			case *ast.Field:
 				if n.Tag != nil {
 					return false
 				}
+			case *ast.GenDecl:
+				c.embedDecl(n)
 			case *ast.AssignStmt:
 				c.assignment(n)
+			case *ast.ValueSpec:
+				c.valueSpec(n)
+			case *ast.RangeStmt:
+				c.rangeStmt(n)
+			case *ast.ReturnStmt:
+				if c.cur != nil && c.litDepth == 0 {
+					c.cur.returns = append(c.cur.returns, n)
+				}
 			case *ast.UnaryExpr:
 				if n.Op == token.AND {
 					if id, ok := ast.Unparen(n.X).(*ast.Ident); ok {
 						if v, ok := c.pass.TypesInfo.Uses[id].(*types.Var); ok {
-							c.assigns[v] = append(c.assigns[v], false) // address taken
+							c.addrTaken[v] = true
 						}
 					}
 				}
@@ -124,11 +178,12 @@ func (c *checker) walk() {
 					return false
 				case *ast.Ident:
 					c.globalUse(n, stack)
+					c.funcUse(n, stack)
 					return false
 				case *ast.SelectorExpr:
 					c.entBuilder(n)
 				case *ast.CallExpr:
-					c.sinkCall(n)
+					c.call(n, stack)
 				}
 			}
 			stack = append(stack, n)
@@ -137,80 +192,149 @@ func (c *checker) walk() {
 	}
 }
 
-func (c *checker) funcParams(ft *ast.FuncType) {
+func (c *checker) funcDecl(fd *ast.FuncDecl) {
+	fn, ok := c.pass.TypesInfo.Defs[fd.Name].(*types.Func)
+	if !ok || fd.Body == nil {
+		return
+	}
+	fi := &funcInfo{fn: fn, decl: fd}
+	c.funcs[fn] = fi
+	c.funcOrder = append(c.funcOrder, fi)
+	c.cur, c.litDepth = fi, 0
+}
+
+// funcParams records parameters: string parameters of a declaration
+// become parameter holes for the evaluator.
+func (c *checker) funcParams(ft *ast.FuncType, stack []ast.Node) {
 	if ft.Params == nil {
 		return
 	}
+	var owner *funcInfo
+	if len(stack) > 0 && c.cur != nil && stack[len(stack)-1] == c.cur.decl {
+		owner = c.cur
+	}
+	i := 0
 	for _, f := range ft.Params.List {
-		for _, id := range f.Names {
+		names := f.Names
+		if len(names) == 0 {
+			i++
+			continue
+		}
+		for _, id := range names {
 			if v, ok := c.pass.TypesInfo.Defs[id].(*types.Var); ok {
-				c.params[v] = true
+				if owner != nil && isString(v.Type()) && !(owner.fn.Signature().Variadic() && i == owner.fn.Signature().Params().Len()-1) {
+					c.params[v] = paramInfo{fn: owner, index: i}
+				} else {
+					c.params[v] = paramInfo{}
+				}
 			}
+			i++
 		}
 	}
 }
 
-// assignment records, for each local variable assigned, whether the value
-// comes from a call of another package's function (not fmt, strings or
-// bytes, which build strings from their arguments).
+// assignment records the values assigned to variables.
 func (c *checker) assignment(as *ast.AssignStmt) {
 	for i, lhs := range as.Lhs {
 		id, ok := ast.Unparen(lhs).(*ast.Ident)
-		if !ok {
+		if !ok || id.Name == "_" {
 			continue
 		}
-		v, ok := c.pass.TypesInfo.ObjectOf(id).(*types.Var)
-		if !ok || v.Parent() == c.pass.Pkg.Scope() || !isString(v.Type()) {
+		v := c.objVar(id)
+		if v == nil {
 			continue
 		}
-		rhs := as.Rhs[0]
+		d := def{add: as.Tok == token.ADD_ASSIGN}
 		if len(as.Rhs) == len(as.Lhs) {
-			rhs = as.Rhs[i]
+			d.expr = as.Rhs[i]
+		} else if i == 0 && len(as.Rhs) == 1 {
+			if call, ok := ast.Unparen(as.Rhs[0]).(*ast.CallExpr); ok {
+				d.expr = call // the first result of a multi-value call
+			}
 		}
-		c.assigns[v] = append(c.assigns[v], as.Tok != token.ADD_ASSIGN && c.foreignCall(rhs))
+		if as.Tok != token.ASSIGN && as.Tok != token.DEFINE && as.Tok != token.ADD_ASSIGN {
+			d.expr = nil
+		}
+		c.defs[v] = append(c.defs[v], d)
 	}
 }
 
-func (c *checker) foreignCall(e ast.Expr) bool {
-	call, ok := ast.Unparen(e).(*ast.CallExpr)
-	if !ok {
-		return false
-	}
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
-	if !ok || fn.Pkg() == nil || fn.Pkg() == c.pass.Pkg {
-		return false
-	}
-	switch fn.Pkg().Path() {
-	case "fmt", "strings", "bytes":
-		return false
-	}
-	return true
-}
-
-// opaque reports whether a sink's query can only be a hole: a parameter
-// never assigned, or a local only ever set from another package's call.
-func (c *checker) opaque(query ast.Expr) bool {
-	id, ok := ast.Unparen(query).(*ast.Ident)
-	if !ok {
-		return false
-	}
-	v, ok := c.pass.TypesInfo.Uses[id].(*types.Var)
-	if !ok || v.Parent() == c.pass.Pkg.Scope() {
-		return false
-	}
-	as := c.assigns[v]
-	if c.params[v] {
-		return len(as) == 0
-	}
-	if len(as) == 0 {
-		return false
-	}
-	for _, foreign := range as {
-		if !foreign {
-			return false
+// rangeStmt records range variables: the elements of a slice or array
+// literal for the value, else unknown.
+func (c *checker) rangeStmt(rs *ast.RangeStmt) {
+	if id, ok := rs.Key.(*ast.Ident); ok {
+		if v := c.objVar(id); v != nil {
+			c.defs[v] = append(c.defs[v], def{})
 		}
 	}
-	return true
+	id, ok := rs.Value.(*ast.Ident)
+	if !ok {
+		return
+	}
+	v := c.objVar(id)
+	if v == nil {
+		return
+	}
+	if lit, ok := ast.Unparen(rs.X).(*ast.CompositeLit); ok && isString(v.Type()) {
+		if _, ok := c.pass.TypesInfo.TypeOf(lit).Underlying().(*types.Map); !ok {
+			for _, e := range lit.Elts {
+				if kv, ok := e.(*ast.KeyValueExpr); ok {
+					e = kv.Value
+				}
+				c.defs[v] = append(c.defs[v], def{expr: e})
+			}
+			return
+		}
+	}
+	c.defs[v] = append(c.defs[v], def{})
+}
+
+// valueSpec records var declarations: a value, or the zero value.
+func (c *checker) valueSpec(vs *ast.ValueSpec) {
+	for i, id := range vs.Names {
+		v, ok := c.pass.TypesInfo.Defs[id].(*types.Var)
+		if !ok || id.Name == "_" {
+			continue
+		}
+		switch {
+		case len(vs.Values) == len(vs.Names):
+			c.defs[v] = append(c.defs[v], def{expr: vs.Values[i]})
+		case len(vs.Values) == 0 && c.embeds[v] == nil:
+			c.defs[v] = append(c.defs[v], def{expr: emptyString})
+		default:
+			c.defs[v] = append(c.defs[v], def{})
+		}
+	}
+}
+
+var emptyString = &ast.BasicLit{Kind: token.STRING, Value: `""`}
+
+// funcUse records uses of same-package functions other than calls.
+func (c *checker) funcUse(id *ast.Ident, stack []ast.Node) {
+	fn, ok := c.pass.TypesInfo.Uses[id].(*types.Func)
+	if !ok || fn.Pkg() != c.pass.Pkg {
+		return
+	}
+	var callee ast.Node = id
+	i := len(stack) - 1
+	if i >= 0 {
+		if se, ok := stack[i].(*ast.SelectorExpr); ok && se.Sel == id {
+			callee, i = se, i-1
+		}
+	}
+	for i >= 0 {
+		if ix, ok := stack[i].(*ast.IndexExpr); ok && ix.X == callee { // generic instantiation
+			callee, i = ix, i-1
+			continue
+		}
+		break
+	}
+	if i >= 0 {
+		if call, ok := stack[i].(*ast.CallExpr); ok && call.Fun == callee {
+			return
+		}
+	}
+	c.nonCallUse[fn.Origin()] = true
 }
 
 // static returns the value of e when it is a static string expression: a
@@ -452,6 +576,9 @@ func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 		return
 	}
 	ps := sqlcheck.Check(s, c.cfg)
+	if ctx == ctxAlone && len(ps) > 0 && c.inMessage(e, stack) {
+		ps = dropUnprovable(ps)
+	}
 	if len(ps) == 0 {
 		return
 	}
@@ -463,6 +590,29 @@ func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 	default:
 		c.add(e.Pos(), problemsMessage(ps))
 	}
+}
+
+// inMessage reports whether e is an argument of a call that formats a
+// message (errors.New, fmt.Errorf, log.Printf, t.Fatalf, …).
+func (c *checker) inMessage(e ast.Expr, stack []ast.Node) bool {
+	if len(stack) == 0 {
+		return false
+	}
+	call, ok := stack[len(stack)-1].(*ast.CallExpr)
+	if !ok || call.Fun == e {
+		return false
+	}
+	return messageCall(typeutil.Callee(c.pass.TypesInfo, call))
+}
+
+func dropUnprovable(ps []sqlcheck.Problem) []sqlcheck.Problem {
+	out := ps[:0]
+	for _, p := range ps {
+		if p.Kind != sqlcheck.Unprovable {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // globalUse counts the uses of package string variables, and those that
@@ -483,53 +633,77 @@ func (c *checker) globalUse(id *ast.Ident, stack []ast.Node) {
 	}
 }
 
-// sinkCall records calls of SQL sinks whose query is not static.
-func (c *checker) sinkCall(call *ast.CallExpr) {
+// call records sink calls (direct ones, and calls of wrappers in other
+// packages), calls of same-package functions that may be wrappers, and
+// query builders.
+func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
-	if !ok || fn.Type().(*types.Signature).Recv() == nil || !sinkName(fn.Name()) {
+	if !ok {
 		return
 	}
-	i := sinkQueryIndex(fn)
-	if i < 0 || i >= len(call.Args) {
+	c.builderCall(call, fn, stack)
+	c.builderVarCall(call)
+	if i := c.sinkQueryIndex(fn); i >= 0 {
+		if i < len(call.Args) {
+			if _, ok := c.static(call.Args[i]); !ok {
+				c.addSite(&site{call: call, query: i})
+			}
+		}
 		return
 	}
-	if _, ok := c.static(call.Args[i]); ok {
-		return // judged as a constant
+	if fn.Pkg() == c.pass.Pkg {
+		if hasStringParam(fn.Signature()) {
+			if c.cur != nil {
+				c.cur.pending = append(c.cur.pending, call)
+			} else {
+				c.pending = append(c.pending, call)
+			}
+		}
+		return
 	}
-	c.sinks = append(c.sinks, sink{call, call.Args[i]})
+	if ws := c.sinksOf(fn); len(ws) > 0 {
+		c.addSite(&site{call: call, query: -1, wrapper: ws})
+	}
 }
 
-var sinkPrefixes = []string{"Exec", "Query", "Prepare", "MustExec"}
+// builderVarCall records a call whose receiver or an argument is a
+// strings.Builder or bytes.Buffer variable (b.WriteString(s),
+// fmt.Fprintf(&b, …), helper(&b)).
+func (c *checker) builderVarCall(call *ast.CallExpr) {
+	var xs []ast.Expr
+	if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
+		xs = append(xs, sel.X)
+	}
+	xs = append(xs, call.Args...)
+	for _, x := range xs {
+		x = ast.Unparen(x)
+		if u, ok := x.(*ast.UnaryExpr); ok && u.Op == token.AND {
+			x = ast.Unparen(u.X)
+		}
+		if id, ok := x.(*ast.Ident); ok {
+			if v := c.objVar(id); v != nil && isBuilderType(v.Type()) {
+				c.builderCalls[v] = append(c.builderCalls[v], call)
+			}
+		}
+	}
+}
 
-func sinkName(name string) bool {
-	for _, p := range sinkPrefixes {
-		if strings.HasPrefix(name, p) {
+func (c *checker) addSite(st *site) {
+	st.fn = c.cur
+	if c.cur != nil {
+		c.cur.sites = append(c.cur.sites, st)
+	} else {
+		c.sites = append(c.sites, st)
+	}
+}
+
+func hasStringParam(sig *types.Signature) bool {
+	for i := 0; i < sig.Params().Len(); i++ {
+		if isString(sig.Params().At(i).Type()) {
 			return true
 		}
 	}
 	return false
-}
-
-// sinkQueryIndex returns the index of the query parameter of a SQL sink: a
-// method in the Exec/Query/Prepare families whose first parameter, or
-// second after a context.Context, is a string. It returns -1 otherwise.
-func sinkQueryIndex(fn *types.Func) int {
-	sig, ok := fn.Type().(*types.Signature)
-	if !ok || sig.Recv() == nil {
-		return -1
-	}
-	if !sinkName(fn.Name()) {
-		return -1
-	}
-	params := sig.Params()
-	i := 0
-	if params.Len() > 0 && isContext(params.At(0).Type()) {
-		i = 1
-	}
-	if params.Len() > i && isString(params.At(i).Type()) && !(sig.Variadic() && i == params.Len()-1) {
-		return i
-	}
-	return -1
 }
 
 func isContext(t types.Type) bool {
@@ -537,8 +711,9 @@ func isContext(t types.Type) bool {
 	return ok && n.Obj().Name() == "Context" && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "context"
 }
 
-// settle decides what needed the whole package: package variables, and
-// with SSA the locals, the run-time concatenations and the sinks.
+// settle decides what needed the whole package: package variables, the
+// summaries of its functions, the query builders, and with SSA the locals,
+// the run-time concatenations and the sinks.
 func (c *checker) settle() {
 	for _, g := range c.globals {
 		u := c.globalUses[g.v]
@@ -547,17 +722,28 @@ func (c *checker) settle() {
 		}
 		c.add(g.expr.Pos(), problemsMessage(g.problems))
 	}
-	sinks := c.sinks[:0]
-	for _, k := range c.sinks {
-		if !c.opaque(k.query) {
-			sinks = append(sinks, k)
+	for _, call := range c.pending {
+		c.wrapperSite(call, nil)
+	}
+	c.pending = nil
+	sites := c.sites
+	for _, fi := range c.funcOrder {
+		if len(fi.pending) > 0 || len(fi.sites) > 0 {
+			c.summary(fi)
+			sites = append(sites, fi.sites...)
 		}
 	}
-	c.sinks = sinks
-	needSSA := len(c.locals) > 0 ||
-		len(c.sinks) > 0 && c.mentionTable && c.mentionWrite ||
-		c.fragmentTable && c.fragmentWrite
+	// A site needs SSA when a query it may send names a fenced table.
+	needSites := false
+	for _, st := range sites {
+		c.siteTemplates(st)
+		if anyMentions(st.ts, c.cfg) {
+			needSites = true
+		}
+	}
+	c.judgeBuilders()
+	needSSA := len(c.locals) > 0 || needSites || c.fragmentTable && c.fragmentWrite
 	if needSSA {
-		c.runSSA()
+		c.runSSA(sites)
 	}
 }

@@ -8,10 +8,13 @@ import (
 )
 
 // Part is a piece of a query built at run time: constant text, or a hole
-// whose value is not known statically.
+// whose value is not known statically. A hole may stand for a parameter
+// of the function that builds the query (Param, 1-based), which its
+// callers fill in.
 type Part struct {
-	Text string
-	Hole bool
+	Text  string
+	Hole  bool
+	Param int
 }
 
 // CheckTemplate judges a query built at run time from constant fragments and

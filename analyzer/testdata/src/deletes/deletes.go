@@ -4,11 +4,13 @@ package deletes
 import (
 	"context"
 	"database/sql"
+	"os"
 
 	"example.com/app/ent"
 )
 
-func deletes(ctx context.Context, db *sql.DB, client *ent.Client, where string) {
+func deletes(ctx context.Context, db *sql.DB, client *ent.Client) {
+	where := os.Getenv("WHERE")
 	db.Exec("DELETE FROM refund_jobs WHERE id = ?") // want `unfenced DELETE of refund_jobs: WHERE lacks state = \? and attempt = \?`
 	db.Exec("DELETE FROM refund_jobs WHERE id = ? AND state = 'succeeded' AND attempt = ?")
 	db.Exec("DELETE j FROM refund_jobs j JOIN refunds r ON r.job_id = j.id WHERE r.id = ?") // want `unfenced DELETE of refund_jobs`
