@@ -20,7 +20,8 @@ import (
 func TestAnalyzer(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer,
 		"sqlconst", "queries", "heads", "notsql", "dynamic", "suppress", "entuse", "example.com/app/ent",
-		"wrappers", "sqlhelp", "edits", "unreadable", "variants", "selfdeclare", "embedded", "libsinks")
+		"wrappers", "sqlhelp", "edits", "unreadable", "variants", "selfdeclare", "embedded", "libsinks",
+		"sqbuild", "goqubuild", "gormbuild", "entbuild")
 }
 
 // withFlag runs the analyzer with one flag set, restoring it afterwards.
@@ -34,10 +35,10 @@ func withFlag(t *testing.T, name, value string) {
 	t.Cleanup(func() { f.Value.Set(old) })
 }
 
-// TestTablesFlag: other tables and columns, several tables, default Ent
-// naming for an entity fenced by flag.
+// TestTablesFlag: other tables and columns (the writer column too),
+// several tables, default Ent naming for an entity fenced by flag.
 func TestTablesFlag(t *testing.T) {
-	withFlag(t, "tables", "refund_jobs,payouts:status:version:held_until,audit_entries")
+	withFlag(t, "tables", "refund_jobs,payouts:status:version:held_until:declared_version,audit_entries")
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "tables")
 }
 

@@ -50,7 +50,8 @@ type checker struct {
 	builderCalls map[*types.Var][]*ast.CallExpr
 
 	// Query builders (squirrel, goqu, gorm, Ent's dialect/sql).
-	builders []*builderUse
+	builders   []*builderUse
+	gormWrites []*bmodel
 
 	// Lexical evidence that a run-time string may write a fenced table.
 	mentionTable, mentionWrite bool

@@ -6,8 +6,21 @@ import (
 	"database/sql"
 	"os"
 
+	sq "github.com/Masterminds/squirrel"
+	"gorm.io/gorm"
+
 	"example.com/app/ent"
 )
+
+type RefundJob struct{ ID int64 }
+
+func builders(g *gorm.DB, job *RefundJob, cur string, attempt int64) {
+	sq.Delete("refund_jobs").Where(sq.Eq{"id": job.ID}).Exec() // want `squirrel.Delete: unfenced DELETE of refund_jobs`
+	sq.Delete("refund_jobs").Where(sq.Eq{"id": job.ID, "state": cur, "attempt": attempt}).Exec()
+	g.Delete(job) // want `gorm DB.Delete: unfenced DELETE of refund_jobs`
+	g.Where("state = ? AND attempt = ?", cur, attempt).Delete(job)
+	g.Delete(&RefundJob{}, "state = ? AND attempt = ?", cur, attempt)
+}
 
 func deletes(ctx context.Context, db *sql.DB, client *ent.Client) {
 	where := os.Getenv("WHERE")
