@@ -14,13 +14,16 @@ import (
 
 const doc = `report writes of fenced tables that lack the state + attempt fence
 
-fencelint reports SQL (constant strings, and queries built at run time that
-reach a SQL sink) that writes existing rows of a fenced table (default
-refund_jobs) without "AND state = ? AND attempt = ?" in the AND chain of its
-WHERE clause, writes that require the lease to be still valid, REPLACE and
-INSERT … ON DUPLICATE KEY UPDATE of a fenced table, and calls of Ent's generic
-update builders of a fenced entity. Suppress a justified exception with
-"//fencelint:allow <reason>" on the line or the line above.`
+fencelint reports SQL (constant strings, embedded files, queries built at
+run time that reach a SQL sink or a wrapper of one, query builders) that
+writes existing rows of a fenced table (default refund_jobs) without
+"AND state = ? AND attempt = ?" in the AND chain of its WHERE clause, writes
+that require the lease to be still valid, writes that declare the row's own
+attempt (SET writer_attempt = attempt), REPLACE and upserts of a fenced
+table, SQL it cannot read that is shaped like such a write, and calls of
+Ent's generic update and upsert builders of a fenced entity. Suppress a
+justified exception with "//fencelint:allow <reason>" on the line or the
+line above.`
 
 // Analyzer reports unfenced writes of fenced tables. It is configured by
 // its flags, -tables, -delete and -sinks.

@@ -8,6 +8,16 @@
 // github.com/fencekit/fencekit/ent/... package), and "dense", generated
 // packages full of fenced, unfenced, run-time and read-only SQL.
 //
+// fencelint exports facts, so it runs on every dependency too. By default
+// (-load=all) both analyzers get packages loaded as go vet gives them to a
+// vet tool: every dependency parsed and type-checked from source. With
+// -load=roots, dependencies come from export data (and fencelint sees no
+// dependency's syntax, so its facts are missing: a lower bound).
+//
+// With -vet, it also times go vet itself on the real set, with a no-op vet
+// tool and with fencelint (each run with a fresh copy of the tool, so that
+// go vet's cache of earlier runs does not answer).
+//
 // Run it from the repository root (the workspace resolves both sets):
 //
 //	go run ./analyzer/internal/fencebench -rounds 5
@@ -43,7 +53,17 @@ func main() {
 	real := flag.String("real", "golang.org/x/tools/...,github.com/fencekit/fencekit/ent/...", "comma-separated patterns of the real set, resolved from the current directory")
 	densePkgs := flag.Int("dense", 40, "packages in the generated SQL-dense set (0 skips it)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	load := flag.String("load", "all", "all: dependencies parsed and type-checked from source, as go vet does; roots: dependencies from export data")
+	vet := flag.Bool("vet", false, "also time go vet -vettool on the real set, with a no-op tool and with fencelint")
 	flag.Parse()
+	switch *load {
+	case "all":
+		loadMode = packages.LoadAllSyntax
+	case "roots":
+		loadMode = packages.LoadSyntax
+	default:
+		log.Fatalf("-load=%s: want all or roots", *load)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -56,8 +76,8 @@ func main() {
 	}
 	log.SetFlags(0)
 
-	fmt.Printf("fencebench: %s, GOMAXPROCS=%d, %d rounds, median wall time of load+type-check+analysis\n\n",
-		runtime.Version(), runtime.GOMAXPROCS(0), *rounds)
+	fmt.Printf("fencebench: %s, GOMAXPROCS=%d, %d rounds, -load=%s, median wall time of load+type-check+analysis\n\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), *rounds, *load)
 	fmt.Printf("%-6s %6s %6s %12s %12s %7s %14s %14s\n", "set", "pkgs", "diags", "noop", "fencelint", "ratio", "noop-analysis", "fence-analysis")
 
 	if *real != "" {
@@ -65,6 +85,9 @@ func main() {
 	}
 	if len(broken) > 0 {
 		fmt.Printf("(left out, not type-checking: %d packages)\n", len(broken))
+	}
+	if *vet && *real != "" {
+		vetBench(strings.Split(*real, ","), *rounds)
 	}
 	if *densePkgs > 0 {
 		dir, err := os.MkdirTemp("", "fencebench-dense")
@@ -87,8 +110,10 @@ func main() {
 
 type sample struct{ total, analysis time.Duration }
 
+var loadMode packages.LoadMode
+
 func bench(name, dir string, patterns, env []string, rounds int) {
-	cfg := &packages.Config{Mode: packages.LoadSyntax, Dir: dir, Env: append(os.Environ(), env...)}
+	cfg := &packages.Config{Mode: loadMode, Dir: dir, Env: append(os.Environ(), env...)}
 	var noopS, fenceS []sample
 	var npkgs, ndiags int
 	// One unmeasured run of each warms caches (go list, export data).
@@ -158,6 +183,69 @@ func measure(a *analysis.Analyzer, cfg *packages.Config, patterns []string) (sam
 		diags += len(act.Diagnostics)
 	}
 	return sample{end.Sub(start), end.Sub(loaded)}, len(ok), diags
+}
+
+// vetBench times go vet -vettool on the real set: a no-op vet tool
+// against fencelint, alternately. go vet runs the tool on every package and
+// dependency and caches the results by the tool's content, so each run
+// gets a copy of the tool made unique by a trailing byte.
+func vetBench(patterns []string, rounds int) {
+	dir, err := os.MkdirTemp("", "fencebench-vet")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	tools := map[string]string{
+		"noop":      "./analyzer/internal/fencebench/noopvet",
+		"fencelint": "./cmd/fencelint",
+	}
+	for name, pkg := range tools {
+		out := filepath.Join(dir, name)
+		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			log.Fatalf("build %s: %v\n%s", pkg, err, b)
+		}
+	}
+	copies := 0
+	run := func(name string) time.Duration {
+		src, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			log.Fatal(err)
+		}
+		copies++
+		tool := filepath.Join(dir, fmt.Sprintf("%s-%d", name, copies))
+		if err := os.WriteFile(tool, append(src, byte(copies), byte(copies>>8)), 0o755); err != nil {
+			log.Fatal(err)
+		}
+		defer os.Remove(tool)
+		start := time.Now()
+		cmd := exec.Command("go", append([]string{"vet", "-vettool=" + tool}, patterns...)...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			log.Fatalf("go vet with %s: %v\n%s", name, err, b)
+		}
+		return time.Since(start)
+	}
+	run("noop") // warms the build cache (export data of every package)
+	run("fencelint")
+	var noopT, fenceT []time.Duration
+	for r := 0; r < rounds; r++ {
+		order := []string{"noop", "fencelint"}
+		if r%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, name := range order {
+			d := run(name)
+			if name == "noop" {
+				noopT = append(noopT, d)
+			} else {
+				fenceT = append(fenceT, d)
+			}
+		}
+	}
+	slices.Sort(noopT)
+	slices.Sort(fenceT)
+	n, f := noopT[len(noopT)/2], fenceT[len(fenceT)/2]
+	fmt.Printf("%-6s %6s %6s %12s %12s %6.3fx   (go vet -vettool, fresh tool each run)\n", "vet", "", "",
+		n.Round(time.Millisecond), f.Round(time.Millisecond), float64(f)/float64(n))
 }
 
 func median(s []sample) sample {
