@@ -30,10 +30,15 @@ type paramInfo struct {
 	index int
 }
 
-// funcInfo is what the walk records about one function declaration.
+// funcInfo is what the walk records about one function declaration, or a
+// function literal bound to a local variable that is only called
+// (settle := func(key, age string) { … }).
 type funcInfo struct {
-	fn      *types.Func
+	fn      *types.Func  // nil for a literal
+	sig     *types.Signature
 	decl    *ast.FuncDecl
+	lit     *ast.FuncLit
+	v       *types.Var // the literal's variable
 	returns []*ast.ReturnStmt // its own, not those of nested literals
 	sites   []*site           // sink calls in it (nested literals included)
 	pending []*ast.CallExpr   // calls of same-package functions taking a string
@@ -189,7 +194,18 @@ func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
 		}
 		return holeTemplate
 	}
-	fn, _ := typeutil.Callee(info, call).(*types.Func)
+	callee := typeutil.Callee(info, call)
+	if v, ok := callee.(*types.Var); ok && c.litFuncs[v] != nil {
+		if rs := c.summary(c.litFuncs[v]).returns; rs != nil {
+			return substitute(rs, func(i int) []template {
+				if a := callArg(call, i); a != nil {
+					return ev.eval(a, depth+1)
+				}
+				return nil
+			})
+		}
+	}
+	fn, _ := callee.(*types.Func)
 	if fn == nil {
 		return ev.editArgs(call, depth)
 	}
@@ -379,7 +395,7 @@ func (c *checker) summary(fi *funcInfo) *summary {
 			s.sinks = append(s.sinks, t)
 		}
 	}
-	if res := fi.fn.Signature().Results(); res.Len() > 0 && stringish(res.At(0).Type()) {
+	if res := fi.sig.Results(); res.Len() > 0 && stringish(res.At(0).Type()) {
 		for _, r := range fi.returns {
 			if len(r.Results) == 0 {
 				s.returns = union(s.returns, holeTemplate) // named results
@@ -396,14 +412,19 @@ func (c *checker) summary(fi *funcInfo) *summary {
 	return s
 }
 
-// wrapperSite makes a site of a call of a same-package function when that
-// function is a sink.
+// wrapperSite makes a site of a call of a same-package function (or bound
+// literal) when that function is a sink.
 func (c *checker) wrapperSite(call *ast.CallExpr, in *funcInfo) {
-	fn, _ := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
-	if fn == nil {
-		return
+	var ws []template
+	switch fn := typeutil.Callee(c.pass.TypesInfo, call).(type) {
+	case *types.Func:
+		ws = c.sinksOf(fn)
+	case *types.Var:
+		if fi := c.litFuncs[fn]; fi != nil {
+			ws = c.summary(fi).sinks
+		}
 	}
-	if ws := c.sinksOf(fn); len(ws) > 0 {
+	if len(ws) > 0 {
 		st := &site{call: call, fn: in, query: -1, wrapper: ws}
 		if in != nil {
 			in.sites = append(in.sites, st)
@@ -445,6 +466,9 @@ func callArg(call *ast.CallExpr, i int) ast.Expr {
 // its calls only: every call of fi is visible (an unexported function,
 // never used as a value, whose name no interface of the package declares).
 func (c *checker) deferrable(fi *funcInfo) bool {
+	if fi != nil && fi.lit != nil {
+		return !c.nonCallVar[fi.v]
+	}
 	return fi != nil && !fi.fn.Exported() && !c.nonCallUse[fi.fn] && !c.ifaceMethods[fi.fn.Name()]
 }
 

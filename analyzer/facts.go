@@ -47,7 +47,7 @@ func render(ts []template) string {
 // its name needs no fact.
 func (c *checker) exportFacts() {
 	for _, fi := range c.funcOrder {
-		if !fi.fn.Exported() || !hasStringParam(fi.fn.Signature()) && !c.mentionTable {
+		if fi.fn == nil || !fi.fn.Exported() || !hasStringParam(fi.fn.Signature()) && !c.mentionTable {
 			continue
 		}
 		s := c.summary(fi)

@@ -327,13 +327,11 @@ func (s *ssaState) helperReturns(call *ssa.Call) []template {
 	if fn == nil {
 		return nil
 	}
-	obj, ok := fn.Object().(*types.Func)
-	if !ok {
-		return nil
-	}
-	rs, ok := s.c.returnsOf(obj)
-	if !ok {
-		return nil
+	var rs []template
+	if obj, ok := fn.Object().(*types.Func); ok {
+		rs, _ = s.c.returnsOf(obj)
+	} else if lit, ok := fn.Syntax().(*ast.FuncLit); ok && s.c.litOf[lit] != nil {
+		rs = s.c.summary(s.c.litOf[lit]).returns
 	}
 	for _, t := range rs {
 		if t.params() && !t.passThrough() {
@@ -510,7 +508,7 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 			return textTemplate(constant.StringVal(x.Value))
 		}
 	case *ssa.Parameter:
-		if i := paramIndex(x); i >= 0 {
+		if i := s.paramIndex(x); i >= 0 {
 			return paramTemplate(i)
 		}
 	case *ssa.BinOp:
@@ -647,11 +645,13 @@ func isLen(call *ssa.Call) bool {
 	return ok && b.Name() == "len"
 }
 
-// paramIndex is the index of a string parameter of a declared function,
-// receiver excluded, or -1.
-func paramIndex(p *ssa.Parameter) int {
+// paramIndex is the index of a string parameter of a declared function
+// (receiver excluded) or of a bound literal, or -1.
+func (s *ssaState) paramIndex(p *ssa.Parameter) int {
 	fn := p.Parent()
-	if _, ok := fn.Object().(*types.Func); !ok || fn.Signature.Recv() != nil && fn.Params[0] == p {
+	_, named := fn.Object().(*types.Func)
+	lit, _ := fn.Syntax().(*ast.FuncLit)
+	if !named && (lit == nil || s.c.litOf[lit] == nil) || fn.Signature.Recv() != nil && fn.Params[0] == p {
 		return -1
 	}
 	if !isString(p.Type()) {

@@ -58,9 +58,22 @@ type checker struct {
 	// The same, among strings that may be parts of longer run-time strings.
 	fragmentTable, fragmentWrite bool
 
-	// During the walk: the enclosing declaration, and how many function
-	// literals deep the walk is inside it.
+	// Function literals bound to a local variable, and such variables used
+	// other than as a callee.
+	litFuncs   map[*types.Var]*funcInfo
+	litOf      map[*ast.FuncLit]*funcInfo
+	nonCallVar map[*types.Var]bool
+
+	// During the walk: the enclosing function (declaration or bound
+	// literal), how many other function literals deep the walk is inside
+	// it, and the enclosing functions outside it.
 	cur      *funcInfo
+	litDepth int
+	outer    []outerFunc
+}
+
+type outerFunc struct {
+	fi       *funcInfo
 	litDepth int
 }
 
@@ -96,6 +109,9 @@ func newChecker(pass *analysis.Pass, o *options) *checker {
 		nonCallUse:   map[*types.Func]bool{},
 		ifaceMethods: map[string]bool{},
 		builderCalls: map[*types.Var][]*ast.CallExpr{},
+		litFuncs:     map[*types.Var]*funcInfo{},
+		litOf:        map[*ast.FuncLit]*funcInfo{},
+		nonCallVar:   map[*types.Var]bool{},
 	}
 }
 
@@ -119,7 +135,13 @@ func (c *checker) walk() {
 						c.cur = nil
 					}
 				case *ast.FuncLit:
-					c.litDepth--
+					if fi := c.litOf[top]; fi != nil && c.cur == fi {
+						o := c.outer[len(c.outer)-1]
+						c.outer = c.outer[:len(c.outer)-1]
+						c.cur, c.litDepth = o.fi, o.litDepth
+					} else {
+						c.litDepth--
+					}
 				}
 				return true
 			}
@@ -129,7 +151,12 @@ func (c *checker) walk() {
 			case *ast.FuncDecl:
 				c.funcDecl(n)
 			case *ast.FuncLit:
-				c.litDepth++
+				if fi := c.litOf[n]; fi != nil {
+					c.outer = append(c.outer, outerFunc{c.cur, c.litDepth})
+					c.cur, c.litDepth = fi, 0
+				} else {
+					c.litDepth++
+				}
 			case *ast.FuncType:
 				c.funcParams(n, stack)
 				return false // nor are struct tags in parameter lists
@@ -147,6 +174,7 @@ func (c *checker) walk() {
 				c.embedDecl(n)
 			case *ast.AssignStmt:
 				c.assignment(n)
+				c.bindLiterals(n)
 			case *ast.ValueSpec:
 				c.valueSpec(n)
 			case *ast.RangeStmt:
@@ -180,6 +208,7 @@ func (c *checker) walk() {
 				case *ast.Ident:
 					c.globalUse(n, stack)
 					c.funcUse(n, stack)
+					c.litUse(n, stack)
 					return false
 				case *ast.SelectorExpr:
 					c.entBuilder(n)
@@ -198,7 +227,7 @@ func (c *checker) funcDecl(fd *ast.FuncDecl) {
 	if !ok || fd.Body == nil {
 		return
 	}
-	fi := &funcInfo{fn: fn, decl: fd}
+	fi := &funcInfo{fn: fn, sig: fn.Signature(), decl: fd}
 	c.funcs[fn] = fi
 	c.funcOrder = append(c.funcOrder, fi)
 	c.cur, c.litDepth = fi, 0
@@ -211,7 +240,8 @@ func (c *checker) funcParams(ft *ast.FuncType, stack []ast.Node) {
 		return
 	}
 	var owner *funcInfo
-	if len(stack) > 0 && c.cur != nil && stack[len(stack)-1] == c.cur.decl {
+	if len(stack) > 0 && c.cur != nil && (c.cur.decl != nil && stack[len(stack)-1] == c.cur.decl ||
+		c.cur.lit != nil && stack[len(stack)-1] == c.cur.lit) {
 		owner = c.cur
 	}
 	i := 0
@@ -223,7 +253,7 @@ func (c *checker) funcParams(ft *ast.FuncType, stack []ast.Node) {
 		}
 		for _, id := range names {
 			if v, ok := c.pass.TypesInfo.Defs[id].(*types.Var); ok {
-				if owner != nil && isString(v.Type()) && !(owner.fn.Signature().Variadic() && i == owner.fn.Signature().Params().Len()-1) {
+				if owner != nil && isString(v.Type()) && !(owner.sig.Variadic() && i == owner.sig.Params().Len()-1) {
 					c.params[v] = paramInfo{fn: owner, index: i}
 				} else {
 					c.params[v] = paramInfo{}
@@ -309,6 +339,52 @@ func (c *checker) valueSpec(vs *ast.ValueSpec) {
 }
 
 var emptyString = &ast.BasicLit{Kind: token.STRING, Value: `""`}
+
+// bindLiterals records function literals bound to a new local variable
+// (f := func(…) {…}): their parameters are followed like a function's,
+// and their calls judged.
+func (c *checker) bindLiterals(as *ast.AssignStmt) {
+	if as.Tok != token.DEFINE || len(as.Lhs) != len(as.Rhs) {
+		return
+	}
+	for i, r := range as.Rhs {
+		lit, ok := ast.Unparen(r).(*ast.FuncLit)
+		if !ok {
+			continue
+		}
+		id, ok := as.Lhs[i].(*ast.Ident)
+		if !ok {
+			continue
+		}
+		v, ok := c.pass.TypesInfo.Defs[id].(*types.Var)
+		if !ok {
+			continue
+		}
+		sig, ok := c.pass.TypesInfo.TypeOf(lit).(*types.Signature)
+		if !ok {
+			continue
+		}
+		fi := &funcInfo{sig: sig, lit: lit, v: v}
+		c.litFuncs[v] = fi
+		c.litOf[lit] = fi
+		c.funcOrder = append(c.funcOrder, fi)
+	}
+}
+
+// litUse records uses of bound literals' variables other than calls (and
+// their reassignment, which ends the binding).
+func (c *checker) litUse(id *ast.Ident, stack []ast.Node) {
+	v, ok := c.pass.TypesInfo.Uses[id].(*types.Var)
+	if !ok || c.litFuncs[v] == nil {
+		return
+	}
+	if len(stack) > 0 {
+		if call, ok := stack[len(stack)-1].(*ast.CallExpr); ok && call.Fun == id {
+			return
+		}
+	}
+	c.nonCallVar[v] = true
+}
 
 // funcUse records uses of same-package functions other than calls.
 func (c *checker) funcUse(id *ast.Ident, stack []ast.Node) {
@@ -638,7 +714,16 @@ func (c *checker) globalUse(id *ast.Ident, stack []ast.Node) {
 // packages), calls of same-package functions that may be wrappers, and
 // query builders.
 func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
+	callee := typeutil.Callee(c.pass.TypesInfo, call)
+	if v, ok := callee.(*types.Var); ok && c.litFuncs[v] != nil {
+		if c.cur != nil {
+			c.cur.pending = append(c.cur.pending, call)
+		} else {
+			c.pending = append(c.pending, call)
+		}
+		return
+	}
+	fn, ok := callee.(*types.Func)
 	if !ok {
 		return
 	}

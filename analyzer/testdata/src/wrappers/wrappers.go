@@ -111,3 +111,32 @@ func escaping(ctx context.Context, db *sql.DB, where string) {
 }
 
 var hooks = []func(context.Context, *sql.DB, string){escaping}
+
+var runners []func(string)
+
+// A function literal bound to a variable and only called: its parameters
+// are followed like a function's, and its calls judged.
+func closures(ctx context.Context, db *sql.DB) {
+	settle := func(state, age string) {
+		db.ExecContext(ctx, "UPDATE refund_jobs SET state = ?, writer_attempt = 1, updated_at = UTC_TIMESTAMP(6) - INTERVAL "+age+" WHERE id = ? AND state = 'running' AND attempt = 1", state)
+	}
+	settle("succeeded", "40 DAY")
+	settle("failed", "1 DAY")
+
+	reset := func(where string) {
+		db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)
+	}
+	reset("id = ? AND state = 'running' AND attempt = ?")
+	reset("id = ?") // want `unfenced UPDATE of refund_jobs`
+	reset(dynamic)  // want `query built at run time writes refund_jobs`
+
+	// Used as a value: its calls are not all visible, so judged inside.
+	run := func(where string) {
+		db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `query built at run time writes refund_jobs`
+	}
+	runners = append(runners, run)
+
+	build := func(where string) string { return "UPDATE refund_jobs SET state = ? WHERE " + where }
+	db.Exec(build("id = ? AND state = ? AND attempt = ?"))
+	db.Exec(build("id = ?")) // want `unfenced UPDATE of refund_jobs`
+}
