@@ -34,11 +34,11 @@ type paramInfo struct {
 // function literal bound to a local variable that is only called
 // (settle := func(key, age string) { … }).
 type funcInfo struct {
-	fn      *types.Func  // nil for a literal
+	fn      *types.Func // nil for a literal
 	sig     *types.Signature
 	decl    *ast.FuncDecl
 	lit     *ast.FuncLit
-	v       *types.Var // the literal's variable
+	v       *types.Var        // the literal's variable
 	returns []*ast.ReturnStmt // its own, not those of nested literals
 	sites   []*site           // sink calls in it (nested literals included)
 	pending []*ast.CallExpr   // calls of same-package functions taking a string
