@@ -195,10 +195,10 @@ func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
 		return holeTemplate
 	}
 	callee := typeutil.Callee(info, call)
-	if v, ok := callee.(*types.Var); ok && c.litFuncs[v] != nil {
-		if rs := c.summary(c.litFuncs[v]).returns; rs != nil {
+	if v, ok := callee.(*types.Var); ok && c.bound(v) != nil {
+		if rs := c.summary(c.bound(v)).returns; rs != nil {
 			return substitute(rs, func(i int) []template {
-				if a := callArg(call, i); a != nil {
+				if a := c.callArg(call, i); a != nil {
 					return ev.eval(a, depth+1)
 				}
 				return nil
@@ -229,8 +229,8 @@ func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
 	}
 	if rs, ok := c.returnsOf(fn); ok {
 		return substitute(rs, func(i int) []template {
-			if i < len(call.Args) && !(call.Ellipsis.IsValid() && i == len(call.Args)-1) {
-				return ev.eval(call.Args[i], depth+1)
+			if a := c.callArg(call, i); a != nil {
+				return ev.eval(a, depth+1)
 			}
 			return nil
 		})
@@ -420,7 +420,7 @@ func (c *checker) wrapperSite(call *ast.CallExpr, in *funcInfo) {
 	case *types.Func:
 		ws = c.sinksOf(fn)
 	case *types.Var:
-		if fi := c.litFuncs[fn]; fi != nil {
+		if fi := c.bound(fn); fi != nil {
 			ws = c.summary(fi).sinks
 		}
 	}
@@ -446,7 +446,7 @@ func (c *checker) siteTemplates(st *site) {
 	}
 	ev := &evaluator{c: c}
 	st.ts = substitute(st.wrapper, func(i int) []template {
-		if a := callArg(st.call, i); a != nil {
+		if a := c.callArg(st.call, i); a != nil {
 			return ev.eval(a, 0)
 		}
 		return nil
@@ -455,9 +455,24 @@ func (c *checker) siteTemplates(st *site) {
 }
 
 // callArg returns the argument for parameter i, or nil for a variadic one.
-func callArg(call *ast.CallExpr, i int) ast.Expr {
+// A method expression's call, (*T).M(x, a), has the receiver first.
+func (c *checker) callArg(call *ast.CallExpr, i int) ast.Expr {
+	if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
+		if s := c.pass.TypesInfo.Selections[sel]; s != nil && s.Kind() == types.MethodExpr {
+			i++
+		}
+	}
 	if i >= 0 && i < len(call.Args) && !(call.Ellipsis.IsValid() && i == len(call.Args)-1) {
 		return call.Args[i]
+	}
+	return nil
+}
+
+// bound returns the function literal that v holds, when v is assigned
+// nothing else.
+func (c *checker) bound(v *types.Var) *funcInfo {
+	if fi := c.litFuncs[v]; fi != nil && len(c.defs[v]) == 1 {
+		return fi
 	}
 	return nil
 }

@@ -220,6 +220,21 @@ func arg(call *ssa.Call, i int) ssa.Value {
 	return nil
 }
 
+// siteArg returns the SSA value of a wrapper site's argument for
+// parameter i. A method expression's call passes the receiver first,
+// whether SSA calls the method or a thunk.
+func (s *ssaState) siteArg(k ssaSite, i int) ssa.Value {
+	if sel, ok := ast.Unparen(k.st.call.Fun).(*ast.SelectorExpr); ok {
+		if x := s.c.pass.TypesInfo.Selections[sel]; x != nil && x.Kind() == types.MethodExpr {
+			if i+1 < len(k.call.Call.Args) {
+				return k.call.Call.Args[i+1]
+			}
+			return nil
+		}
+	}
+	return arg(k.call, i)
+}
+
 func boolInt(b bool) int {
 	if b {
 		return 1
@@ -237,7 +252,12 @@ func (s *ssaState) judge(k ssaSite) {
 		}
 	} else {
 		for _, w := range k.st.wrapper {
-			filled := s.fillCall([]template{w}, k.call, 0)
+			filled := substitute([]template{w}, func(i int) []template {
+				if a := s.siteArg(k, i); a != nil {
+					return s.resolve(a, 0)
+				}
+				return nil
+			})
 			if w.passThrough() {
 				// The argument is the query: its static alternatives
 				// were judged where they were built.
@@ -288,14 +308,14 @@ func (s *ssaState) sitePos(k ssaSite) token.Pos {
 			if i == 0 {
 				continue
 			}
-			a := callArg(st.call, i-1)
+			a := s.c.callArg(st.call, i-1)
 			if a == nil {
 				continue
 			}
 			if first == token.NoPos {
 				first = a.Pos()
 			}
-			if v := arg(k.call, i-1); v != nil && anyMentions(s.resolve(v, 0), s.c.cfg) {
+			if v := s.siteArg(k, i-1); v != nil && anyMentions(s.resolve(v, 0), s.c.cfg) {
 				return a.Pos()
 			}
 		}

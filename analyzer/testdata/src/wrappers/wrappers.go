@@ -140,3 +140,9 @@ func closures(ctx context.Context, db *sql.DB) {
 	db.Exec(build("id = ? AND state = ? AND attempt = ?"))
 	db.Exec(build("id = ?")) // want `unfenced UPDATE of refund_jobs`
 }
+
+// A method expression passes the receiver first.
+func methodExpr(ctx context.Context, r *repo) {
+	(*repo).exec(r, ctx, "UPDATE refund_jobs SET state = 'x' WHERE id = "+dynamic) // want `query built at run time writes refund_jobs`
+	(*repo).exec(r, ctx, fenced)
+}
