@@ -289,7 +289,7 @@ func (ev *evaluator) builder(call *ast.CallExpr, depth int) []template {
 	}
 	v := c.objVar(id)
 	out := []template{{}}
-	for _, w := range c.builderCalls[v] {
+	for _, w := range c.builderVarCalls(v) {
 		if w == call {
 			continue
 		}

@@ -206,9 +206,13 @@ func (c *checker) walk() {
 				case *ast.BasicLit:
 					return false
 				case *ast.Ident:
-					c.globalUse(n, stack)
-					c.funcUse(n, stack)
-					c.litUse(n, stack)
+					switch obj := c.pass.TypesInfo.Uses[n].(type) {
+					case *types.Var:
+						c.globalUse(n, obj, stack)
+						c.litUse(n, obj, stack)
+					case *types.Func:
+						c.funcUse(n, obj, stack)
+					}
 					return false
 				case *ast.SelectorExpr:
 					c.entBuilder(n)
@@ -252,8 +256,8 @@ func (c *checker) funcParams(ft *ast.FuncType, stack []ast.Node) {
 			continue
 		}
 		for _, id := range names {
-			if v, ok := c.pass.TypesInfo.Defs[id].(*types.Var); ok {
-				if owner != nil && isString(v.Type()) && !(owner.sig.Variadic() && i == owner.sig.Params().Len()-1) {
+			if v, ok := c.pass.TypesInfo.Defs[id].(*types.Var); ok && isString(v.Type()) {
+				if owner != nil && !(owner.sig.Variadic() && i == owner.sig.Params().Len()-1) {
 					c.params[v] = paramInfo{fn: owner, index: i}
 				} else {
 					c.params[v] = paramInfo{}
@@ -272,7 +276,7 @@ func (c *checker) assignment(as *ast.AssignStmt) {
 			continue
 		}
 		v := c.objVar(id)
-		if v == nil {
+		if v == nil || !followed(v.Type()) {
 			continue
 		}
 		d := def{add: as.Tok == token.ADD_ASSIGN}
@@ -294,7 +298,7 @@ func (c *checker) assignment(as *ast.AssignStmt) {
 // literal for the value, else unknown.
 func (c *checker) rangeStmt(rs *ast.RangeStmt) {
 	if id, ok := rs.Key.(*ast.Ident); ok {
-		if v := c.objVar(id); v != nil {
+		if v := c.objVar(id); v != nil && followed(v.Type()) {
 			c.defs[v] = append(c.defs[v], def{})
 		}
 	}
@@ -303,7 +307,7 @@ func (c *checker) rangeStmt(rs *ast.RangeStmt) {
 		return
 	}
 	v := c.objVar(id)
-	if v == nil {
+	if v == nil || !followed(v.Type()) {
 		return
 	}
 	if lit, ok := ast.Unparen(rs.X).(*ast.CompositeLit); ok && isString(v.Type()) {
@@ -320,11 +324,30 @@ func (c *checker) rangeStmt(rs *ast.RangeStmt) {
 	c.defs[v] = append(c.defs[v], def{})
 }
 
+// followed reports whether the evaluators follow the values of variables
+// of type t: strings and bytes, functions (bound literals) and gorm's *DB.
+func followed(t types.Type) bool {
+	switch u := t.Underlying().(type) {
+	case *types.Basic:
+		return u.Info()&types.IsString != 0
+	case *types.Slice, *types.Signature:
+		return stringish(t) || isSig(u)
+	case *types.Pointer:
+		return typeName(t) == "DB"
+	}
+	return false
+}
+
+func isSig(t types.Type) bool {
+	_, ok := t.(*types.Signature)
+	return ok
+}
+
 // valueSpec records var declarations: a value, or the zero value.
 func (c *checker) valueSpec(vs *ast.ValueSpec) {
 	for i, id := range vs.Names {
 		v, ok := c.pass.TypesInfo.Defs[id].(*types.Var)
-		if !ok || id.Name == "_" {
+		if !ok || id.Name == "_" || !followed(v.Type()) {
 			continue
 		}
 		switch {
@@ -373,9 +396,8 @@ func (c *checker) bindLiterals(as *ast.AssignStmt) {
 
 // litUse records uses of bound literals' variables other than calls (and
 // their reassignment, which ends the binding).
-func (c *checker) litUse(id *ast.Ident, stack []ast.Node) {
-	v, ok := c.pass.TypesInfo.Uses[id].(*types.Var)
-	if !ok || c.litFuncs[v] == nil {
+func (c *checker) litUse(id *ast.Ident, v *types.Var, stack []ast.Node) {
+	if c.litFuncs[v] == nil {
 		return
 	}
 	if len(stack) > 0 {
@@ -387,9 +409,8 @@ func (c *checker) litUse(id *ast.Ident, stack []ast.Node) {
 }
 
 // funcUse records uses of same-package functions other than calls.
-func (c *checker) funcUse(id *ast.Ident, stack []ast.Node) {
-	fn, ok := c.pass.TypesInfo.Uses[id].(*types.Func)
-	if !ok || fn.Pkg() != c.pass.Pkg {
+func (c *checker) funcUse(id *ast.Ident, fn *types.Func, stack []ast.Node) {
+	if fn.Pkg() != c.pass.Pkg {
 		return
 	}
 	var callee ast.Node = id
@@ -694,9 +715,8 @@ func dropUnprovable(ps []sqlcheck.Problem) []sqlcheck.Problem {
 
 // globalUse counts the uses of package string variables, and those that
 // only extend a longer string.
-func (c *checker) globalUse(id *ast.Ident, stack []ast.Node) {
-	v, ok := c.pass.TypesInfo.Uses[id].(*types.Var)
-	if !ok || v.Pkg() != c.pass.Pkg || v.Parent() != c.pass.Pkg.Scope() || !isString(v.Type()) {
+func (c *checker) globalUse(id *ast.Ident, v *types.Var, stack []ast.Node) {
+	if v.Pkg() != c.pass.Pkg || v.Parent() != c.pass.Pkg.Scope() || !isString(v.Type()) {
 		return
 	}
 	u := c.globalUses[v]
@@ -728,7 +748,6 @@ func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 		return
 	}
 	c.builderCall(call, fn, stack)
-	c.builderVarCall(call)
 	if i := c.sinkQueryIndex(fn); i >= 0 {
 		if i < len(call.Args) {
 			if _, ok := c.static(call.Args[i]); !ok {
@@ -752,26 +771,46 @@ func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 	}
 }
 
-// builderVarCall records a call whose receiver or an argument is a
-// strings.Builder or bytes.Buffer variable (b.WriteString(s),
-// fmt.Fprintf(&b, …), helper(&b)).
-func (c *checker) builderVarCall(call *ast.CallExpr) {
-	var xs []ast.Expr
-	if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
-		xs = append(xs, sel.X)
+// builderVarCalls returns the calls whose receiver or an argument is the
+// strings.Builder or bytes.Buffer variable v (b.WriteString(s),
+// fmt.Fprintf(&b, …), helper(&b)), found in v's scope when first needed.
+func (c *checker) builderVarCalls(v *types.Var) []*ast.CallExpr {
+	if calls, ok := c.builderCalls[v]; ok {
+		return calls
 	}
-	xs = append(xs, call.Args...)
-	for _, x := range xs {
-		x = ast.Unparen(x)
-		if u, ok := x.(*ast.UnaryExpr); ok && u.Op == token.AND {
-			x = ast.Unparen(u.X)
+	var calls []*ast.CallExpr
+	scope := v.Parent()
+	for _, f := range c.pass.Files {
+		if scope == nil || f.FileStart > v.Pos() || v.Pos() > f.FileEnd {
+			continue
 		}
-		if id, ok := x.(*ast.Ident); ok {
-			if v := c.objVar(id); v != nil && isBuilderType(v.Type()) {
-				c.builderCalls[v] = append(c.builderCalls[v], call)
+		ast.Inspect(f, func(n ast.Node) bool {
+			if n == nil || n.End() < scope.Pos() || n.Pos() > scope.End() {
+				return false
 			}
-		}
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			var xs []ast.Expr
+			if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
+				xs = append(xs, sel.X)
+			}
+			for _, x := range append(xs, call.Args...) {
+				x = ast.Unparen(x)
+				if u, ok := x.(*ast.UnaryExpr); ok && u.Op == token.AND {
+					x = ast.Unparen(u.X)
+				}
+				if id, ok := x.(*ast.Ident); ok && c.pass.TypesInfo.Uses[id] == v {
+					calls = append(calls, call)
+					break
+				}
+			}
+			return true
+		})
 	}
+	c.builderCalls[v] = calls
+	return calls
 }
 
 func (c *checker) addSite(st *site) {

@@ -18,6 +18,9 @@
 // tool and with fencelint (each run with a fresh copy of the tool, so that
 // go vet's cache of earlier runs does not answer).
 //
+// Besides wall times it prints CPU times (user and system, go list
+// included), less disturbed by other work on a shared machine.
+//
 // Run it from the repository root (the workspace resolves both sets):
 //
 //	go run ./analyzer/internal/fencebench -rounds 5
@@ -34,6 +37,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fencekit/fencekit/analyzer"
@@ -78,7 +82,7 @@ func main() {
 
 	fmt.Printf("fencebench: %s, GOMAXPROCS=%d, %d rounds, -load=%s, median wall time of load+type-check+analysis\n\n",
 		runtime.Version(), runtime.GOMAXPROCS(0), *rounds, *load)
-	fmt.Printf("%-6s %6s %6s %12s %12s %7s %14s %14s\n", "set", "pkgs", "diags", "noop", "fencelint", "ratio", "noop-analysis", "fence-analysis")
+	fmt.Printf("%-6s %6s %6s %12s %12s %7s %14s %14s %10s %10s %7s\n", "set", "pkgs", "diags", "noop", "fencelint", "ratio", "noop-analysis", "fence-analysis", "noop-cpu", "fence-cpu", "ratio")
 
 	if *real != "" {
 		bench("real", ".", strings.Split(*real, ","), nil, *rounds)
@@ -108,7 +112,20 @@ func main() {
 	}
 }
 
-type sample struct{ total, analysis time.Duration }
+// sample is one measurement: wall time in total and of the analysis
+// alone, and the CPU time (this process and its go list children), which
+// other work on a shared machine disturbs less than wall time.
+type sample struct{ total, analysis, cpu time.Duration }
+
+// cpuTime is the user and system time of this process and of its waited-for
+// children so far.
+func cpuTime() time.Duration {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
+}
 
 var loadMode packages.LoadMode
 
@@ -135,10 +152,11 @@ func bench(name, dir string, patterns, env []string, rounds int) {
 		}
 	}
 	n, f := median(noopS), median(fenceS)
-	fmt.Printf("%-6s %6d %6d %12s %12s %6.3fx %14s %14s\n", name, npkgs, ndiags,
+	fmt.Printf("%-6s %6d %6d %12s %12s %6.3fx %14s %14s %10s %10s %6.3fx\n", name, npkgs, ndiags,
 		n.total.Round(time.Millisecond), f.total.Round(time.Millisecond),
 		float64(f.total)/float64(n.total),
-		n.analysis.Round(time.Millisecond), f.analysis.Round(time.Millisecond))
+		n.analysis.Round(time.Millisecond), f.analysis.Round(time.Millisecond),
+		n.cpu.Round(time.Millisecond), f.cpu.Round(time.Millisecond), float64(f.cpu)/float64(n.cpu))
 }
 
 // broken collects packages that do not type-check (a work tree in flux):
@@ -147,6 +165,7 @@ var broken = map[string]bool{}
 
 func measure(a *analysis.Analyzer, cfg *packages.Config, patterns []string) (sample, int, int) {
 	runtime.GC()
+	cpu0 := cpuTime()
 	start := time.Now()
 	pkgs, err := packages.Load(cfg, patterns...)
 	if err != nil {
@@ -182,7 +201,7 @@ func measure(a *analysis.Analyzer, cfg *packages.Config, patterns []string) (sam
 		}
 		diags += len(act.Diagnostics)
 	}
-	return sample{end.Sub(start), end.Sub(loaded)}, len(ok), diags
+	return sample{end.Sub(start), end.Sub(loaded), cpuTime() - cpu0}, len(ok), diags
 }
 
 // vetBench times go vet -vettool on the real set: a no-op vet tool
@@ -257,6 +276,12 @@ func median(s []sample) sample {
 	}
 	slices.Sort(an)
 	m.analysis = an[len(an)/2]
+	cpu := make([]time.Duration, len(s))
+	for i := range s {
+		cpu[i] = s[i].cpu
+	}
+	slices.Sort(cpu)
+	m.cpu = cpu[len(cpu)/2]
 	return m
 }
 
