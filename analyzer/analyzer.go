@@ -2,7 +2,9 @@ package analyzer
 
 import (
 	"fmt"
+	"go/build"
 	"go/token"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -12,66 +14,102 @@ import (
 
 const doc = `report writes of fenced tables that lack the state + attempt fence
 
-fencelint reports SQL (constant strings, and queries built at run time that
-reach a SQL sink) that writes existing rows of a fenced table (default
-refund_jobs) without "AND state = ? AND attempt = ?" in the AND chain of its
-WHERE clause, writes that require the lease to be still valid, REPLACE and
-INSERT … ON DUPLICATE KEY UPDATE of a fenced table, and calls of Ent's generic
-update builders of a fenced entity. Suppress a justified exception with
-"//fencelint:allow <reason>" on the line or the line above.`
+fencelint reports SQL (constant strings, embedded files, queries built at
+run time that reach a SQL sink or a wrapper of one, query builders) that
+writes existing rows of a fenced table (default refund_jobs) without
+"AND state = ? AND attempt = ?" in the AND chain of its WHERE clause, writes
+that require the lease to be still valid, writes that declare the row's own
+attempt (SET writer_attempt = attempt), REPLACE and upserts of a fenced
+table, SQL it cannot read that is shaped like such a write, and calls of
+Ent's generic update and upsert builders of a fenced entity. Suppress a
+justified exception with "//fencelint:allow <reason>" on the line or the
+line above.`
 
 // Analyzer reports unfenced writes of fenced tables. It is configured by
-// its flags, -tables and -delete.
+// its flags, -tables, -delete and -sinks.
 var Analyzer = &analysis.Analyzer{
 	Name: "fencelint",
 	Doc:  doc,
 	URL:  "https://pkg.go.dev/github.com/fencekit/fencekit/analyzer",
 	Run: func(pass *analysis.Pass) (any, error) {
-		cfg, err := config(tablesFlag, deleteFlag)
+		o, err := Options{Tables: tablesFlag, Delete: deleteFlag, Sinks: sinksFlag}.parse()
 		if err != nil {
 			return nil, err
 		}
-		return run(pass, cfg)
+		return run(pass, o)
 	},
+	FactTypes: factTypes,
 }
+
+// factTypes are the facts fencelint exports about functions, so that
+// wrappers and query helpers are followed across packages.
+var factTypes = []analysis.Fact{new(sinkFact), new(returnFact)}
 
 var (
 	tablesFlag = sqlcheck.DefaultTables
 	deleteFlag bool
+	sinksFlag  string
 )
 
 func init() {
 	Analyzer.Flags.StringVar(&tablesFlag, "tables", tablesFlag,
-		"comma-separated fenced tables, each table[:state_column[:token_column[:lease_column]]]; omitted columns default to state, attempt, lease_until")
+		"comma-separated fenced tables, each table[:state_column[:token_column[:lease_column[:writer_column]]]]; omitted columns default to state, attempt, lease_until, writer_attempt")
 	Analyzer.Flags.BoolVar(&deleteFlag, "delete", false,
 		"also report unfenced DELETE statements and Ent delete builders of fenced tables")
+	Analyzer.Flags.StringVar(&sinksFlag, "sinks", "",
+		"comma-separated extra SQL sinks whose first string parameter is a query: Name (any function or method), path/to/pkg.Func, or path/to/pkg.Type.Method")
+}
+
+// Options configure an analyzer made with [NewWithOptions]. The fields
+// have the syntax of the flags of the same names.
+type Options struct {
+	Tables string // "" means the default, refund_jobs:state:attempt:lease_until:writer_attempt
+	Delete bool
+	Sinks  string
 }
 
 // New returns a fencelint analyzer with a fixed configuration and no
 // flags, for drivers that configure analyzers themselves (the golangci-lint
 // plugin). tables has the syntax of the -tables flag; "" means the default.
 func New(tables string, delete bool) (*analysis.Analyzer, error) {
-	if tables == "" {
-		tables = sqlcheck.DefaultTables
-	}
-	cfg, err := config(tables, delete)
+	return NewWithOptions(Options{Tables: tables, Delete: delete})
+}
+
+// NewWithOptions is [New] with every option.
+func NewWithOptions(opts Options) (*analysis.Analyzer, error) {
+	o, err := opts.parse()
 	if err != nil {
 		return nil, err
 	}
 	return &analysis.Analyzer{
-		Name: Analyzer.Name,
-		Doc:  Analyzer.Doc,
-		URL:  Analyzer.URL,
-		Run:  func(pass *analysis.Pass) (any, error) { return run(pass, cfg) },
+		Name:      Analyzer.Name,
+		Doc:       Analyzer.Doc,
+		URL:       Analyzer.URL,
+		Run:       func(pass *analysis.Pass) (any, error) { return run(pass, o) },
+		FactTypes: factTypes,
 	}, nil
 }
 
-func config(tables string, delete bool) (*sqlcheck.Config, error) {
+// options is the validated configuration of one analyzer.
+type options struct {
+	sql   *sqlcheck.Config
+	sinks []sinkSpec
+}
+
+func (opts Options) parse() (*options, error) {
+	tables := opts.Tables
+	if tables == "" {
+		tables = sqlcheck.DefaultTables
+	}
 	ts, err := sqlcheck.ParseTables(tables)
 	if err != nil {
 		return nil, fmt.Errorf("fencelint -tables: %w", err)
 	}
-	return &sqlcheck.Config{Tables: ts, Delete: delete}, nil
+	sinks, err := parseSinks(opts.Sinks)
+	if err != nil {
+		return nil, fmt.Errorf("fencelint -sinks: %w", err)
+	}
+	return &options{sql: &sqlcheck.Config{Tables: ts, Delete: opts.Delete}, sinks: sinks}, nil
 }
 
 // finding is a diagnostic before suppression.
@@ -80,12 +118,31 @@ type finding struct {
 	msg string
 }
 
-func run(pass *analysis.Pass, cfg *sqlcheck.Config) (any, error) {
-	c := newChecker(pass, cfg)
+func run(pass *analysis.Pass, o *options) (any, error) {
+	if inGoroot(pass) {
+		return nil, nil // the standard library writes no fenced table
+	}
+	c := newChecker(pass, o)
 	c.walk()
 	c.settle()
+	c.exportFacts()
 	report(pass, c.findings)
 	return nil, nil
+}
+
+// inGoroot reports whether the package is part of the standard library.
+// Its functions then have no facts: a call of strings.Replace on a query
+// is an edit, whatever strings.Replace returns on some paths.
+func inGoroot(pass *analysis.Pass) bool {
+	if len(pass.Files) == 0 {
+		return true
+	}
+	root := build.Default.GOROOT
+	if root == "" {
+		return false
+	}
+	name := pass.Fset.File(pass.Files[0].Pos()).Name()
+	return strings.HasPrefix(name, filepath.Join(root, "src")+string(filepath.Separator))
 }
 
 // problemsMessage renders the problems of one string as one message, so

@@ -19,7 +19,9 @@ import (
 //   - entuse, example.com/app/ent: Ent's generic builders.
 func TestAnalyzer(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer,
-		"sqlconst", "queries", "heads", "notsql", "dynamic", "suppress", "entuse", "example.com/app/ent")
+		"sqlconst", "queries", "heads", "notsql", "dynamic", "suppress", "entuse", "example.com/app/ent",
+		"wrappers", "sqlhelp", "edits", "unreadable", "variants", "selfdeclare", "embedded", "libsinks",
+		"sqbuild", "goqubuild", "gormbuild", "entbuild")
 }
 
 // withFlag runs the analyzer with one flag set, restoring it afterwards.
@@ -33,11 +35,17 @@ func withFlag(t *testing.T, name, value string) {
 	t.Cleanup(func() { f.Value.Set(old) })
 }
 
-// TestTablesFlag: other tables and columns, several tables, default Ent
-// naming for an entity fenced by flag.
+// TestTablesFlag: other tables and columns (the writer column too),
+// several tables, default Ent naming for an entity fenced by flag.
 func TestTablesFlag(t *testing.T) {
-	withFlag(t, "tables", "refund_jobs,payouts:status:version:held_until,audit_entries")
+	withFlag(t, "tables", "refund_jobs,payouts:status:version:held_until:declared_version,audit_entries")
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "tables")
+}
+
+// TestSinksFlag: extra sinks by name, package function and method.
+func TestSinksFlag(t *testing.T) {
+	withFlag(t, "sinks", "runSQL,custom/dbx.Pool.Do,custom/dbx.Send")
+	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "custom")
 }
 
 // TestDeleteFlag: DELETE statements and Ent delete builders.
@@ -47,9 +55,14 @@ func TestDeleteFlag(t *testing.T) {
 }
 
 func TestNewRejectsBadTables(t *testing.T) {
-	for _, spec := range []string{"refund_jobs:state:state", "refund-jobs", "a,a"} {
+	for _, spec := range []string{"refund_jobs:state:state", "refund-jobs", "a,a", "a:s:t:l:t"} {
 		if _, err := analyzer.New(spec, false); err == nil {
 			t.Errorf("New(%q) succeeded", spec)
+		}
+	}
+	for _, sinks := range []string{"a/b", "(*x.T).M", "a.b.c.d", "pkg.", "x y"} {
+		if _, err := analyzer.NewWithOptions(analyzer.Options{Sinks: sinks}); err == nil {
+			t.Errorf("NewWithOptions(Sinks: %q) succeeded", sinks)
 		}
 	}
 }

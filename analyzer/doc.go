@@ -17,25 +17,44 @@
 //
 //   - Raw SQL anywhere: each maximal constant string expression, judged where
 //     it is used (literals, named constants from any package, constant
-//     concatenations, fmt.Sprintf with constant format and arguments), that
-//     parses as SQL (TiDB's MySQL grammar) and writes existing rows of a
-//     fenced table without the fence: UPDATE (single or multi-table),
-//     INSERT … ON DUPLICATE KEY UPDATE and REPLACE (which cannot be fenced),
-//     and DELETE with -delete. Text that does not parse is never reported;
-//     neither are reads and plain INSERTs. A constant used only as the head
-//     of a longer string is judged in the longer string.
+//     concatenations, fmt.Sprintf with constant format and arguments or
+//     integer verbs), and each embedded file (//go:embed), that parses as SQL
+//     (TiDB's MySQL grammar, with ?, :name, $1 and @name as bound values) and
+//     writes existing rows of a fenced table without the fence: UPDATE
+//     (single or multi-table), INSERT … ON DUPLICATE KEY UPDATE and REPLACE
+//     (which cannot be fenced), and DELETE with -delete. Reads and plain
+//     INSERTs are never reported. A constant used only as the head of a
+//     longer string is judged in the longer string.
+//   - Text the grammar does not read but shaped like a write of a fenced
+//     table (MySQL 8.0.19's upsert row alias, PostgreSQL's RETURNING, …):
+//     unprovable. Log and error text is not SQL.
 //   - The lease regression: a write whose WHERE clause also requires the
 //     lease to be still valid (lease_until > NOW() in any spelling). Lease
 //     expiry opens the race; only a committed takeover revokes write rights.
+//   - A writer declaration taken from the row (SET writer_attempt = attempt,
+//     in any spelling): it passes the database's check whatever the writer
+//     holds.
 //   - Queries built at run time (concatenation, fmt.Sprintf with variable
-//     arguments, locals, package variables, same-package helpers) that reach
-//     a SQL sink (a method named Exec…, Query… or Prepare… taking the query
-//     string first or after a context.Context: database/sql, Ent's raw
-//     ExecContext/QueryContext, dialect.Driver, sqlx, …) when a constant
-//     fragment of them writes a fenced table: they cannot be proven fenced.
+//     arguments, locals, package variables, builders, helpers) that reach a
+//     SQL sink (a method named Exec…, Query…, Prepare…, NamedExec… taking the
+//     query string first or after a context.Context: database/sql, Ent's raw
+//     ExecContext/QueryContext, dialect.Driver, sqlx, goqu, gorm's Exec and
+//     Raw, sqlx's package functions, names given with -sinks) when a
+//     constant fragment of them writes a fenced table, and run-time edits of
+//     a fenced query (strings.Replace, slicing): they cannot be proven
+//     fenced. A strings.Builder whose writes are constants is judged for
+//     each content it may hold.
+//   - Wrappers and helpers, across packages through analysis facts: a
+//     function that passes a string parameter to a sink is a sink, judged
+//     at each call with the query it would send; a function that returns a
+//     query carries it to its callers.
+//   - Query builders of a fenced table: squirrel, goqu, gorm (and its Save,
+//     which falls back to an upsert) and Ent's dialect/sql, rendered to the
+//     SQL they send and judged like it.
 //   - Ent's generic update builders (Update, UpdateOne, UpdateOneID, and
-//     Modify on them) of an entity whose table is fenced, outside the
-//     generated package; Delete builders with -delete. Queries never.
+//     Modify on them) and upsert builders (Create().OnConflict…) of an
+//     entity whose table is fenced, outside the generated package; Delete
+//     builders with -delete. Queries never.
 //
 // A justified exception is written //fencelint:allow <reason> on the
 // reported line or the line above. A directive without a reason does not
@@ -43,6 +62,7 @@
 //
 // Flags:
 //
-//	-tables  comma-separated table[:state[:token[:lease]]] (default refund_jobs:state:attempt:lease_until)
-//	-delete  also judge DELETE statements and Ent delete builders
+//	-tables  comma-separated table[:state[:token[:lease[:writer]]]] (default refund_jobs:state:attempt:lease_until:writer_attempt)
+//	-delete  also judge DELETE statements and delete builders
+//	-sinks   extra SQL sinks: Name, path/to/pkg.Func or path/to/pkg.Type.Method
 package analyzer

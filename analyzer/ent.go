@@ -20,7 +20,8 @@ var (
 // recognised by shape, so the analyzer does not depend on Ent.
 func (c *checker) entBuilder(se *ast.SelectorExpr) {
 	name := se.Sel.Name
-	if !entUpdaters[name] && name != "Modify" && !(c.cfg.Delete && entDeleters[name]) {
+	upsert := name == "OnConflict" || name == "OnConflictColumns"
+	if !entUpdaters[name] && name != "Modify" && !upsert && !(c.cfg.Delete && entDeleters[name]) {
 		return
 	}
 	sel := c.pass.TypesInfo.Selections[se]
@@ -42,6 +43,12 @@ func (c *checker) entBuilder(se *ast.SelectorExpr) {
 	typ := named.Obj().Name()
 	var entity, what string
 	switch {
+	case upsert && strings.HasSuffix(typ, "CreateBulk"):
+		entity, what = strings.TrimSuffix(typ, "CreateBulk"), typ+"."+name
+	case upsert && strings.HasSuffix(typ, "Create"):
+		entity, what = strings.TrimSuffix(typ, "Create"), typ+"."+name
+	case upsert:
+		return
 	case name == "Modify" && strings.HasSuffix(typ, "UpdateOne"):
 		entity, what = strings.TrimSuffix(typ, "UpdateOne"), typ+".Modify"
 	case name == "Modify" && strings.HasSuffix(typ, "Update"):
@@ -57,6 +64,12 @@ func (c *checker) entBuilder(se *ast.SelectorExpr) {
 	}
 	table := entTable(pkg, entity)
 	if c.cfg.Table(table) == nil {
+		return
+	}
+	if upsert {
+		c.add(se.Sel.Pos(), what+" makes an upsert, which writes existing "+table+" rows and cannot be fenced: enqueue with "+
+			entity+"Client.Create alone, and change a row through the fenced API (a "+entity+"Lease from Claim/Takeover, applied with "+
+			entity+"Client.Apply)")
 		return
 	}
 	c.add(se.Sel.Pos(), entMessage(what, entity, table))

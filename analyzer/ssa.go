@@ -6,35 +6,13 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
+	"path"
 	"sort"
 	"strings"
 
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 	"golang.org/x/tools/go/ssa"
 )
-
-// Bounds that keep the SSA walk linear on pathological code.
-const (
-	maxTemplates = 32    // alternative values of one string
-	maxDepth     = 24    // nesting of concatenations, phis and calls
-	maxSteps     = 10000 // values resolved for one string
-)
-
-// template is a string built at run time: constant text and holes.
-type template []sqlcheck.Part
-
-func (t template) static() (string, bool) {
-	var b strings.Builder
-	for _, p := range t {
-		if p.Hole {
-			return "", false
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), true
-}
-
-var holeTemplate = []template{{{Hole: true}}}
 
 // ssaState is the SSA form of the package, built only when a candidate
 // needs it.
@@ -50,7 +28,22 @@ type ssaState struct {
 	steps     int // values resolved so far
 }
 
-func (c *checker) runSSA() {
+// ssaSite is a site with its SSA call.
+type ssaSite struct {
+	st   *site
+	call *ssa.Call
+}
+
+// root is a string built at run time, judged where the whole string is
+// used: a concatenation, fmt.Sprintf, a builder's String, or the call of
+// a helper that fills its parameters into a query.
+type root struct {
+	v   ssa.Value
+	pos token.Pos
+	raw []template // a helper's returns, before its arguments are filled in
+}
+
+func (c *checker) runSSA(sites []*site) {
 	pass := c.pass
 	prog := ssa.NewProgram(pass.Fset, ssa.GlobalDebug)
 	for _, p := range pass.Pkg.Imports() {
@@ -96,12 +89,14 @@ func (c *checker) runSSA() {
 		localIdents[l.ident] = i
 	}
 	localVals := make([]ssa.Value, len(c.locals))
-	sinkCalls := map[token.Pos]int{}
-	for i, k := range c.sinks {
-		sinkCalls[k.call.Lparen] = i
+	siteCalls := map[token.Pos]*site{}
+	for _, st := range sites {
+		if st.flow || anyMentions(st.ts, c.cfg) {
+			siteCalls[st.call.Lparen] = st
+		}
 	}
-	sinkVals := make([]ssa.Value, len(c.sinks))
-	var roots []ssa.Value
+	var ssaSites []ssaSite
+	var roots []root
 
 	var ops []*ssa.Value
 	for _, fn := range funcs {
@@ -118,21 +113,32 @@ func (c *checker) runSSA() {
 						s.stores[g] = append(s.stores[g], in.Val)
 					}
 				case *ssa.Return:
-					if len(in.Results) == 1 {
+					if len(in.Results) > 0 {
 						s.returns[fn] = append(s.returns[fn], in.Results[0])
 					}
 				case *ssa.BinOp:
 					if in.Op == token.ADD && isString(in.Type()) && !c.astRoots[in.Pos()] {
-						roots = append(roots, in)
+						roots = append(roots, root{v: in, pos: in.Pos()})
 					}
 				case *ssa.Call:
-					if i, ok := sinkCalls[in.Pos()]; ok {
-						if k := c.sinks[i]; isSinkCall(in, k) {
-							sinkVals[i] = in.Call.Args[argIndex(in, k)]
-						}
+					if st, ok := siteCalls[in.Pos()]; ok && s.matches(in, st) {
+						ssaSites = append(ssaSites, ssaSite{st, in})
 					}
-					if isSSASprintf(in) && !c.astRoots[in.Pos()] {
-						roots = append(roots, in)
+					switch {
+					case isSSASprintf(in):
+						if !c.astRoots[in.Pos()] {
+							roots = append(roots, root{v: in, pos: in.Pos()})
+						}
+					case isBuilderMethod(in.Call.StaticCallee(), "String"):
+						roots = append(roots, root{v: in, pos: in.Pos()})
+					default:
+						if raw := s.helperReturns(in); raw != nil {
+							if isString(in.Type()) {
+								roots = append(roots, root{v: in, pos: in.Pos(), raw: raw})
+							} else if x := extract0(in); x != nil {
+								roots = append(roots, root{v: x, pos: in.Pos(), raw: raw})
+							}
+						}
 					}
 				}
 				ops = instr.Operands(ops[:0])
@@ -153,67 +159,206 @@ func (c *checker) runSSA() {
 		}
 		c.add(l.expr.Pos(), problemsMessage(l.problems))
 	}
-	// Run-time concatenations (and fmt.Sprintf) of static parts, judged
-	// where the whole string is used.
+	// Strings built at run time from static parts, judged where the whole
+	// string is used. A helper's call judges only what its arguments
+	// complete: its constant returns were judged at its return statements.
 	for _, r := range roots {
-		if !s.alone(r, map[ssa.Value]bool{}) {
+		if !s.alone(r.v, map[ssa.Value]bool{}) {
 			continue
 		}
-		var ps []sqlcheck.Problem
 		s.steps = 0
-		for _, t := range s.resolve(r, 0) {
+		var ts []template
+		if r.raw != nil {
+			var filled []template
+			for _, t := range r.raw {
+				if t.params() && !t.passThrough() {
+					filled = append(filled, t)
+				}
+			}
+			ts = s.fill(filled, r.v, 0)
+		} else {
+			ts = s.resolve(r.v, 0)
+		}
+		var ps []sqlcheck.Problem
+		for _, t := range ts {
 			if text, ok := t.static(); ok {
 				ps = append(ps, sqlcheck.Check(text, c.cfg)...)
 			}
 		}
 		if len(ps) > 0 {
-			c.add(r.Pos(), problemsMessage(ps))
+			c.add(r.pos, problemsMessage(ps))
 		}
 	}
-	// Sinks: the alternatives with holes. Static alternatives were judged
-	// where they were built.
-	for i, k := range c.sinks {
-		v := sinkVals[i]
-		if v == nil {
-			continue
-		}
-		var ps []sqlcheck.Problem
-		s.steps = 0
-		for _, t := range s.resolve(v, 0) {
-			if _, ok := t.static(); !ok {
-				ps = append(ps, sqlcheck.CheckTemplate(t, c.cfg)...)
-			}
-		}
-		if len(ps) > 0 {
-			c.add(k.query.Pos(), problemsMessage(ps))
-		}
+	// Sinks. A direct sink's static alternatives were judged where they
+	// were built; a wrapper's are judged here when it adds text.
+	for _, k := range ssaSites {
+		s.judge(k)
 	}
 }
 
-// isSinkCall checks that the SSA call is the recorded AST sink call.
-func isSinkCall(call *ssa.Call, k sink) bool {
-	i := argIndex(call, k)
-	return i >= 0 && i < len(call.Call.Args)
+// matches checks that the SSA call is the recorded AST call.
+func (s *ssaState) matches(call *ssa.Call, st *site) bool {
+	n := len(st.call.Args)
+	if !call.Call.IsInvoke() && call.Call.Signature().Recv() != nil {
+		n++
+	}
+	return len(call.Call.Args) == n || st.call.Ellipsis.IsValid() || call.Call.Signature().Variadic()
 }
 
-// argIndex maps the AST query argument to the SSA argument: a static
-// method call has the receiver first.
-func argIndex(call *ssa.Call, k sink) int {
-	i := -1
-	for j, a := range k.call.Args {
-		if a == k.query {
-			i = j
-		}
-	}
-	if i >= 0 && !call.Call.IsInvoke() && call.Call.Signature().Recv() != nil {
+// arg returns the SSA value of the call's argument for parameter i.
+func arg(call *ssa.Call, i int) ssa.Value {
+	if !call.Call.IsInvoke() && call.Call.Signature().Recv() != nil {
 		i++ // static method call: the receiver is Args[0]
 	}
-	return i
+	sig := call.Call.Signature()
+	if sig.Variadic() && i >= sig.Params().Len()-1+boolInt(!call.Call.IsInvoke() && sig.Recv() != nil) {
+		return nil
+	}
+	if i < len(call.Call.Args) {
+		return call.Call.Args[i]
+	}
+	return nil
+}
+
+// siteArg returns the SSA value of a wrapper site's argument for
+// parameter i. A method expression's call passes the receiver first,
+// whether SSA calls the method or a thunk.
+func (s *ssaState) siteArg(k ssaSite, i int) ssa.Value {
+	if sel, ok := ast.Unparen(k.st.call.Fun).(*ast.SelectorExpr); ok {
+		if x := s.c.pass.TypesInfo.Selections[sel]; x != nil && x.Kind() == types.MethodExpr {
+			if i+1 < len(k.call.Call.Args) {
+				return k.call.Call.Args[i+1]
+			}
+			return nil
+		}
+	}
+	return arg(k.call, i)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *ssaState) judge(k ssaSite) {
+	c := s.c
+	s.steps = 0
+	var ts []template
+	if k.st.query >= 0 {
+		if v := arg(k.call, k.st.query); v != nil {
+			ts = s.resolve(v, 0)
+		}
+	} else {
+		for _, w := range k.st.wrapper {
+			filled := substitute([]template{w}, func(i int) []template {
+				if a := s.siteArg(k, i); a != nil {
+					return s.resolve(a, 0)
+				}
+				return nil
+			})
+			if w.passThrough() {
+				// The argument is the query: its static alternatives
+				// were judged where they were built.
+				for _, t := range filled {
+					if _, ok := t.static(); !ok {
+						ts = union(ts, []template{t})
+					}
+				}
+				continue
+			}
+			ts = union(ts, filled)
+		}
+	}
+	var ps []sqlcheck.Problem
+	for _, t := range ts {
+		if text, ok := t.static(); ok {
+			if k.st.query < 0 {
+				ps = append(ps, sqlcheck.Check(text, c.cfg)...)
+			}
+			continue
+		}
+		found := sqlcheck.CheckTemplate(t, c.cfg)
+		if len(found) > 0 && t.params() && !t.opaque() && c.deferrable(k.st.fn) {
+			continue // judged at the calls of the enclosing function
+		}
+		ps = append(ps, found...)
+	}
+	if len(ps) > 0 {
+		c.add(s.sitePos(k), problemsMessage(ps))
+	}
+}
+
+// sitePos is where a site is reported: its query argument, or for a
+// wrapper the first argument its queries use that names a fenced table
+// (else the first they use).
+func (s *ssaState) sitePos(k ssaSite) token.Pos {
+	st := k.st
+	if st.query >= 0 {
+		return st.call.Args[st.query].Pos()
+	}
+	first := token.NoPos
+	for _, w := range st.wrapper {
+		for _, p := range w {
+			i := p.Param
+			if i < 0 {
+				i = -i
+			}
+			if i == 0 {
+				continue
+			}
+			a := s.c.callArg(st.call, i-1)
+			if a == nil {
+				continue
+			}
+			if first == token.NoPos {
+				first = a.Pos()
+			}
+			if v := s.siteArg(k, i-1); v != nil && anyMentions(s.resolve(v, 0), s.c.cfg) {
+				return a.Pos()
+			}
+		}
+	}
+	if first != token.NoPos {
+		return first
+	}
+	return st.call.Lparen
+}
+
+func extract0(call *ssa.Call) ssa.Value {
+	for _, r := range *call.Referrers() {
+		if x, ok := r.(*ssa.Extract); ok && x.Index == 0 {
+			return x
+		}
+	}
+	return nil
 }
 
 func isSSASprintf(call *ssa.Call) bool {
 	fn := call.Call.StaticCallee()
 	return fn != nil && fn.Name() == "Sprintf" && fn.Pkg != nil && fn.Pkg.Pkg.Path() == "fmt" && fn.Signature.Recv() == nil
+}
+
+// helperReturns returns what the callee of call returns when it depends
+// on its parameters: a function of this package or one with a fact.
+func (s *ssaState) helperReturns(call *ssa.Call) []template {
+	fn := call.Call.StaticCallee()
+	if fn == nil {
+		return nil
+	}
+	var rs []template
+	if obj, ok := fn.Object().(*types.Func); ok {
+		rs, _ = s.c.returnsOf(obj)
+	} else if lit, ok := fn.Syntax().(*ast.FuncLit); ok && s.c.litOf[lit] != nil {
+		rs = s.c.summary(s.c.litOf[lit]).returns
+	}
+	for _, t := range rs {
+		if t.params() && !t.passThrough() {
+			return rs
+		}
+	}
+	return nil // a parameter returned unchanged adds nothing to judge
 }
 
 // alone reports whether some use of v takes the string as a whole rather
@@ -255,8 +400,8 @@ func (s *ssaState) alone(v ssa.Value, seen map[ssa.Value]bool) bool {
 				continue
 			}
 		case *ssa.Call:
-			if isSSASprintf(u) {
-				continue // judged as part of the formatted string
+			if isSSASprintf(u) || isBuilderWrite(u) || s.feedsHelper(u, v) {
+				continue // judged as part of the longer string
 			}
 		case *ssa.Store:
 			// An argument of fmt.Sprintf is stored into its variadic
@@ -272,6 +417,32 @@ func (s *ssaState) alone(v ssa.Value, seen map[ssa.Value]bool) bool {
 		return true
 	}
 	return false
+}
+
+// feedsHelper reports whether v is an argument that a helper's returned
+// query uses: the helper's call is judged instead.
+func (s *ssaState) feedsHelper(call *ssa.Call, v ssa.Value) bool {
+	raw := s.helperReturns(call)
+	if raw == nil {
+		return false
+	}
+	for i := 0; i < len(call.Call.Args); i++ {
+		if arg(call, i) != v {
+			continue
+		}
+		for _, t := range raw {
+			for _, p := range t {
+				if p.Param == i+1 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func isBuilderWrite(call *ssa.Call) bool {
+	return isBuilderMethod(call.Call.StaticCallee(), "WriteString")
 }
 
 func feedsSprintfIface(mi *ssa.MakeInterface) bool {
@@ -293,7 +464,7 @@ func feedsSprintfIface(mi *ssa.MakeInterface) bool {
 }
 
 // feedsSprintf reports whether the element address belongs to the variadic
-// array of a fmt.Sprintf call.
+// array of a fmt.Sprintf (or fmt.Fprintf) call.
 func feedsSprintf(ia *ssa.IndexAddr) bool {
 	alloc, ok := ia.X.(*ssa.Alloc)
 	if !ok {
@@ -305,12 +476,17 @@ func feedsSprintf(ia *ssa.IndexAddr) bool {
 			continue
 		}
 		for _, r2 := range *sl.Referrers() {
-			if call, ok := r2.(*ssa.Call); ok && isSSASprintf(call) {
+			if call, ok := r2.(*ssa.Call); ok && (isSSASprintf(call) || isSSAFprintf(call)) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+func isSSAFprintf(call *ssa.Call) bool {
+	fn := call.Call.StaticCallee()
+	return fn != nil && fn.Name() == "Fprintf" && fn.Pkg != nil && fn.Pkg.Pkg.Path() == "fmt"
 }
 
 // resolve returns the alternative values of a string as templates.
@@ -339,6 +515,7 @@ func (s *ssaState) resolve(v ssa.Value, depth int) []template {
 }
 
 func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
+	c := s.c
 	switch x := v.(type) {
 	case *ssa.Const:
 		if x.Value == nil {
@@ -348,7 +525,11 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 			return holeTemplate
 		}
 		if x.Value.Kind() == constant.String {
-			return []template{{{Text: constant.StringVal(x.Value)}}}
+			return textTemplate(constant.StringVal(x.Value))
+		}
+	case *ssa.Parameter:
+		if i := s.paramIndex(x); i >= 0 {
+			return paramTemplate(i)
 		}
 	case *ssa.BinOp:
 		if x.Op == token.ADD && isString(x.Type()) {
@@ -363,33 +544,255 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 	case *ssa.ChangeType:
 		return s.resolve(x.X, depth)
 	case *ssa.Convert:
-		if isString(x.X.Type()) {
+		if stringish(x.X.Type()) {
 			return s.resolve(x.X, depth)
 		}
+	case *ssa.Slice:
+		if stringish(x.X.Type()) {
+			return edited(s.resolve(x.X, depth), c.cfg)
+		}
 	case *ssa.UnOp:
-		if g, ok := x.X.(*ssa.Global); ok && x.Op == token.MUL && len(s.stores[g]) > 0 {
-			var out []template
-			for _, st := range s.stores[g] {
-				out = union(out, s.resolve(st, depth))
+		if ia, ok := x.X.(*ssa.IndexAddr); ok && x.Op == token.MUL {
+			if vals, ok := literalElems(ia); ok {
+				var out []template
+				for _, e := range vals {
+					out = union(out, s.resolve(e, depth))
+				}
+				return out
 			}
-			return out
+		}
+		if g, ok := x.X.(*ssa.Global); ok && x.Op == token.MUL {
+			if v, ok := g.Object().(*types.Var); ok {
+				if e := c.embeds[v]; e != nil && e.text != "" {
+					return textTemplate(e.text)
+				}
+			}
+			if len(s.stores[g]) > 0 {
+				var out []template
+				for _, st := range s.stores[g] {
+					out = union(out, s.resolve(st, depth))
+				}
+				return out
+			}
+		}
+	case *ssa.Index:
+		if u, ok := x.X.(*ssa.UnOp); ok && u.Op == token.MUL {
+			if alloc, ok := u.X.(*ssa.Alloc); ok {
+				if vals, ok := allocElems(alloc); ok {
+					var out []template
+					for _, e := range vals {
+						out = union(out, s.resolve(e, depth))
+					}
+					return out
+				}
+			}
+		}
+	case *ssa.Extract:
+		if call, ok := x.Tuple.(*ssa.Call); ok && x.Index == 0 {
+			return s.resolveCall(call, depth)
 		}
 	case *ssa.Call:
-		if isSSASprintf(x) {
-			return s.sprintf(x.Call.Args[0], x.Call.Args[1], depth)
-		}
-		if fn := x.Call.StaticCallee(); isBuilderMethod(fn, "String") && len(x.Call.Args) == 1 {
-			return s.builder(x.Call.Args[0], depth)
-		}
-		if fn := x.Call.StaticCallee(); fn != nil && fn.Pkg == s.pkg && len(s.returns[fn]) > 0 {
-			var out []template
-			for _, r := range s.returns[fn] {
-				out = union(out, s.resolve(r, depth))
-			}
-			return out
-		}
+		return s.resolveCall(x, depth)
 	}
 	return holeTemplate
+}
+
+// literalElems returns the values stored into the elements of the local
+// array (or slice literal) that ia indexes, when nothing else may write
+// them: the elements of a range over []string{…}.
+func literalElems(ia *ssa.IndexAddr) ([]ssa.Value, bool) {
+	base := ia.X
+	if sl, ok := base.(*ssa.Slice); ok {
+		base = sl.X
+	}
+	alloc, ok := base.(*ssa.Alloc)
+	if !ok {
+		return nil, false
+	}
+	return allocElems(alloc)
+}
+
+// allocElems returns the values stored into the elements of a local array
+// that is only written by element stores and read.
+func allocElems(alloc *ssa.Alloc) ([]ssa.Value, bool) {
+	if _, ok := alloc.Type().(*types.Pointer).Elem().Underlying().(*types.Array); !ok {
+		return nil, false
+	}
+	var vals []ssa.Value
+	for _, r := range *alloc.Referrers() {
+		switch r := r.(type) {
+		case *ssa.IndexAddr:
+			for _, r2 := range *r.Referrers() {
+				switch r2 := r2.(type) {
+				case *ssa.Store:
+					if r2.Addr == r {
+						vals = append(vals, r2.Val)
+					}
+				case *ssa.UnOp, *ssa.DebugRef:
+				default:
+					return nil, false
+				}
+			}
+		case *ssa.Slice:
+			for _, r2 := range *r.Referrers() {
+				switch r2 := r2.(type) {
+				case *ssa.IndexAddr:
+					for _, r3 := range *r2.Referrers() {
+						if _, ok := r3.(*ssa.UnOp); !ok {
+							if _, ok := r3.(*ssa.DebugRef); !ok {
+								return nil, false
+							}
+						}
+					}
+				case *ssa.DebugRef:
+				default:
+					if _, ok := r2.(*ssa.Call); ok && isLen(r2.(*ssa.Call)) {
+						continue
+					}
+					return nil, false
+				}
+			}
+		case *ssa.DebugRef, *ssa.UnOp:
+		default:
+			return nil, false
+		}
+	}
+	return vals, len(vals) > 0
+}
+
+func isLen(call *ssa.Call) bool {
+	b, ok := call.Call.Value.(*ssa.Builtin)
+	return ok && b.Name() == "len"
+}
+
+// paramIndex is the index of a string parameter of a declared function
+// (receiver excluded) or of a bound literal, or -1.
+func (s *ssaState) paramIndex(p *ssa.Parameter) int {
+	fn := p.Parent()
+	_, named := fn.Object().(*types.Func)
+	lit, _ := fn.Syntax().(*ast.FuncLit)
+	if !named && (lit == nil || s.c.litOf[lit] == nil) || fn.Signature.Recv() != nil && fn.Params[0] == p {
+		return -1
+	}
+	if !isString(p.Type()) {
+		return -1
+	}
+	for i, q := range fn.Params {
+		if q == p {
+			if fn.Signature.Recv() != nil {
+				i--
+			}
+			if fn.Signature.Variadic() && i == fn.Signature.Params().Len()-1 {
+				return -1
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *ssaState) resolveCall(x *ssa.Call, depth int) []template {
+	c := s.c
+	fn := x.Call.StaticCallee()
+	switch {
+	case isSSASprintf(x):
+		return s.sprintf(x.Call.Args[0], x.Call.Args[1], depth)
+	case isBuilderMethod(fn, "String") && len(x.Call.Args) == 1:
+		return s.builder(x.Call.Args[0], x, depth)
+	}
+	if fn != nil {
+		if obj, ok := fn.Object().(*types.Func); ok {
+			if i := identityArg(obj); i >= 0 {
+				if a := arg(x, i); a != nil {
+					return s.resolve(a, depth)
+				}
+			}
+			if text, ok := s.embedRead(x, obj); ok {
+				return textTemplate(text)
+			}
+			if fn.Pkg == s.pkg && len(s.returns[fn]) > 0 && stringish(resultType(fn.Signature.Results())) {
+				var rs []template
+				for _, r := range s.returns[fn] {
+					rs = union(rs, s.resolve(r, depth))
+				}
+				return s.fillCall(rs, x, depth)
+			}
+			if obj.Pkg() != c.pass.Pkg {
+				if rs, ok := c.returnsOf(obj); ok {
+					return s.fillCall(rs, x, depth)
+				}
+			}
+		}
+	}
+	// An unknown function of a query: an edit.
+	if !stringish(resultType(x.Type())) {
+		return holeTemplate
+	}
+	var args []template
+	for _, a := range x.Call.Args {
+		if stringish(a.Type()) {
+			args = union(args, s.resolve(a, depth))
+		}
+	}
+	return edited(args, c.cfg)
+}
+
+// fillCall fills the parameter holes of a callee's templates with the
+// call's arguments.
+func (s *ssaState) fillCall(ts []template, call *ssa.Call, depth int) []template {
+	return substitute(ts, func(i int) []template {
+		if a := arg(call, i); a != nil {
+			return s.resolve(a, depth)
+		}
+		return nil
+	})
+}
+
+// fill fills a helper root's templates: v is the call, or its Extract.
+func (s *ssaState) fill(ts []template, v ssa.Value, depth int) []template {
+	if x, ok := v.(*ssa.Extract); ok {
+		v = x.Tuple
+	}
+	call, ok := v.(*ssa.Call)
+	if !ok {
+		return nil
+	}
+	return s.fillCall(ts, call, depth)
+}
+
+// embedRead is checker.embedRead on SSA: fsys.ReadFile("name") of an
+// embedded file system.
+func (s *ssaState) embedRead(call *ssa.Call, fn *types.Func) (string, bool) {
+	if fn.Name() != "ReadFile" || fn.Pkg() == nil {
+		return "", false
+	}
+	var fsys, name ssa.Value
+	switch {
+	case fn.Pkg().Path() == "embed" && len(call.Call.Args) == 2:
+		fsys, name = call.Call.Args[0], call.Call.Args[1]
+	case fn.Pkg().Path() == "io/fs" && len(call.Call.Args) == 2:
+		fsys, name = call.Call.Args[0], call.Call.Args[1]
+		if mi, ok := fsys.(*ssa.MakeInterface); ok {
+			fsys = mi.X
+		}
+	default:
+		return "", false
+	}
+	if u, ok := fsys.(*ssa.UnOp); ok && u.Op == token.MUL {
+		fsys = u.X
+	}
+	g, ok := fsys.(*ssa.Global)
+	k, ok2 := name.(*ssa.Const)
+	if !ok || !ok2 || k.Value == nil || k.Value.Kind() != constant.String {
+		return "", false
+	}
+	v, _ := g.Object().(*types.Var)
+	e := s.c.embeds[v]
+	if e == nil {
+		return "", false
+	}
+	text, ok := e.files[path.Clean(constant.StringVal(k.Value))]
+	return text, ok
 }
 
 // cycle is the value of a phi met again while resolving it: a loop that
@@ -409,46 +812,6 @@ func (s *ssaState) cycle(v ssa.Value) []template {
 	return union(out, holeTemplate)
 }
 
-// concat is the cross product of two sets of alternatives, bounded.
-func concat(a, b []template) []template {
-	var out []template
-	for _, x := range a {
-		for _, y := range b {
-			if len(out) == maxTemplates {
-				return out
-			}
-			t := make(template, 0, len(x)+len(y))
-			t = append(t, x...)
-			for _, p := range y {
-				t = appendPart(t, p)
-			}
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-func appendPart(t template, p sqlcheck.Part) template {
-	if n := len(t); n > 0 && !p.Hole && !t[n-1].Hole {
-		t[n-1].Text += p.Text
-		return t
-	}
-	if n := len(t); n > 0 && p.Hole && t[n-1].Hole {
-		return t
-	}
-	return append(t, p)
-}
-
-func union(a, b []template) []template {
-	for _, t := range b {
-		if len(a) == maxTemplates {
-			break
-		}
-		a = append(a, t)
-	}
-	return a
-}
-
 // sprintf builds the templates of a fmt.Sprintf call: the format's text,
 // each verb replaced by its argument when known, else by a hole.
 func (s *ssaState) sprintf(format, args ssa.Value, depth int) []template {
@@ -461,7 +824,12 @@ func (s *ssaState) sprintf(format, args ssa.Value, depth int) []template {
 			out = union(out, []template{f}) // keep the fragments, holes for verbs
 			continue
 		}
-		out = union(out, s.format(text, vals, ok, depth))
+		out = union(out, formatTemplates(text, ok, func(i int, spec string, verb byte) []template {
+			if i >= len(vals) {
+				return holeTemplate
+			}
+			return s.verb(spec, verb, vals[i], depth)
+		}))
 	}
 	return out
 }
@@ -507,64 +875,23 @@ func varargs(v ssa.Value) ([]ssa.Value, bool) {
 	return vals, true
 }
 
-// format walks a printf format. Verbs whose argument is known become text;
-// others become holes.
-func (s *ssaState) format(f string, vals []ssa.Value, known bool, depth int) []template {
-	out := []template{{}}
-	text := func(t string) { out = concat(out, []template{{{Text: t}}}) }
-	argi := 0
-	for i := 0; i < len(f); {
-		j := strings.IndexByte(f[i:], '%')
-		if j < 0 {
-			text(f[i:])
-			break
-		}
-		text(f[i : i+j])
-		i += j + 1
-		start := i
-		for i < len(f) && strings.IndexByte("+-# 0123456789.*[]", f[i]) >= 0 {
-			i++
-		}
-		if i >= len(f) {
-			out = concat(out, holeTemplate)
-			break
-		}
-		spec := f[start:i]
-		verb := f[i]
-		i++
-		if verb == '%' && spec == "" {
-			text("%")
-			continue
-		}
-		if !known || strings.ContainsAny(spec, "*[") {
-			known = false // argument positions are lost from here on
-			out = concat(out, holeTemplate)
-			continue
-		}
-		var v ssa.Value
-		if argi < len(vals) {
-			v = vals[argi]
-		}
-		argi++
-		out = concat(out, s.verb(spec, verb, v, depth))
-	}
-	return out
-}
-
 func (s *ssaState) verb(spec string, verb byte, v ssa.Value, depth int) []template {
 	if v == nil {
 		return holeTemplate
 	}
 	if k, ok := v.(*ssa.Const); ok && k.Value != nil {
 		if gv, ok := goValue(k.Value, k.Type()); ok {
-			return []template{{{Text: fmt.Sprintf("%"+spec+string(verb), gv)}}}
+			return textTemplate(fmt.Sprintf("%"+spec+string(verb), gv))
 		}
 		return holeTemplate
+	}
+	if intVerb(spec, verb, v.Type()) {
+		return textTemplate("0") // an integer cannot inject SQL: any literal stands for it
 	}
 	if !isString(v.Type()) || (verb != 's' && verb != 'v') || spec != "" {
 		return holeTemplate
 	}
-	if types.NewMethodSet(v.Type()).Len() > 0 {
+	if hasMethods(v.Type()) {
 		return holeTemplate // a String method decides the text
 	}
 	return s.resolve(v, depth)
@@ -595,53 +922,220 @@ func isBuilderType(t types.Type) bool {
 	return path == "strings" && name == "Builder" || path == "bytes" && name == "Buffer"
 }
 
-// builder returns what a strings.Builder or bytes.Buffer holds: the writes
-// made to it in this function, in source order, each a template, ending
-// with a hole. Order, branches and loops are not modelled, so the result is
-// never static: a builder's SQL is judged as built at run time.
-func (s *ssaState) builder(r ssa.Value, depth int) []template {
+// builderEvent is something that happens to a builder at one instruction:
+// a write of one of ts, a reset, or an escape (the builder goes where
+// fencelint does not follow: it may be written there).
+type builderEvent struct {
+	block *ssa.BasicBlock
+	index int
+	ts    []template
+	reset bool
+}
+
+// builder returns what a strings.Builder or bytes.Buffer r holds when
+// read by the String call at: every possible content, following the
+// control flow from the builder's allocation. A builder written inside a
+// loop, or not allocated here, is modelled by its writes in source order
+// followed by a hole.
+func (s *ssaState) builder(r ssa.Value, at *ssa.Call, depth int) []template {
 	refs := r.Referrers()
 	if refs == nil {
 		return holeTemplate
 	}
-	type write struct {
-		pos token.Pos
-		ts  []template
+	var evs []builderEvent
+	index := map[ssa.Instruction]int{}
+	indexOf := func(in ssa.Instruction) int {
+		if i, ok := index[in]; ok {
+			return i
+		}
+		for i, x := range in.Block().Instrs {
+			index[x] = i
+		}
+		return index[in]
 	}
-	var ws []write
+	add := func(in ssa.Instruction, ts []template, reset bool) {
+		evs = append(evs, builderEvent{in.Block(), indexOf(in), ts, reset})
+	}
 	for _, ref := range *refs {
 		switch u := ref.(type) {
 		case *ssa.Call:
+			if u == at {
+				continue
+			}
 			fn := u.Call.StaticCallee()
 			switch {
 			case isBuilderMethod(fn, "WriteString") && len(u.Call.Args) == 2 && u.Call.Args[0] == r:
-				ws = append(ws, write{u.Pos(), s.resolve(u.Call.Args[1], depth)})
+				add(u, s.resolve(u.Call.Args[1], depth), false)
+			case (isBuilderMethod(fn, "WriteByte") || isBuilderMethod(fn, "WriteRune")) && len(u.Call.Args) == 2:
+				if k, ok := u.Call.Args[1].(*ssa.Const); ok && k.Value != nil && k.Value.Kind() == constant.Int {
+					n, _ := constant.Int64Val(k.Value)
+					add(u, textTemplate(string(rune(n))), false)
+				} else {
+					add(u, holeTemplate, false)
+				}
+			case isBuilderMethod(fn, "Reset"):
+				add(u, nil, true)
 			case fn != nil && fn.Signature.Recv() != nil && isBuilderType(fn.Signature.Recv().Type()) &&
-				!strings.HasPrefix(fn.Name(), "Write"):
-				// String, Len, Grow, …: no content added.
+				fn.Name() != "Write" && fn.Name() != "ReadFrom" && fn.Name() != "Truncate":
+				// String, Len, Grow, Cap, …: no content added.
 			default:
-				ws = append(ws, write{u.Pos(), holeTemplate}) // Write*, or a helper that may write
+				add(u, holeTemplate, false) // Write, or a helper that may write
 			}
 		case *ssa.MakeInterface:
 			for _, ref2 := range *u.Referrers() {
 				call, ok := ref2.(*ssa.Call)
 				if !ok {
+					add(ref2, holeTemplate, false)
 					continue
 				}
-				fn := call.Call.StaticCallee()
-				if fn != nil && fn.Name() == "Fprintf" && fn.Pkg != nil && fn.Pkg.Pkg.Path() == "fmt" &&
-					len(call.Call.Args) == 3 && call.Call.Args[0] == u {
-					ws = append(ws, write{call.Pos(), s.sprintf(call.Call.Args[1], call.Call.Args[2], depth)})
+				if isSSAFprintf(call) && len(call.Call.Args) == 3 && call.Call.Args[0] == u {
+					add(call, s.sprintf(call.Call.Args[1], call.Call.Args[2], depth), false)
 				} else {
-					ws = append(ws, write{call.Pos(), holeTemplate})
+					add(call, holeTemplate, false)
 				}
+			}
+		case *ssa.DebugRef:
+		default:
+			add(u, holeTemplate, false)
+		}
+	}
+	alloc, ok := r.(*ssa.Alloc)
+	if ok {
+		for _, e := range evs {
+			if inCycle(e.block) {
+				ok = false
+				break
 			}
 		}
 	}
-	sort.Slice(ws, func(i, j int) bool { return ws[i].pos < ws[j].pos })
-	out := []template{{}}
-	for _, w := range ws {
-		out = concat(out, w.ts)
+	if !ok {
+		sort.Slice(evs, func(i, j int) bool {
+			if evs[i].block != evs[j].block {
+				return evs[i].block.Index < evs[j].block.Index
+			}
+			return evs[i].index < evs[j].index
+		})
+		out := []template{{}}
+		for _, e := range evs {
+			if e.reset {
+				out = []template{{}}
+				continue
+			}
+			out = concat(out, e.ts)
+		}
+		return concat(out, holeTemplate)
 	}
-	return concat(out, holeTemplate)
+	return builderFlow(alloc, indexOf(alloc), at, indexOf(at), evs)
+}
+
+// builderFlow propagates the possible contents of a builder through the
+// blocks from its allocation to the String call, whose writes sit outside
+// cycles.
+func builderFlow(alloc *ssa.Alloc, allocIdx int, at *ssa.Call, atIdx int, evs []builderEvent) []template {
+	byBlock := map[*ssa.BasicBlock][]builderEvent{}
+	for _, e := range evs {
+		byBlock[e.block] = append(byBlock[e.block], e)
+	}
+	for _, es := range byBlock {
+		sort.Slice(es, func(i, j int) bool { return es[i].index < es[j].index })
+	}
+	start, target := alloc.Block(), at.Block()
+	in := map[*ssa.BasicBlock][]template{start: {{}}}
+	seen := map[*ssa.BasicBlock]map[string]bool{start: {"": true}}
+	var result []template
+	work := []*ssa.BasicBlock{start}
+	for steps := 0; len(work) > 0 && steps < maxSteps; steps++ {
+		b := work[0]
+		work = work[1:]
+		state := in[b]
+		from := -1
+		if b == start {
+			from = allocIdx
+		}
+		to := len(b.Instrs)
+		if b == target && (b != start || atIdx > allocIdx) {
+			to = atIdx
+		}
+		for _, e := range byBlock[b] {
+			if e.index <= from || e.index >= to {
+				continue
+			}
+			if e.reset {
+				state = []template{{}}
+			} else {
+				state = concat(state, e.ts)
+			}
+		}
+		if b == target && to == atIdx {
+			result = union(result, state)
+			continue
+		}
+		for _, succ := range b.Succs {
+			if seen[succ] == nil {
+				seen[succ] = map[string]bool{}
+			}
+			grew := false
+			for _, t := range state {
+				k := templateKey(t)
+				if !seen[succ][k] && len(in[succ]) < maxTemplates {
+					seen[succ][k] = true
+					in[succ] = append(in[succ], t)
+					grew = true
+				}
+			}
+			if grew {
+				work = append(work, succ)
+			}
+		}
+	}
+	if result == nil {
+		return holeTemplate
+	}
+	return dedup(result)
+}
+
+func templateKey(t template) string {
+	var b strings.Builder
+	for _, p := range t {
+		switch {
+		case p.Param > 0:
+			fmt.Fprintf(&b, "\x00%d\x00", p.Param)
+		case p.Hole:
+			b.WriteString("\x00?\x00")
+		default:
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+func dedup(ts []template) []template {
+	seen := map[string]bool{}
+	out := ts[:0:0]
+	for _, t := range ts {
+		if k := templateKey(t); !seen[k] {
+			seen[k] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// inCycle reports whether b can reach itself.
+func inCycle(b *ssa.BasicBlock) bool {
+	seen := map[*ssa.BasicBlock]bool{}
+	stack := append([]*ssa.BasicBlock(nil), b.Succs...)
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if x == b {
+			return true
+		}
+		if seen[x] {
+			continue
+		}
+		seen[x] = true
+		stack = append(stack, x.Succs...)
+	}
+	return false
 }

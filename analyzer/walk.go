@@ -5,7 +5,6 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
-	"strings"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/types/typeutil"
@@ -17,13 +16,14 @@ import (
 type checker struct {
 	pass     *analysis.Pass
 	cfg      *sqlcheck.Config
+	opts     *options
 	findings []finding
 
 	notStatic map[ast.Expr]bool // memo of non-static concatenations
 
 	// Needs SSA to decide.
 	locals   []localConst // constants stored in a local variable
-	sinks    []sink       // sink calls whose query is not static
+	sites    []*site      // sink calls outside function declarations
 	astRoots map[token.Pos]bool
 
 	// Package variables: unexported ones used only as fragments are judged
@@ -31,16 +31,50 @@ type checker struct {
 	globals    []globalConst
 	globalUses map[*types.Var]*useCount
 
-	// Where local string variables get their values, to drop sinks whose
-	// query can only be a hole (an unassigned parameter, or a value
-	// returned by another package such as Ent's sql.Selector.Query).
-	params  map[*types.Var]bool
-	assigns map[*types.Var][]bool // per assignment: from another package's call
+	// For the AST evaluator: where variables get their values.
+	params    map[*types.Var]paramInfo
+	defs      map[*types.Var][]def
+	addrTaken map[*types.Var]bool
+	varBusy   map[*types.Var]bool
+	varBase   map[*types.Var][]template
+	embeds    map[*types.Var]*embedInfo
+
+	// Function declarations, and what makes a wrapper's calls visible.
+	funcs        map[*types.Func]*funcInfo
+	funcOrder    []*funcInfo
+	pending      []*ast.CallExpr // same-package calls outside declarations
+	nonCallUse   map[*types.Func]bool
+	ifaceMethods map[string]bool
+
+	// Calls that take a strings.Builder or bytes.Buffer variable.
+	builderCalls map[*types.Var][]*ast.CallExpr
+
+	// Query builders (squirrel, goqu, gorm, Ent's dialect/sql).
+	builders   []*builderUse
+	gormWrites []*bmodel
 
 	// Lexical evidence that a run-time string may write a fenced table.
 	mentionTable, mentionWrite bool
 	// The same, among strings that may be parts of longer run-time strings.
 	fragmentTable, fragmentWrite bool
+
+	// Function literals bound to a local variable, and such variables used
+	// other than as a callee.
+	litFuncs   map[*types.Var]*funcInfo
+	litOf      map[*ast.FuncLit]*funcInfo
+	nonCallVar map[*types.Var]bool
+
+	// During the walk: the enclosing function (declaration or bound
+	// literal), how many other function literals deep the walk is inside
+	// it, and the enclosing functions outside it.
+	cur      *funcInfo
+	litDepth int
+	outer    []outerFunc
+}
+
+type outerFunc struct {
+	fi       *funcInfo
+	litDepth int
 }
 
 type localConst struct {
@@ -57,20 +91,27 @@ type globalConst struct {
 
 type useCount struct{ all, fragment int }
 
-type sink struct {
-	call  *ast.CallExpr
-	query ast.Expr
-}
-
-func newChecker(pass *analysis.Pass, cfg *sqlcheck.Config) *checker {
+func newChecker(pass *analysis.Pass, o *options) *checker {
 	return &checker{
-		pass:       pass,
-		cfg:        cfg,
-		notStatic:  map[ast.Expr]bool{},
-		astRoots:   map[token.Pos]bool{},
-		globalUses: map[*types.Var]*useCount{},
-		params:     map[*types.Var]bool{},
-		assigns:    map[*types.Var][]bool{},
+		pass:         pass,
+		cfg:          o.sql,
+		opts:         o,
+		notStatic:    map[ast.Expr]bool{},
+		astRoots:     map[token.Pos]bool{},
+		globalUses:   map[*types.Var]*useCount{},
+		params:       map[*types.Var]paramInfo{},
+		defs:         map[*types.Var][]def{},
+		addrTaken:    map[*types.Var]bool{},
+		varBusy:      map[*types.Var]bool{},
+		varBase:      map[*types.Var][]template{},
+		embeds:       map[*types.Var]*embedInfo{},
+		funcs:        map[*types.Func]*funcInfo{},
+		nonCallUse:   map[*types.Func]bool{},
+		ifaceMethods: map[string]bool{},
+		builderCalls: map[*types.Var][]*ast.CallExpr{},
+		litFuncs:     map[*types.Var]*funcInfo{},
+		litOf:        map[*ast.FuncLit]*funcInfo{},
+		nonCallVar:   map[*types.Var]bool{},
 	}
 }
 
@@ -78,33 +119,75 @@ func (c *checker) add(pos token.Pos, msg string) {
 	c.findings = append(c.findings, finding{pos, msg})
 }
 
-// walk visits every file once: maximal static strings, sink calls, Ent
-// builder calls and uses of package string variables.
+// walk visits every file once: maximal static strings, sink calls, query
+// builders, Ent builder calls, uses of package string variables, and what
+// the AST evaluator needs (parameters, assignments, returns).
 func (c *checker) walk() {
 	for _, f := range c.pass.Files {
 		var stack []ast.Node
 		ast.Inspect(f, func(n ast.Node) bool {
 			if n == nil {
+				top := stack[len(stack)-1]
 				stack = stack[:len(stack)-1]
+				switch top := top.(type) {
+				case *ast.FuncDecl:
+					if c.cur != nil && c.cur.decl == top {
+						c.cur = nil
+					}
+				case *ast.FuncLit:
+					if fi := c.litOf[top]; fi != nil && c.cur == fi {
+						o := c.outer[len(c.outer)-1]
+						c.outer = c.outer[:len(c.outer)-1]
+						c.cur, c.litDepth = o.fi, o.litDepth
+					} else {
+						c.litDepth--
+					}
+				}
 				return true
 			}
 			switch n := n.(type) {
 			case *ast.ImportSpec:
 				return false // import paths are not expressions
+			case *ast.FuncDecl:
+				c.funcDecl(n)
+			case *ast.FuncLit:
+				if fi := c.litOf[n]; fi != nil {
+					c.outer = append(c.outer, outerFunc{c.cur, c.litDepth})
+					c.cur, c.litDepth = fi, 0
+				} else {
+					c.litDepth++
+				}
 			case *ast.FuncType:
-				c.funcParams(n)
+				c.funcParams(n, stack)
 				return false // nor are struct tags in parameter lists
+			case *ast.InterfaceType:
+				for _, m := range n.Methods.List {
+					for _, name := range m.Names {
+						c.ifaceMethods[name.Name] = true
+					}
+				}
 			case *ast.Field:
 				if n.Tag != nil {
 					return false
 				}
+			case *ast.GenDecl:
+				c.embedDecl(n)
 			case *ast.AssignStmt:
 				c.assignment(n)
+				c.bindLiterals(n)
+			case *ast.ValueSpec:
+				c.valueSpec(n)
+			case *ast.RangeStmt:
+				c.rangeStmt(n)
+			case *ast.ReturnStmt:
+				if c.cur != nil && c.litDepth == 0 {
+					c.cur.returns = append(c.cur.returns, n)
+				}
 			case *ast.UnaryExpr:
 				if n.Op == token.AND {
 					if id, ok := ast.Unparen(n.X).(*ast.Ident); ok {
 						if v, ok := c.pass.TypesInfo.Uses[id].(*types.Var); ok {
-							c.assigns[v] = append(c.assigns[v], false) // address taken
+							c.addrTaken[v] = true
 						}
 					}
 				}
@@ -123,12 +206,18 @@ func (c *checker) walk() {
 				case *ast.BasicLit:
 					return false
 				case *ast.Ident:
-					c.globalUse(n, stack)
+					switch obj := c.pass.TypesInfo.Uses[n].(type) {
+					case *types.Var:
+						c.globalUse(n, obj, stack)
+						c.litUse(n, obj, stack)
+					case *types.Func:
+						c.funcUse(n, obj, stack)
+					}
 					return false
 				case *ast.SelectorExpr:
 					c.entBuilder(n)
 				case *ast.CallExpr:
-					c.sinkCall(n)
+					c.call(n, stack)
 				}
 			}
 			stack = append(stack, n)
@@ -137,80 +226,213 @@ func (c *checker) walk() {
 	}
 }
 
-func (c *checker) funcParams(ft *ast.FuncType) {
+func (c *checker) funcDecl(fd *ast.FuncDecl) {
+	fn, ok := c.pass.TypesInfo.Defs[fd.Name].(*types.Func)
+	if !ok || fd.Body == nil {
+		return
+	}
+	fi := &funcInfo{fn: fn, sig: fn.Signature(), decl: fd}
+	c.funcs[fn] = fi
+	c.funcOrder = append(c.funcOrder, fi)
+	c.cur, c.litDepth = fi, 0
+}
+
+// funcParams records parameters: string parameters of a declaration
+// become parameter holes for the evaluator.
+func (c *checker) funcParams(ft *ast.FuncType, stack []ast.Node) {
 	if ft.Params == nil {
 		return
 	}
+	var owner *funcInfo
+	if len(stack) > 0 && c.cur != nil && (c.cur.decl != nil && stack[len(stack)-1] == c.cur.decl ||
+		c.cur.lit != nil && stack[len(stack)-1] == c.cur.lit) {
+		owner = c.cur
+	}
+	i := 0
 	for _, f := range ft.Params.List {
-		for _, id := range f.Names {
-			if v, ok := c.pass.TypesInfo.Defs[id].(*types.Var); ok {
-				c.params[v] = true
+		names := f.Names
+		if len(names) == 0 {
+			i++
+			continue
+		}
+		for _, id := range names {
+			if v, ok := c.pass.TypesInfo.Defs[id].(*types.Var); ok && isString(v.Type()) {
+				if owner != nil && !(owner.sig.Variadic() && i == owner.sig.Params().Len()-1) {
+					c.params[v] = paramInfo{fn: owner, index: i}
+				} else {
+					c.params[v] = paramInfo{}
+				}
 			}
+			i++
 		}
 	}
 }
 
-// assignment records, for each local variable assigned, whether the value
-// comes from a call of another package's function (not fmt, strings or
-// bytes, which build strings from their arguments).
+// assignment records the values assigned to variables.
 func (c *checker) assignment(as *ast.AssignStmt) {
 	for i, lhs := range as.Lhs {
 		id, ok := ast.Unparen(lhs).(*ast.Ident)
+		if !ok || id.Name == "_" {
+			continue
+		}
+		v := c.objVar(id)
+		if v == nil || !followed(v.Type()) {
+			continue
+		}
+		d := def{add: as.Tok == token.ADD_ASSIGN}
+		if len(as.Rhs) == len(as.Lhs) {
+			d.expr = as.Rhs[i]
+		} else if i == 0 && len(as.Rhs) == 1 {
+			if call, ok := ast.Unparen(as.Rhs[0]).(*ast.CallExpr); ok {
+				d.expr = call // the first result of a multi-value call
+			}
+		}
+		if as.Tok != token.ASSIGN && as.Tok != token.DEFINE && as.Tok != token.ADD_ASSIGN {
+			d.expr = nil
+		}
+		c.defs[v] = append(c.defs[v], d)
+	}
+}
+
+// rangeStmt records range variables: the elements of a slice or array
+// literal for the value, else unknown.
+func (c *checker) rangeStmt(rs *ast.RangeStmt) {
+	if id, ok := rs.Key.(*ast.Ident); ok {
+		if v := c.objVar(id); v != nil && followed(v.Type()) {
+			c.defs[v] = append(c.defs[v], def{})
+		}
+	}
+	id, ok := rs.Value.(*ast.Ident)
+	if !ok {
+		return
+	}
+	v := c.objVar(id)
+	if v == nil || !followed(v.Type()) {
+		return
+	}
+	if lit, ok := ast.Unparen(rs.X).(*ast.CompositeLit); ok && isString(v.Type()) {
+		if _, ok := c.pass.TypesInfo.TypeOf(lit).Underlying().(*types.Map); !ok {
+			for _, e := range lit.Elts {
+				if kv, ok := e.(*ast.KeyValueExpr); ok {
+					e = kv.Value
+				}
+				c.defs[v] = append(c.defs[v], def{expr: e})
+			}
+			return
+		}
+	}
+	c.defs[v] = append(c.defs[v], def{})
+}
+
+// followed reports whether the evaluators follow the values of variables
+// of type t: strings and bytes, functions (bound literals) and gorm's *DB.
+func followed(t types.Type) bool {
+	switch u := t.Underlying().(type) {
+	case *types.Basic:
+		return u.Info()&types.IsString != 0
+	case *types.Slice, *types.Signature:
+		return stringish(t) || isSig(u)
+	case *types.Pointer:
+		return typeName(t) == "DB"
+	}
+	return false
+}
+
+func isSig(t types.Type) bool {
+	_, ok := t.(*types.Signature)
+	return ok
+}
+
+// valueSpec records var declarations: a value, or the zero value.
+func (c *checker) valueSpec(vs *ast.ValueSpec) {
+	for i, id := range vs.Names {
+		v, ok := c.pass.TypesInfo.Defs[id].(*types.Var)
+		if !ok || id.Name == "_" || !followed(v.Type()) {
+			continue
+		}
+		switch {
+		case len(vs.Values) == len(vs.Names):
+			c.defs[v] = append(c.defs[v], def{expr: vs.Values[i]})
+		case len(vs.Values) == 0 && c.embeds[v] == nil:
+			c.defs[v] = append(c.defs[v], def{expr: emptyString})
+		default:
+			c.defs[v] = append(c.defs[v], def{})
+		}
+	}
+}
+
+var emptyString = &ast.BasicLit{Kind: token.STRING, Value: `""`}
+
+// bindLiterals records function literals bound to a new local variable
+// (f := func(…) {…}): their parameters are followed like a function's,
+// and their calls judged.
+func (c *checker) bindLiterals(as *ast.AssignStmt) {
+	if as.Tok != token.DEFINE || len(as.Lhs) != len(as.Rhs) {
+		return
+	}
+	for i, r := range as.Rhs {
+		lit, ok := ast.Unparen(r).(*ast.FuncLit)
 		if !ok {
 			continue
 		}
-		v, ok := c.pass.TypesInfo.ObjectOf(id).(*types.Var)
-		if !ok || v.Parent() == c.pass.Pkg.Scope() || !isString(v.Type()) {
+		id, ok := as.Lhs[i].(*ast.Ident)
+		if !ok {
 			continue
 		}
-		rhs := as.Rhs[0]
-		if len(as.Rhs) == len(as.Lhs) {
-			rhs = as.Rhs[i]
+		v, ok := c.pass.TypesInfo.Defs[id].(*types.Var)
+		if !ok {
+			continue
 		}
-		c.assigns[v] = append(c.assigns[v], as.Tok != token.ADD_ASSIGN && c.foreignCall(rhs))
+		sig, ok := c.pass.TypesInfo.TypeOf(lit).(*types.Signature)
+		if !ok {
+			continue
+		}
+		fi := &funcInfo{sig: sig, lit: lit, v: v}
+		c.litFuncs[v] = fi
+		c.litOf[lit] = fi
+		c.funcOrder = append(c.funcOrder, fi)
 	}
 }
 
-func (c *checker) foreignCall(e ast.Expr) bool {
-	call, ok := ast.Unparen(e).(*ast.CallExpr)
-	if !ok {
-		return false
+// litUse records uses of bound literals' variables other than calls (and
+// their reassignment, which ends the binding).
+func (c *checker) litUse(id *ast.Ident, v *types.Var, stack []ast.Node) {
+	if c.litFuncs[v] == nil {
+		return
 	}
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
-	if !ok || fn.Pkg() == nil || fn.Pkg() == c.pass.Pkg {
-		return false
-	}
-	switch fn.Pkg().Path() {
-	case "fmt", "strings", "bytes":
-		return false
-	}
-	return true
-}
-
-// opaque reports whether a sink's query can only be a hole: a parameter
-// never assigned, or a local only ever set from another package's call.
-func (c *checker) opaque(query ast.Expr) bool {
-	id, ok := ast.Unparen(query).(*ast.Ident)
-	if !ok {
-		return false
-	}
-	v, ok := c.pass.TypesInfo.Uses[id].(*types.Var)
-	if !ok || v.Parent() == c.pass.Pkg.Scope() {
-		return false
-	}
-	as := c.assigns[v]
-	if c.params[v] {
-		return len(as) == 0
-	}
-	if len(as) == 0 {
-		return false
-	}
-	for _, foreign := range as {
-		if !foreign {
-			return false
+	if len(stack) > 0 {
+		if call, ok := stack[len(stack)-1].(*ast.CallExpr); ok && call.Fun == id {
+			return
 		}
 	}
-	return true
+	c.nonCallVar[v] = true
+}
+
+// funcUse records uses of same-package functions other than calls.
+func (c *checker) funcUse(id *ast.Ident, fn *types.Func, stack []ast.Node) {
+	if fn.Pkg() != c.pass.Pkg {
+		return
+	}
+	var callee ast.Node = id
+	i := len(stack) - 1
+	if i >= 0 {
+		if se, ok := stack[i].(*ast.SelectorExpr); ok && se.Sel == id {
+			callee, i = se, i-1
+		}
+	}
+	for i >= 0 {
+		if ix, ok := stack[i].(*ast.IndexExpr); ok && ix.X == callee { // generic instantiation
+			callee, i = ix, i-1
+			continue
+		}
+		break
+	}
+	if i >= 0 {
+		if call, ok := stack[i].(*ast.CallExpr); ok && call.Fun == callee {
+			return
+		}
+	}
+	c.nonCallUse[fn.Origin()] = true
 }
 
 // static returns the value of e when it is a static string expression: a
@@ -452,6 +674,9 @@ func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 		return
 	}
 	ps := sqlcheck.Check(s, c.cfg)
+	if ctx == ctxAlone && len(ps) > 0 && c.inMessage(e, stack) {
+		ps = dropUnprovable(ps)
+	}
 	if len(ps) == 0 {
 		return
 	}
@@ -465,11 +690,33 @@ func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 	}
 }
 
+// inMessage reports whether e is an argument of a call that formats a
+// message (errors.New, fmt.Errorf, log.Printf, t.Fatalf, …).
+func (c *checker) inMessage(e ast.Expr, stack []ast.Node) bool {
+	if len(stack) == 0 {
+		return false
+	}
+	call, ok := stack[len(stack)-1].(*ast.CallExpr)
+	if !ok || call.Fun == e {
+		return false
+	}
+	return messageCall(typeutil.Callee(c.pass.TypesInfo, call))
+}
+
+func dropUnprovable(ps []sqlcheck.Problem) []sqlcheck.Problem {
+	out := ps[:0]
+	for _, p := range ps {
+		if p.Kind != sqlcheck.Unprovable {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // globalUse counts the uses of package string variables, and those that
 // only extend a longer string.
-func (c *checker) globalUse(id *ast.Ident, stack []ast.Node) {
-	v, ok := c.pass.TypesInfo.Uses[id].(*types.Var)
-	if !ok || v.Pkg() != c.pass.Pkg || v.Parent() != c.pass.Pkg.Scope() || !isString(v.Type()) {
+func (c *checker) globalUse(id *ast.Ident, v *types.Var, stack []ast.Node) {
+	if v.Pkg() != c.pass.Pkg || v.Parent() != c.pass.Pkg.Scope() || !isString(v.Type()) {
 		return
 	}
 	u := c.globalUses[v]
@@ -483,53 +730,105 @@ func (c *checker) globalUse(id *ast.Ident, stack []ast.Node) {
 	}
 }
 
-// sinkCall records calls of SQL sinks whose query is not static.
-func (c *checker) sinkCall(call *ast.CallExpr) {
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
-	if !ok || fn.Type().(*types.Signature).Recv() == nil || !sinkName(fn.Name()) {
+// call records sink calls (direct ones, and calls of wrappers in other
+// packages), calls of same-package functions that may be wrappers, and
+// query builders.
+func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
+	callee := typeutil.Callee(c.pass.TypesInfo, call)
+	if v, ok := callee.(*types.Var); ok && c.litFuncs[v] != nil {
+		if c.cur != nil {
+			c.cur.pending = append(c.cur.pending, call)
+		} else {
+			c.pending = append(c.pending, call)
+		}
 		return
 	}
-	i := sinkQueryIndex(fn)
-	if i < 0 || i >= len(call.Args) {
+	fn, ok := callee.(*types.Func)
+	if !ok {
 		return
 	}
-	if _, ok := c.static(call.Args[i]); ok {
-		return // judged as a constant
+	c.builderCall(call, fn, stack)
+	if i := c.sinkQueryIndex(fn); i >= 0 {
+		if i < len(call.Args) {
+			if _, ok := c.static(call.Args[i]); !ok {
+				c.addSite(&site{call: call, query: i})
+			}
+		}
+		return
 	}
-	c.sinks = append(c.sinks, sink{call, call.Args[i]})
+	if fn.Pkg() == c.pass.Pkg {
+		if hasStringParam(fn.Signature()) {
+			if c.cur != nil {
+				c.cur.pending = append(c.cur.pending, call)
+			} else {
+				c.pending = append(c.pending, call)
+			}
+		}
+		return
+	}
+	if ws := c.sinksOf(fn); len(ws) > 0 {
+		c.addSite(&site{call: call, query: -1, wrapper: ws})
+	}
 }
 
-var sinkPrefixes = []string{"Exec", "Query", "Prepare", "MustExec"}
+// builderVarCalls returns the calls whose receiver or an argument is the
+// strings.Builder or bytes.Buffer variable v (b.WriteString(s),
+// fmt.Fprintf(&b, …), helper(&b)), found in v's scope when first needed.
+func (c *checker) builderVarCalls(v *types.Var) []*ast.CallExpr {
+	if calls, ok := c.builderCalls[v]; ok {
+		return calls
+	}
+	var calls []*ast.CallExpr
+	scope := v.Parent()
+	for _, f := range c.pass.Files {
+		if scope == nil || f.FileStart > v.Pos() || v.Pos() > f.FileEnd {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if n == nil || n.End() < scope.Pos() || n.Pos() > scope.End() {
+				return false
+			}
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			var xs []ast.Expr
+			if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
+				xs = append(xs, sel.X)
+			}
+			for _, x := range append(xs, call.Args...) {
+				x = ast.Unparen(x)
+				if u, ok := x.(*ast.UnaryExpr); ok && u.Op == token.AND {
+					x = ast.Unparen(u.X)
+				}
+				if id, ok := x.(*ast.Ident); ok && c.pass.TypesInfo.Uses[id] == v {
+					calls = append(calls, call)
+					break
+				}
+			}
+			return true
+		})
+	}
+	c.builderCalls[v] = calls
+	return calls
+}
 
-func sinkName(name string) bool {
-	for _, p := range sinkPrefixes {
-		if strings.HasPrefix(name, p) {
+func (c *checker) addSite(st *site) {
+	st.fn = c.cur
+	if c.cur != nil {
+		c.cur.sites = append(c.cur.sites, st)
+	} else {
+		c.sites = append(c.sites, st)
+	}
+}
+
+func hasStringParam(sig *types.Signature) bool {
+	for i := 0; i < sig.Params().Len(); i++ {
+		if isString(sig.Params().At(i).Type()) {
 			return true
 		}
 	}
 	return false
-}
-
-// sinkQueryIndex returns the index of the query parameter of a SQL sink: a
-// method in the Exec/Query/Prepare families whose first parameter, or
-// second after a context.Context, is a string. It returns -1 otherwise.
-func sinkQueryIndex(fn *types.Func) int {
-	sig, ok := fn.Type().(*types.Signature)
-	if !ok || sig.Recv() == nil {
-		return -1
-	}
-	if !sinkName(fn.Name()) {
-		return -1
-	}
-	params := sig.Params()
-	i := 0
-	if params.Len() > 0 && isContext(params.At(0).Type()) {
-		i = 1
-	}
-	if params.Len() > i && isString(params.At(i).Type()) && !(sig.Variadic() && i == params.Len()-1) {
-		return i
-	}
-	return -1
 }
 
 func isContext(t types.Type) bool {
@@ -537,8 +836,9 @@ func isContext(t types.Type) bool {
 	return ok && n.Obj().Name() == "Context" && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "context"
 }
 
-// settle decides what needed the whole package: package variables, and
-// with SSA the locals, the run-time concatenations and the sinks.
+// settle decides what needed the whole package: package variables, the
+// summaries of its functions, the query builders, and with SSA the locals,
+// the run-time concatenations and the sinks.
 func (c *checker) settle() {
 	for _, g := range c.globals {
 		u := c.globalUses[g.v]
@@ -547,17 +847,28 @@ func (c *checker) settle() {
 		}
 		c.add(g.expr.Pos(), problemsMessage(g.problems))
 	}
-	sinks := c.sinks[:0]
-	for _, k := range c.sinks {
-		if !c.opaque(k.query) {
-			sinks = append(sinks, k)
+	for _, call := range c.pending {
+		c.wrapperSite(call, nil)
+	}
+	c.pending = nil
+	sites := c.sites
+	for _, fi := range c.funcOrder {
+		if len(fi.pending) > 0 || len(fi.sites) > 0 {
+			c.summary(fi)
+			sites = append(sites, fi.sites...)
 		}
 	}
-	c.sinks = sinks
-	needSSA := len(c.locals) > 0 ||
-		len(c.sinks) > 0 && c.mentionTable && c.mentionWrite ||
-		c.fragmentTable && c.fragmentWrite
+	// A site needs SSA when a query it may send names a fenced table.
+	needSites := false
+	for _, st := range sites {
+		c.siteTemplates(st)
+		if anyMentions(st.ts, c.cfg) {
+			needSites = true
+		}
+	}
+	c.judgeBuilders()
+	needSSA := len(c.locals) > 0 || needSites || c.fragmentTable && c.fragmentWrite
 	if needSSA {
-		c.runSSA()
+		c.runSSA(sites)
 	}
 }

@@ -20,8 +20,9 @@
 //	        type: module
 //	        description: unfenced writes of fenced tables
 //	        settings:
-//	          tables: refund_jobs:state:attempt:lease_until
+//	          tables: refund_jobs:state:attempt:lease_until:writer_attempt
 //	          delete: false
+//	          sinks: execLogged,example.com/app/db.Pool.Run
 package plugin
 
 import (
@@ -42,6 +43,9 @@ type Settings struct {
 	Tables string `json:"tables"`
 	// Delete also judges DELETE statements and Ent delete builders.
 	Delete bool `json:"delete"`
+	// Sinks has the syntax of -sinks: extra SQL sinks for in-house
+	// wrappers that analysis cannot see through.
+	Sinks string `json:"sinks"`
 }
 
 type plugin struct{ a *analysis.Analyzer }
@@ -53,7 +57,7 @@ func New(raw any) (register.LinterPlugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fencelint settings: %w", err)
 	}
-	a, err := analyzer.New(s.Tables, s.Delete)
+	a, err := analyzer.NewWithOptions(analyzer.Options{Tables: s.Tables, Delete: s.Delete, Sinks: s.Sinks})
 	if err != nil {
 		return nil, fmt.Errorf("fencelint settings: %w", err)
 	}
@@ -65,5 +69,5 @@ func (p *plugin) BuildAnalyzers() ([]*analysis.Analyzer, error) {
 }
 
 // GetLoadMode asks for type information: the analyzer needs constants'
-// values and method sets.
+// values and method sets, and its facts need the dependencies' syntax.
 func (p *plugin) GetLoadMode() string { return register.LoadModeTypesInfo }

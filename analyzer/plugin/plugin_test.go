@@ -23,7 +23,7 @@ func TestPluginRunsConfiguredAnalyzer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Settings arrive from YAML as a generic map.
-	p, err := newPlugin(map[string]any{"tables": "refund_jobs,payouts:status:version:held_until,audit_entries"})
+	p, err := newPlugin(map[string]any{"tables": "refund_jobs,payouts:status:version:held_until:declared_version,audit_entries"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,12 +48,24 @@ func TestPluginDefaultsAndDelete(t *testing.T) {
 	analysistest.Run(t, testdata(), as[0], "deletes")
 }
 
+func TestPluginSinks(t *testing.T) {
+	t.Parallel()
+	newPlugin, _ := register.GetPlugin("fencelint")
+	p, err := newPlugin(map[string]any{"sinks": "runSQL,custom/dbx.Pool.Do,custom/dbx.Send"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, _ := p.BuildAnalyzers()
+	analysistest.Run(t, testdata(), as[0], "custom")
+}
+
 func TestPluginRejectsBadSettings(t *testing.T) {
 	t.Parallel()
 	newPlugin, _ := register.GetPlugin("fencelint")
 	for _, raw := range []any{
 		map[string]any{"tables": "refund_jobs:state:state"},
 		map[string]any{"table": "refund_jobs"}, // unknown key
+		map[string]any{"sinks": "a/b"},
 		nil,
 	} {
 		_, err := newPlugin(raw)

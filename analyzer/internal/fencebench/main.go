@@ -8,6 +8,19 @@
 // github.com/fencekit/fencekit/ent/... package), and "dense", generated
 // packages full of fenced, unfenced, run-time and read-only SQL.
 //
+// fencelint exports facts, so it runs on every dependency too. By default
+// (-load=all) both analyzers get packages loaded as go vet gives them to a
+// vet tool: every dependency parsed and type-checked from source. With
+// -load=roots, dependencies come from export data (and fencelint sees no
+// dependency's syntax, so its facts are missing: a lower bound).
+//
+// With -vet, it also times go vet itself on the real set, with a no-op vet
+// tool and with fencelint (each run with a fresh copy of the tool, so that
+// go vet's cache of earlier runs does not answer).
+//
+// Besides wall times it prints CPU times (user and system, go list
+// included), less disturbed by other work on a shared machine.
+//
 // Run it from the repository root (the workspace resolves both sets):
 //
 //	go run ./analyzer/internal/fencebench -rounds 5
@@ -24,6 +37,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fencekit/fencekit/analyzer"
@@ -43,7 +57,17 @@ func main() {
 	real := flag.String("real", "golang.org/x/tools/...,github.com/fencekit/fencekit/ent/...", "comma-separated patterns of the real set, resolved from the current directory")
 	densePkgs := flag.Int("dense", 40, "packages in the generated SQL-dense set (0 skips it)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	load := flag.String("load", "all", "all: dependencies parsed and type-checked from source, as go vet does; roots: dependencies from export data")
+	vet := flag.Bool("vet", false, "also time go vet -vettool on the real set, with a no-op tool and with fencelint")
 	flag.Parse()
+	switch *load {
+	case "all":
+		loadMode = packages.LoadAllSyntax
+	case "roots":
+		loadMode = packages.LoadSyntax
+	default:
+		log.Fatalf("-load=%s: want all or roots", *load)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -56,15 +80,18 @@ func main() {
 	}
 	log.SetFlags(0)
 
-	fmt.Printf("fencebench: %s, GOMAXPROCS=%d, %d rounds, median wall time of load+type-check+analysis\n\n",
-		runtime.Version(), runtime.GOMAXPROCS(0), *rounds)
-	fmt.Printf("%-6s %6s %6s %12s %12s %7s %14s %14s\n", "set", "pkgs", "diags", "noop", "fencelint", "ratio", "noop-analysis", "fence-analysis")
+	fmt.Printf("fencebench: %s, GOMAXPROCS=%d, %d rounds, -load=%s, median wall time of load+type-check+analysis\n\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), *rounds, *load)
+	fmt.Printf("%-6s %6s %6s %12s %12s %7s %14s %14s %10s %10s %7s\n", "set", "pkgs", "diags", "noop", "fencelint", "ratio", "noop-analysis", "fence-analysis", "noop-cpu", "fence-cpu", "ratio")
 
 	if *real != "" {
 		bench("real", ".", strings.Split(*real, ","), nil, *rounds)
 	}
 	if len(broken) > 0 {
 		fmt.Printf("(left out, not type-checking: %d packages)\n", len(broken))
+	}
+	if *vet && *real != "" {
+		vetBench(strings.Split(*real, ","), *rounds)
 	}
 	if *densePkgs > 0 {
 		dir, err := os.MkdirTemp("", "fencebench-dense")
@@ -85,10 +112,25 @@ func main() {
 	}
 }
 
-type sample struct{ total, analysis time.Duration }
+// sample is one measurement: wall time in total and of the analysis
+// alone, and the CPU time (this process and its go list children), which
+// other work on a shared machine disturbs less than wall time.
+type sample struct{ total, analysis, cpu time.Duration }
+
+// cpuTime is the user and system time of this process and of its waited-for
+// children so far.
+func cpuTime() time.Duration {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
+}
+
+var loadMode packages.LoadMode
 
 func bench(name, dir string, patterns, env []string, rounds int) {
-	cfg := &packages.Config{Mode: packages.LoadSyntax, Dir: dir, Env: append(os.Environ(), env...)}
+	cfg := &packages.Config{Mode: loadMode, Dir: dir, Env: append(os.Environ(), env...)}
 	var noopS, fenceS []sample
 	var npkgs, ndiags int
 	// One unmeasured run of each warms caches (go list, export data).
@@ -110,10 +152,11 @@ func bench(name, dir string, patterns, env []string, rounds int) {
 		}
 	}
 	n, f := median(noopS), median(fenceS)
-	fmt.Printf("%-6s %6d %6d %12s %12s %6.3fx %14s %14s\n", name, npkgs, ndiags,
+	fmt.Printf("%-6s %6d %6d %12s %12s %6.3fx %14s %14s %10s %10s %6.3fx\n", name, npkgs, ndiags,
 		n.total.Round(time.Millisecond), f.total.Round(time.Millisecond),
 		float64(f.total)/float64(n.total),
-		n.analysis.Round(time.Millisecond), f.analysis.Round(time.Millisecond))
+		n.analysis.Round(time.Millisecond), f.analysis.Round(time.Millisecond),
+		n.cpu.Round(time.Millisecond), f.cpu.Round(time.Millisecond), float64(f.cpu)/float64(n.cpu))
 }
 
 // broken collects packages that do not type-check (a work tree in flux):
@@ -122,6 +165,7 @@ var broken = map[string]bool{}
 
 func measure(a *analysis.Analyzer, cfg *packages.Config, patterns []string) (sample, int, int) {
 	runtime.GC()
+	cpu0 := cpuTime()
 	start := time.Now()
 	pkgs, err := packages.Load(cfg, patterns...)
 	if err != nil {
@@ -157,7 +201,84 @@ func measure(a *analysis.Analyzer, cfg *packages.Config, patterns []string) (sam
 		}
 		diags += len(act.Diagnostics)
 	}
-	return sample{end.Sub(start), end.Sub(loaded)}, len(ok), diags
+	return sample{end.Sub(start), end.Sub(loaded), cpuTime() - cpu0}, len(ok), diags
+}
+
+// vetBench times go vet -vettool on the real set: a no-op vet tool
+// against fencelint, alternately. go vet runs the tool on every package and
+// dependency and caches the results by the tool's content, so each run
+// gets a copy of the tool made unique by trailing bytes.
+func vetBench(patterns []string, rounds int) {
+	dir, err := os.MkdirTemp("", "fencebench-vet")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	tools := map[string]string{
+		"noop":      "./analyzer/internal/fencebench/noopvet",
+		"fencelint": "./cmd/fencelint",
+	}
+	for name, pkg := range tools {
+		out := filepath.Join(dir, name)
+		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			log.Fatalf("build %s: %v\n%s", pkg, err, b)
+		}
+	}
+	copies := 0
+	// run returns the wall time and the CPU time of go vet and everything
+	// it ran (the rusage of a waited-for child includes its waited-for
+	// descendants).
+	run := func(name string) (time.Duration, time.Duration) {
+		src, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			log.Fatal(err)
+		}
+		copies++
+		tool := filepath.Join(dir, fmt.Sprintf("%s-%d", name, copies))
+		// A trailing nonce changes the tool's content hash, which keys
+		// go vet's cache, without changing what it runs.
+		nonce := fmt.Appendf(nil, "%d-%d", time.Now().UnixNano(), copies)
+		if err := os.WriteFile(tool, append(src, nonce...), 0o755); err != nil {
+			log.Fatal(err)
+		}
+		defer os.Remove(tool)
+		start := time.Now()
+		cmd := exec.Command("go", append([]string{"vet", "-vettool=" + tool}, patterns...)...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			log.Fatalf("go vet with %s: %v\n%s", name, err, b)
+		}
+		wall := time.Since(start)
+		var cpu time.Duration
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+		return wall, cpu
+	}
+	run("noop") // warms the build cache (export data of every package)
+	run("fencelint")
+	var noopT, fenceT, noopC, fenceC []time.Duration
+	for r := 0; r < rounds; r++ {
+		order := []string{"noop", "fencelint"}
+		if r%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, name := range order {
+			d, c := run(name)
+			if name == "noop" {
+				noopT, noopC = append(noopT, d), append(noopC, c)
+			} else {
+				fenceT, fenceC = append(fenceT, d), append(fenceC, c)
+			}
+		}
+	}
+	med := func(ds []time.Duration) time.Duration {
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	n, f, nc, fc := med(noopT), med(fenceT), med(noopC), med(fenceC)
+	fmt.Printf("%-6s %6s %6s %12s %12s %6.3fx %14s %14s %10s %10s %6.3fx   (go vet -vettool, fresh tool each run)\n", "vet", "", "",
+		n.Round(time.Millisecond), f.Round(time.Millisecond), float64(f)/float64(n), "", "",
+		nc.Round(time.Millisecond), fc.Round(time.Millisecond), float64(fc)/float64(nc))
 }
 
 func median(s []sample) sample {
@@ -169,6 +290,12 @@ func median(s []sample) sample {
 	}
 	slices.Sort(an)
 	m.analysis = an[len(an)/2]
+	cpu := make([]time.Duration, len(s))
+	for i := range s {
+		cpu[i] = s[i].cpu
+	}
+	slices.Sort(cpu)
+	m.cpu = cpu[len(cpu)/2]
 	return m
 }
 

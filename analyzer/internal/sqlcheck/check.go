@@ -25,6 +25,13 @@ const (
 	// Dynamic: a query built at run time writes the table; the checker
 	// cannot prove its WHERE clause.
 	Dynamic
+	// SelfDeclared: the SET list assigns the writer column from the row's
+	// own token column, declaring whatever attempt the row holds.
+	SelfDeclared
+	// Unprovable: text that the MySQL grammar does not read, shaped like a
+	// write of the table (a statement keyword, the table, then SET col =
+	// or an upsert clause).
+	Unprovable
 )
 
 // Problem is one unfenced write of a fenced table in one statement.
@@ -70,14 +77,24 @@ func (p Problem) String() string {
 	case Dynamic:
 		return fmt.Sprintf("query built at run time writes %s (%s): fencelint cannot prove it holds %s; build it from constants, or justify it with //fencelint:allow <reason>",
 			t, p.Verb, p.fix())
+	case SelfDeclared:
+		q := ""
+		if p.Multi {
+			q = p.Ref + "."
+		}
+		return fmt.Sprintf("%s of %s sets %s%s from the row's own %s: that declares whatever attempt the row holds and defeats the database's fence; set %s%s = ? to the attempt this writer holds",
+			p.Verb, t, q, p.Table.Writer, p.Table.Token, q, p.Table.Writer)
+	case Unprovable:
+		return fmt.Sprintf("%s of %s that fencelint cannot read (MySQL grammar): it cannot prove it holds %s; write it in MySQL syntax, or justify it with //fencelint:allow <reason>",
+			p.Verb, t, p.fix())
 	}
 	return "unknown problem"
 }
 
 var parsers = sync.Pool{New: func() any { return parser.New() }}
 
-// eachStmt parses s after rewriting named placeholders and calls f on each
-// statement. It does nothing when s is not SQL. The statements belong to a
+// eachStmt parses s after rewriting named and numbered placeholders and
+// calls f on each statement. It does nothing when s is not SQL. The statements belong to a
 // pooled parser (it reuses its result slice), so f must not keep them. The
 // TiDB parser may panic on inputs it was never meant to see; such text is
 // treated as not SQL.
@@ -102,13 +119,59 @@ func eachStmt(s string, f func(ast.StmtNode)) (parsed bool) {
 
 // Check judges the SQL text s. It returns nil when s is not SQL, reads only,
 // inserts new rows only, writes no fenced table, or writes them fenced.
+// When s does not parse, each of its statements is judged alone: those
+// that parse by the grammar, the others by their shape (Unprovable when
+// they look like a write of a fenced table).
 func Check(s string, cfg *Config) []Problem {
 	if !cfg.Mentions(s) {
 		return nil
 	}
 	var out []Problem
-	eachStmt(s, func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, false)...) })
+	if eachStmt(s, func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, false)...) }) {
+		return out
+	}
+	out = out[:0]
+	for _, piece := range splitStatements(s) {
+		if !cfg.Mentions(piece) {
+			continue
+		}
+		if !eachStmt(piece, func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, false)...) }) {
+			out = append(out, lexUnreadable(piece, cfg)...)
+		}
+	}
 	return out
+}
+
+// splitStatements splits s at semicolons outside quotes and comments.
+func splitStatements(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '\'' || c == '"' || c == '`':
+			i = skipQuoted(s, i)
+		case c == '/' && i+1 < len(s) && s[i+1] == '*':
+			if j := strings.Index(s[i+2:], "*/"); j >= 0 {
+				i += j + 4
+			} else {
+				i = len(s)
+			}
+		case c == '#' || c == '-' && i+1 < len(s) && s[i+1] == '-':
+			if j := strings.IndexByte(s[i:], '\n'); j >= 0 {
+				i += j + 1
+			} else {
+				i = len(s)
+			}
+		case c == ';':
+			out = append(out, s[start:i])
+			i++
+			start = i
+		default:
+			i++
+		}
+	}
+	return append(out, s[start:])
 }
 
 // binding is one occurrence of a fenced table in a statement's table list.
@@ -190,6 +253,9 @@ func checkStmt(st ast.StmtNode, cfg *Config, writesOnly bool) []Problem {
 				continue
 			}
 			out = append(out, judgeWhere("UPDATE", s.Where, b, multi, writesOnly)...)
+			if selfDeclares(s.List, b) {
+				out = append(out, Problem{Kind: SelfDeclared, Verb: "UPDATE", Table: *b.table, Ref: b.ref(), Multi: multi})
+			}
 		}
 	case *ast.DeleteStmt:
 		if !cfg.Delete {
@@ -233,6 +299,41 @@ func writes(list []*ast.Assignment, b binding, multi bool) bool {
 	}
 	return false
 }
+
+// selfDeclares reports whether the SET list assigns b's writer column an
+// expression that reads b's token column (writer_attempt = attempt, = j.attempt,
+// = attempt + 0, a subquery of it, …).
+func selfDeclares(list []*ast.Assignment, b binding) bool {
+	for _, a := range list {
+		if a.Column == nil || a.Expr == nil || a.Column.Name.L != b.table.Writer || !b.names(a.Column, true) {
+			continue
+		}
+		v := tokenReader{b: b}
+		a.Expr.Accept(&v)
+		if v.found {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenReader finds a reference to b's token column: unqualified, or
+// qualified by b's alias or name.
+type tokenReader struct {
+	b     binding
+	found bool
+}
+
+func (v *tokenReader) Enter(n ast.Node) (ast.Node, bool) {
+	if c, ok := n.(*ast.ColumnNameExpr); ok && c.Name.Name.L == v.b.table.Token {
+		if q := c.Name.Table.L; q == "" || q == v.b.ref() || q == v.b.name {
+			v.found = true
+		}
+	}
+	return n, v.found
+}
+
+func (v *tokenReader) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 func deletes(names []*ast.TableName, b binding) bool {
 	for _, tn := range names {
@@ -328,10 +429,15 @@ func boundEquality(e ast.ExprNode) *ast.ColumnName {
 	return nil
 }
 
+// isBound reports whether e is a bound value: a placeholder, a literal, a
+// signed literal, or a user variable (@name, as gorm writes named
+// arguments; the session holds its value).
 func isBound(e ast.ExprNode) bool {
 	switch x := e.(type) {
 	case ast.ParamMarkerExpr, ast.ValueExpr:
 		return true
+	case *ast.VariableExpr:
+		return !x.IsSystem && x.Value == nil
 	case *ast.UnaryOperationExpr:
 		if x.Op == opcode.Minus || x.Op == opcode.Plus {
 			_, ok := unparen(x.V).(ast.ValueExpr)

@@ -10,23 +10,28 @@ import (
 
 // Defaults of a fenced table's columns.
 const (
-	DefaultTable       = "refund_jobs"
-	DefaultStateColumn = "state"
-	DefaultTokenColumn = "attempt"
-	DefaultLeaseColumn = "lease_until"
+	DefaultTable        = "refund_jobs"
+	DefaultStateColumn  = "state"
+	DefaultTokenColumn  = "attempt"
+	DefaultLeaseColumn  = "lease_until"
+	DefaultWriterColumn = "writer_attempt"
 )
 
 // DefaultTables is the default value of the -tables flag.
-const DefaultTables = DefaultTable + ":" + DefaultStateColumn + ":" + DefaultTokenColumn + ":" + DefaultLeaseColumn
+const DefaultTables = DefaultTable + ":" + DefaultStateColumn + ":" + DefaultTokenColumn + ":" +
+	DefaultLeaseColumn + ":" + DefaultWriterColumn
 
 // Table is a fenced table: every write of an existing row must hold
-// State = <value> AND Token = <value> in its WHERE clause, and must not
-// require Lease to be in the future.
+// State = <value> AND Token = <value> in its WHERE clause, must not
+// require Lease to be in the future, and must not set Writer (the column
+// in which a writer declares the attempt it holds, checked by the
+// database's trigger) from the row's own Token.
 type Table struct {
-	Name  string // lower case
-	State string // lower case
-	Token string // lower case
-	Lease string // lower case
+	Name   string // lower case
+	State  string // lower case
+	Token  string // lower case
+	Lease  string // lower case
+	Writer string // lower case
 }
 
 // Config says which tables are fenced and whether DELETE is judged.
@@ -35,8 +40,9 @@ type Config struct {
 	Delete bool
 }
 
-// ParseTables parses a comma-separated list of table[:state[:token[:lease]]]
-// specifications. Omitted columns take their defaults.
+// ParseTables parses a comma-separated list of
+// table[:state[:token[:lease[:writer]]]] specifications. Omitted columns
+// take their defaults.
 func ParseTables(spec string) ([]Table, error) {
 	var tables []Table
 	seen := map[string]bool{}
@@ -46,11 +52,11 @@ func ParseTables(spec string) ([]Table, error) {
 			continue
 		}
 		f := strings.Split(item, ":")
-		if len(f) > 4 {
-			return nil, fmt.Errorf("parse table %q: want table[:state[:token[:lease]]]", item)
+		if len(f) > 5 {
+			return nil, fmt.Errorf("parse table %q: want table[:state[:token[:lease[:writer]]]]", item)
 		}
-		t := Table{State: DefaultStateColumn, Token: DefaultTokenColumn, Lease: DefaultLeaseColumn}
-		dst := []*string{&t.Name, &t.State, &t.Token, &t.Lease}
+		t := Table{State: DefaultStateColumn, Token: DefaultTokenColumn, Lease: DefaultLeaseColumn, Writer: DefaultWriterColumn}
+		dst := []*string{&t.Name, &t.State, &t.Token, &t.Lease, &t.Writer}
 		for i, v := range f {
 			v = strings.ToLower(strings.TrimSpace(v))
 			if !isIdent(v) {
@@ -58,8 +64,14 @@ func ParseTables(spec string) ([]Table, error) {
 			}
 			*dst[i] = v
 		}
-		if t.State == t.Token {
-			return nil, fmt.Errorf("parse table %q: state and token columns must differ", item)
+		cols := map[string]string{}
+		for _, c := range [...]struct{ role, name string }{
+			{"state", t.State}, {"token", t.Token}, {"lease", t.Lease}, {"writer", t.Writer},
+		} {
+			if other, ok := cols[c.name]; ok {
+				return nil, fmt.Errorf("parse table %q: the %s and %s columns must differ", item, other, c.role)
+			}
+			cols[c.name] = c.role
 		}
 		if seen[t.Name] {
 			return nil, fmt.Errorf("parse table %q: table listed twice", item)

@@ -2,12 +2,14 @@ package sqlcheck
 
 import "strings"
 
-// ReplaceNamedParams rewrites named placeholders (:name, :obj.field) into
-// MySQL's "?" so that SQL written the way the article writes it parses.
-// Quoted strings, quoted identifiers and comments are left alone, and so are
-// ":=" (assignment) and "::".
+// ReplaceNamedParams rewrites named placeholders (:name, :obj.field, as
+// sqlx and the article write them) and numbered ones ($1, as pgx, lib/pq
+// and sqlx's Rebind write them) into MySQL's "?", so that the statement
+// parses and the bound values count as values. Quoted strings, quoted
+// identifiers and comments are left alone, and so are ":=" (assignment),
+// "::" and "$" inside an identifier (a$1).
 func ReplaceNamedParams(s string) string {
-	if strings.IndexByte(s, ':') < 0 {
+	if strings.IndexByte(s, ':') < 0 && strings.IndexByte(s, '$') < 0 {
 		return s
 	}
 	var b strings.Builder
@@ -37,6 +39,18 @@ func ReplaceNamedParams(s string) string {
 			b.WriteString(s[last:i])
 			b.WriteByte('?')
 			i, last = j, j
+		case c == '$' && i+1 < len(s) && isDigit(s[i+1]) && (i == 0 || !isWordByte(s[i-1]) && s[i-1] != '$'):
+			j := i + 2
+			for j < len(s) && isDigit(s[j]) {
+				j++
+			}
+			if j < len(s) && (isWordByte(s[j]) || s[j] == '$') {
+				i = j // $1abc is an identifier
+				continue
+			}
+			b.WriteString(s[last:i])
+			b.WriteByte('?')
+			i, last = j, j
 		default:
 			i++
 		}
@@ -47,6 +61,8 @@ func ReplaceNamedParams(s string) string {
 	b.WriteString(s[last:])
 	return b.String()
 }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 func isNameStart(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'

@@ -8,10 +8,13 @@ import (
 )
 
 // Part is a piece of a query built at run time: constant text, or a hole
-// whose value is not known statically.
+// whose value is not known statically. A hole may stand for a parameter
+// of the function that builds the query (Param, 1-based), which its
+// callers fill in.
 type Part struct {
-	Text string
-	Hole bool
+	Text  string
+	Hole  bool
+	Param int
 }
 
 // CheckTemplate judges a query built at run time from constant fragments and
@@ -57,7 +60,7 @@ func lexTemplate(parts []Part, cfg *Config) []Problem {
 			toks = append(toks, hole)
 			continue
 		}
-		toks = append(toks, tokens(parser.Normalize(ReplaceNamedParams(p.Text), "ON"))...)
+		toks = append(toks, lex(p.Text)...)
 	}
 	var out []Problem
 	for len(toks) > 0 {
@@ -68,7 +71,7 @@ func lexTemplate(parts []Part, cfg *Config) []Problem {
 				break
 			}
 		}
-		out = append(out, lexStmt(toks[:end], cfg)...)
+		out = append(out, lexStmt(toks[:end], cfg, false)...)
 		if end == len(toks) {
 			break
 		}
@@ -76,6 +79,44 @@ func lexTemplate(parts []Part, cfg *Config) []Problem {
 	}
 	return out
 }
+
+// lexUnreadable judges one statement that the grammar does not read by
+// its tokens. Only text shaped like a write of a fenced table is reported
+// (UPDATE t … SET col =, INSERT … ON DUPLICATE KEY UPDATE col =, REPLACE
+// INTO t (…), DELETE FROM t, MERGE INTO t): a log line such as "UPDATE
+// refund_jobs failed" is not.
+func lexUnreadable(stmt string, cfg *Config) []Problem {
+	if hasVerb(stmt) {
+		return nil // a printf format ("SET state = %q failed: %w"), not SQL
+	}
+	ps := lexStmt(lex(stmt), cfg, true)
+	for i := range ps {
+		ps[i].Kind = Unprovable
+	}
+	return ps
+}
+
+// hasVerb reports whether s holds a printf verb (%v, %q, %-5d, …) outside
+// quotes.
+func hasVerb(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\'' || c == '"' || c == '`':
+			i = skipQuoted(s, i) - 1
+		case c == '%':
+			j := i + 1
+			for j < len(s) && strings.IndexByte("+-#0123456789.", s[j]) >= 0 {
+				j++
+			}
+			if j < len(s) && (s[j] >= 'a' && s[j] <= 'z' || s[j] >= 'A' && s[j] <= 'Z') {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func lex(s string) []string { return tokens(parser.Normalize(ReplaceNamedParams(s), "ON")) }
 
 // tokens splits the output of parser.Normalize: tokens separated by single
 // spaces, identifiers back-quoted (and possibly holding spaces).
@@ -108,25 +149,36 @@ func ident(tok string) (string, bool) {
 	return "", false
 }
 
-// lexStmt finds the fenced tables one statement writes.
-func lexStmt(toks []string, cfg *Config) []Problem {
+// lexStmt finds the fenced tables one statement writes. With strict, the
+// statement must also be shaped like SQL after the table (see
+// lexUnreadable).
+func lexStmt(toks []string, cfg *Config, strict bool) []Problem {
 	if len(toks) == 0 {
 		return nil
 	}
 	var verb string
 	var region []string // tokens that name the written tables
+	shaped := true
 	switch toks[0] {
 	case "update":
 		verb = "UPDATE"
 		region = until(toks[1:], "set")
+		shaped = assigns(toks[1+len(region):], "set")
 	case "replace":
 		verb = "REPLACE"
 		region = until(toks[1:], "(", "values", "value", "set", "select")
+		shaped = len(region) < len(toks)-1
 	case "insert":
-		if !hasSeq(toks, "on", "duplicate", "key", "update") {
+		switch {
+		case hasSeq(toks, "on", "duplicate", "key", "update"):
+			verb = "INSERT … ON DUPLICATE KEY UPDATE"
+			shaped = assigns(afterSeq(toks, "on", "duplicate", "key", "update"), "")
+		case hasSeq(toks, "on", "`conflict`") && hasSeq(toks, "do", "update"):
+			verb = "INSERT … ON CONFLICT DO UPDATE"
+			shaped = assigns(afterSeq(toks, "do", "update"), "set")
+		default:
 			return nil
 		}
-		verb = "INSERT … ON DUPLICATE KEY UPDATE"
 		region = until(toks[1:], "(", "values", "value", "set", "select")
 	case "delete":
 		if !cfg.Delete {
@@ -134,7 +186,15 @@ func lexStmt(toks []string, cfg *Config) []Problem {
 		}
 		verb = "DELETE"
 		region = until(toks[1:], "where")
+		shaped = contains(region, "from")
+	case "merge":
+		verb = "MERGE"
+		region = until(toks[1:], "using")
+		shaped = len(region) > 0 && region[0] == "into" && len(region) < len(toks)-1
 	default:
+		return nil
+	}
+	if strict && !shaped {
 		return nil
 	}
 	var out []Problem
@@ -150,6 +210,43 @@ func lexStmt(toks []string, cfg *Config) []Problem {
 		}
 	}
 	return out
+}
+
+// assigns reports whether toks start with kw (unless empty) and then a
+// column assignment: col = or tbl.col =.
+func assigns(toks []string, kw string) bool {
+	if kw != "" {
+		if len(toks) == 0 || toks[0] != kw {
+			return false
+		}
+		toks = toks[1:]
+	}
+	i := 0
+	for i+1 < len(toks) && toks[i+1] == "." {
+		if _, ok := ident(toks[i]); !ok {
+			return false
+		}
+		i += 2
+	}
+	_, ok := ident(at(toks, i))
+	return ok && at(toks, i+1) == "="
+}
+
+func at(toks []string, i int) string {
+	if i < len(toks) {
+		return toks[i]
+	}
+	return ""
+}
+
+// afterSeq returns the tokens after the first occurrence of seq.
+func afterSeq(toks []string, seq ...string) []string {
+	for i := 0; i+len(seq) <= len(toks); i++ {
+		if hasSeq(toks[i:i+len(seq)], seq...) {
+			return toks[i+len(seq):]
+		}
+	}
+	return nil
 }
 
 func until(toks []string, stop ...string) []string {

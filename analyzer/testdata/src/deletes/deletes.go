@@ -4,11 +4,26 @@ package deletes
 import (
 	"context"
 	"database/sql"
+	"os"
+
+	sq "github.com/Masterminds/squirrel"
+	"gorm.io/gorm"
 
 	"example.com/app/ent"
 )
 
-func deletes(ctx context.Context, db *sql.DB, client *ent.Client, where string) {
+type RefundJob struct{ ID int64 }
+
+func builders(g *gorm.DB, job *RefundJob, cur string, attempt int64) {
+	sq.Delete("refund_jobs").Where(sq.Eq{"id": job.ID}).Exec() // want `squirrel.Delete: unfenced DELETE of refund_jobs`
+	sq.Delete("refund_jobs").Where(sq.Eq{"id": job.ID, "state": cur, "attempt": attempt}).Exec()
+	g.Delete(job) // want `gorm DB.Delete: unfenced DELETE of refund_jobs`
+	g.Where("state = ? AND attempt = ?", cur, attempt).Delete(job)
+	g.Delete(&RefundJob{}, "state = ? AND attempt = ?", cur, attempt)
+}
+
+func deletes(ctx context.Context, db *sql.DB, client *ent.Client) {
+	where := os.Getenv("WHERE")
 	db.Exec("DELETE FROM refund_jobs WHERE id = ?") // want `unfenced DELETE of refund_jobs: WHERE lacks state = \? and attempt = \?`
 	db.Exec("DELETE FROM refund_jobs WHERE id = ? AND state = 'succeeded' AND attempt = ?")
 	db.Exec("DELETE j FROM refund_jobs j JOIN refunds r ON r.job_id = j.id WHERE r.id = ?") // want `unfenced DELETE of refund_jobs`

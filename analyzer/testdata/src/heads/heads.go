@@ -111,7 +111,7 @@ func exportedUse(db *sql.DB) {
 // A type with a String method: fmt.Sprintf cannot be evaluated statically.
 type tableName string
 
-func (t tableName) String() string { return "refund_jobs" }
+func (t tableName) String() string { return "refund_jobs" } // want String:"returns\\(\"refund_jobs\"\\)"
 
 func stringer(db *sql.DB, t tableName) {
 	db.Exec(fmt.Sprintf("UPDATE %v SET state = ? WHERE id = ?", tableName("x")))

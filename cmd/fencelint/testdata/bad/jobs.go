@@ -5,6 +5,8 @@ import (
 	"context"
 	"database/sql"
 	"strconv"
+
+	"example.com/bad/store"
 )
 
 // Requeue is the seed's bug: no fence at all.
@@ -51,3 +53,16 @@ func Reset(ctx context.Context, db *sql.DB, id int64) error {
 	_, err := db.ExecContext(ctx, "UPDATE refund_jobs SET attempt = 0 WHERE id = ?", id)
 	return err
 }
+
+// Retry goes through a wrapper in another package.
+func Retry(ctx context.Context, db *sql.DB, id int64) error {
+	return store.Exec(ctx, db, "UPDATE refund_jobs SET state = 'ready' WHERE id = "+strconv.FormatInt(id, 10))
+}
+
+// Send goes through an in-house sink that analysis cannot see through; it
+// is named with -sinks in one test.
+func Send(ctx context.Context, id int64) error {
+	return rpcExec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE id = "+strconv.FormatInt(id, 10))
+}
+
+func rpcExec(ctx context.Context, query string) error { return nil }

@@ -70,6 +70,28 @@ func (q *RefundJobQuery) All(ctx context.Context) ([]*RefundJob, error) { return
 type RefundJobCreate struct{}
 
 func (c *RefundJobCreate) Save(ctx context.Context) (*RefundJob, error) { return nil, nil }
+func (c *RefundJobCreate) SetState(string) *RefundJobCreate             { return c }
+
+// The sql/upsert feature.
+func (c *RefundJobCreate) OnConflict(opts ...any) *RefundJobUpsertOne { return &RefundJobUpsertOne{} }
+func (c *RefundJobCreate) OnConflictColumns(cols ...string) *RefundJobUpsertOne {
+	return &RefundJobUpsertOne{}
+}
+
+type RefundJobUpsertOne struct{}
+
+func (u *RefundJobUpsertOne) UpdateNewValues() *RefundJobUpsertOne { return u }
+func (u *RefundJobUpsertOne) Exec(ctx context.Context) error       { return nil }
+
+type RefundJobCreateBulk struct{}
+
+func (c *RefundJobCreateBulk) OnConflict(opts ...any) *RefundJobUpsertOne {
+	return &RefundJobUpsertOne{}
+}
+
+func (c *RefundJobClient) CreateBulk(...*RefundJobCreate) *RefundJobCreateBulk {
+	return &RefundJobCreateBulk{}
+}
 
 // Refund is not fenced: its table is refunds.
 type Refund struct{}

@@ -1,0 +1,203 @@
+package analyzer
+
+import (
+	"fmt"
+	"go/types"
+	"strings"
+)
+
+// SQL sinks: the calls that send a query to the database.
+//
+//   - Methods named Exec…, Query…, Prepare…, MustExec…, NamedExec… or
+//     NamedQuery… whose query is the first parameter, or the second after a
+//     context.Context: database/sql, Ent's raw ExecContext/QueryContext and
+//     dialect.Driver, sqlx, goqu's Database, gorm's DB.Exec, pgx-style
+//     interfaces of that shape.
+//   - gorm's (*DB).Raw.
+//   - sqlx's package functions (sqlx.NamedExec(db, query, arg), …): the
+//     first string parameter.
+//   - The names configured with -sinks: the first string parameter.
+//   - Functions that pass a string parameter to a sink (facts).
+
+var sinkPrefixes = []string{"Exec", "Query", "Prepare", "MustExec", "NamedExec", "NamedQuery"}
+
+func sinkName(name string) bool {
+	for _, p := range sinkPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+const (
+	sqlxPath  = "github.com/jmoiron/sqlx"
+	gormPath  = "gorm.io/gorm"
+	gorm1Path = "github.com/jinzhu/gorm"
+)
+
+// sqlxFuncs are sqlx's package-level functions that run a query.
+var sqlxFuncs = map[string]bool{
+	"NamedExec": true, "NamedExecContext": true, "MustExec": true, "MustExecContext": true,
+	"NamedQuery": true, "NamedQueryContext": true, "Get": true, "GetContext": true,
+	"Select": true, "SelectContext": true,
+}
+
+// sinkSpec is one -sinks entry: a bare name, a package function or a
+// method.
+type sinkSpec struct {
+	path, typ, name string // path and typ empty for a bare name
+}
+
+func parseSinks(spec string) ([]sinkSpec, error) {
+	var out []sinkSpec
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		slash := strings.LastIndex(item, "/")
+		f := strings.Split(item[slash+1:], ".")
+		var s sinkSpec
+		switch len(f) {
+		case 1:
+			if slash >= 0 {
+				return nil, fmt.Errorf("parse sink %q: want Name, path/to/pkg.Func or path/to/pkg.Type.Method", item)
+			}
+			s.name = f[0]
+		case 2:
+			s.path, s.name = item[:slash+1]+f[0], f[1]
+		case 3:
+			s.path, s.typ, s.name = item[:slash+1]+f[0], strings.TrimPrefix(f[1], "*"), f[2]
+		default:
+			return nil, fmt.Errorf("parse sink %q: want Name, path/to/pkg.Func or path/to/pkg.Type.Method", item)
+		}
+		for _, part := range []string{s.path, s.typ, s.name} {
+			if strings.ContainsAny(part, " ()*") {
+				return nil, fmt.Errorf("parse sink %q: want Name, path/to/pkg.Func or path/to/pkg.Type.Method", item)
+			}
+		}
+		if s.name == "" || s.path == "" && slash >= 0 {
+			return nil, fmt.Errorf("parse sink %q: want Name, path/to/pkg.Func or path/to/pkg.Type.Method", item)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (s sinkSpec) matches(fn *types.Func) bool {
+	if fn.Name() != s.name {
+		return false
+	}
+	if s.path == "" {
+		return true
+	}
+	if fn.Pkg() == nil || fn.Pkg().Path() != s.path {
+		return false
+	}
+	recv := fn.Signature().Recv()
+	if s.typ == "" {
+		return recv == nil
+	}
+	if recv == nil {
+		return false
+	}
+	t := recv.Type()
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	n, ok := t.(*types.Named)
+	return ok && n.Obj().Name() == s.typ
+}
+
+// sinkQueryIndex returns the index of the query parameter of fn when fn is
+// a SQL sink (see above, facts aside), else -1.
+func (c *checker) sinkQueryIndex(fn *types.Func) int {
+	sig := fn.Signature()
+	for _, s := range c.opts.sinks {
+		if s.matches(fn) {
+			return firstString(sig, 0)
+		}
+	}
+	path := ""
+	if fn.Pkg() != nil {
+		path = fn.Pkg().Path()
+	}
+	if sig.Recv() == nil {
+		if path == sqlxPath && sqlxFuncs[fn.Name()] {
+			return firstString(sig, 0)
+		}
+		return -1
+	}
+	if fn.Name() == "Raw" && (path == gormPath || path == gorm1Path) {
+		return firstString(sig, 0)
+	}
+	if !sinkName(fn.Name()) {
+		return -1
+	}
+	params := sig.Params()
+	i := 0
+	if params.Len() > 0 && isContext(params.At(0).Type()) {
+		i = 1
+	}
+	if params.Len() > i && isString(params.At(i).Type()) && !(sig.Variadic() && i == params.Len()-1) {
+		return i
+	}
+	return -1
+}
+
+// firstString returns the index of the first string parameter of sig at or
+// after from, not variadic, or -1.
+func firstString(sig *types.Signature, from int) int {
+	params := sig.Params()
+	for i := from; i < params.Len(); i++ {
+		if sig.Variadic() && i == params.Len()-1 {
+			break
+		}
+		if isString(params.At(i).Type()) {
+			return i
+		}
+	}
+	return -1
+}
+
+// identityArg returns the index of the argument that fn returns unchanged
+// for fencelint's purposes: sqlx's Rebind (placeholders rewritten to $1
+// or @p1, which fencelint reads as bound values) and strings.TrimSpace.
+func identityArg(fn *types.Func) int {
+	if fn.Pkg() == nil {
+		return -1
+	}
+	sig := fn.Signature()
+	switch {
+	case fn.Pkg().Path() == "strings" && fn.Name() == "TrimSpace" && sig.Recv() == nil:
+		return 0
+	case fn.Name() == "Rebind" && fn.Pkg().Path() == sqlxPath:
+		return firstString(sig, 0)
+	}
+	return -1
+}
+
+// messageCall reports whether fn formats a message rather than SQL: a
+// string passed to it that the grammar does not read is not reported by
+// its shape ("UPDATE refund_jobs SET state = 'x' failed").
+func messageCall(fn types.Object) bool {
+	if fn == nil {
+		return false
+	}
+	if b, ok := fn.(*types.Builtin); ok {
+		return b.Name() == "panic" || b.Name() == "print" || b.Name() == "println"
+	}
+	if fn.Pkg() != nil {
+		switch fn.Pkg().Path() {
+		case "errors", "fmt", "log", "log/slog", "testing":
+			return fn.Name() != "Sprintf" && fn.Name() != "Sprint" && fn.Name() != "Sprintln"
+		}
+	}
+	for _, p := range []string{"Error", "Warn", "Info", "Debug", "Fatal", "Panic", "Log", "Print", "Trace"} {
+		if strings.HasPrefix(fn.Name(), p) {
+			return true
+		}
+	}
+	return false
+}

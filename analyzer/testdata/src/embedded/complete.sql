@@ -1,0 +1,4 @@
+-- Completes a job.
+UPDATE refund_jobs
+SET state = 'succeeded', writer_attempt = ?
+WHERE id = ? AND state = 'running' AND attempt = ?;

@@ -1,0 +1,36 @@
+// Package embedded checks SQL in embedded files, judged like constants.
+package embedded
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"io/fs"
+	"os"
+)
+
+//go:embed reset.sql
+var resetSQL string // want `reset.sql: unfenced UPDATE of refund_jobs`
+
+//go:embed complete.sql
+var completeSQL []byte
+
+// Each file of a file system is judged at the declaration; _ignored.sql is
+// not embedded.
+//
+//go:embed queries
+var queries embed.FS // want `queries/upsert.sql: INSERT … ON DUPLICATE KEY UPDATE of refund_jobs that fencelint cannot read` `queries/wake.sql: unfenced UPDATE of refund_jobs`
+
+func use(ctx context.Context, db *sql.DB) error {
+	db.ExecContext(ctx, resetSQL)
+	db.ExecContext(ctx, string(completeSQL))
+	b, err := queries.ReadFile("queries/fenced.sql")
+	if err != nil {
+		return err
+	}
+	db.ExecContext(ctx, string(b))
+	db.ExecContext(ctx, string(b)+" "+os.Getenv("EXTRA")) // want `query built at run time writes refund_jobs`
+	r, _ := fs.ReadFile(queries, "queries/read.sql")
+	db.QueryContext(ctx, string(r)+os.Getenv("EXTRA"))
+	return nil
+}

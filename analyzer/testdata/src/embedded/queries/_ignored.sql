@@ -1,0 +1,1 @@
+UPDATE refund_jobs SET state = 'x' WHERE id = 1

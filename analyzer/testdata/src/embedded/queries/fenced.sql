@@ -1,0 +1,1 @@
+UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ?

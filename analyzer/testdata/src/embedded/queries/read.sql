@@ -1,0 +1,1 @@
+SELECT state, attempt FROM refund_jobs WHERE id = ?

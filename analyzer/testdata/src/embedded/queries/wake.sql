@@ -1,0 +1,1 @@
+UPDATE refund_jobs SET next_run_at = UTC_TIMESTAMP(6) WHERE id = ?

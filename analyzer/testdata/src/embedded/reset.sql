@@ -1,0 +1,1 @@
+UPDATE refund_jobs SET state = 'ready' WHERE id = ?

@@ -1,0 +1,44 @@
+// Package libsinks checks the sinks of database libraries: sqlx, gorm's
+// Exec and Raw.
+package libsinks
+
+import (
+	"context"
+	"os"
+
+	"github.com/jmoiron/sqlx"
+	"gorm.io/gorm"
+)
+
+var where = os.Getenv("WHERE")
+
+const (
+	fenced   = "UPDATE refund_jobs SET state = :state WHERE id = :id AND state = :old AND attempt = :attempt"
+	unfenced = "UPDATE refund_jobs SET state = :state WHERE id = :id"
+)
+
+type job struct{ ID, Attempt int64 }
+
+func sqlxSinks(ctx context.Context, db *sqlx.DB, tx *sqlx.Tx, j job) {
+	db.NamedExec(fenced, j)
+	db.NamedExec(unfenced, j)                                                         // want `unfenced UPDATE of refund_jobs`
+	db.NamedExec("UPDATE refund_jobs SET state = :state WHERE "+where, j)             // want `query built at run time writes refund_jobs`
+	db.NamedExecContext(ctx, "UPDATE refund_jobs SET state = :state WHERE "+where, j) // want `query built at run time writes refund_jobs`
+	db.MustExec("UPDATE refund_jobs SET state = ? WHERE " + where)                    // want `query built at run time writes refund_jobs`
+	tx.MustExec("UPDATE refund_jobs SET state = ? WHERE " + where)                    // want `query built at run time writes refund_jobs`
+	sqlx.NamedExec(db, "UPDATE refund_jobs SET state = :state WHERE "+where, j)       // want `query built at run time writes refund_jobs`
+	sqlx.MustExecContext(ctx, db, "UPDATE refund_jobs SET state = ? WHERE "+where)    // want `query built at run time writes refund_jobs`
+	// Rebind turns ? into $1: the query is still judged.
+	db.MustExec(db.Rebind("UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ?"))
+	db.MustExec(db.Rebind("UPDATE refund_jobs SET state = ? WHERE id = " + where)) // want `query built at run time writes refund_jobs`
+	db.MustExec(db.Rebind("UPDATE refund_jobs SET state = ? WHERE id = ?"))        // want `unfenced UPDATE of refund_jobs`
+	db.Select(&j, "SELECT * FROM refund_jobs WHERE "+where)
+}
+
+func gormSinks(db *gorm.DB) {
+	db.Exec("UPDATE refund_jobs SET state = @state WHERE id = @id AND state = @old AND attempt = @attempt")
+	db.Exec("UPDATE refund_jobs SET state = ? WHERE " + where)                                       // want `query built at run time writes refund_jobs`
+	db.Raw("UPDATE refund_jobs SET state = ? WHERE " + where).Scan(&job{})                           // want `query built at run time writes refund_jobs`
+	db.WithContext(context.Background()).Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = ?") // want `unfenced UPDATE of refund_jobs`
+	db.Raw("SELECT * FROM refund_jobs WHERE " + where).Scan(&job{})
+}
