@@ -122,7 +122,7 @@ func run(pass *analysis.Pass, o *options) (any, error) {
 	if inGoroot(pass) {
 		return nil, nil // the standard library writes no fenced table
 	}
-	c := newChecker(pass, o)
+	c := newChecker(pass, withGenerated(pass, o))
 	c.walk()
 	c.settle()
 	c.exportFacts()

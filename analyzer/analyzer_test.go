@@ -21,7 +21,7 @@ func TestAnalyzer(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer,
 		"sqlconst", "queries", "heads", "notsql", "dynamic", "suppress", "entuse", "example.com/app/ent",
 		"wrappers", "sqlhelp", "edits", "unreadable", "variants", "selfdeclare", "embedded", "libsinks",
-		"sqbuild", "goqubuild", "gormbuild", "entbuild")
+		"sqbuild", "goqubuild", "gormbuild", "entbuild", "generatednames")
 }
 
 // withFlag runs the analyzer with one flag set, restoring it afterwards.
