@@ -109,6 +109,13 @@ type Job struct {
 	Attempt      int64
 	OperationKey string
 	Action       string // refund or reconcile
+	// Answer is what the provider answered (its status and refund id, or
+	// the error), once the call returned.
+	Answer string
+	// Transition is the write-back's transition (complete, reschedule,
+	// manual_review, fail) and To the state it moves the job to, once
+	// decided.
+	Transition, To string
 }
 
 // Hooks are test signals: functions the worker calls at the moments a test
@@ -129,6 +136,23 @@ type Hooks struct {
 	// attach the data layer's own signals (fencedrt.WithHooks) to cut the
 	// COMMIT's reply, say.
 	WriteBackContext func(context.Context, Job) context.Context
+	// ClaimContext, when set, derives the context of each claim ("claim")
+	// or takeover ("takeover") batch: attach fencedrt.WithHooks to see the
+	// claims before their COMMIT, or to cut its reply.
+	ClaimContext func(ctx context.Context, what string) context.Context
+	// Claimed runs after each claim or takeover batch, with the context
+	// ClaimContext derived, the jobs it leased and its error.
+	Claimed func(ctx context.Context, what string, jobs []Job, err error)
+	// BatchContext, when set, derives the context of each batched
+	// write-back transaction (fencedrt.WithHooks: its COMMIT).
+	BatchContext func(context.Context) context.Context
+	// BeforeWriteBack runs once the write-back's transition is decided
+	// (Job.Transition and Job.To are set), before it is applied.
+	BeforeWriteBack func(Job)
+	// BeforeBusinessWrite runs inside a write-back's transaction, after the
+	// job's fenced write applied and right before the business write that
+	// goes with it (the ledger's): the job's row is locked by then.
+	BeforeBusinessWrite func(context.Context, Job)
 	// Pass runs after each scheduler pass with what it claimed.
 	Pass func(PassResult)
 	// Reconciled runs after each reconciler pass with how many pieces of

@@ -12,6 +12,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/worker/internal/decide"
@@ -35,7 +36,7 @@ func (c *Client) run(l *ent.RefundJobLease) {
 		c.Wake() // a slot is free
 	}()
 	req := l.Request()
-	job := Job{ID: l.ID(), Attempt: l.Attempt(), OperationKey: req.OperationKey, Action: string(l.NextAction())}
+	job := jobOf(l)
 	log := c.log.With("operation_key", job.OperationKey, "attempt", job.Attempt, "job_id", job.ID)
 	in := decide.Input{
 		Action:           decide.Action(l.NextAction()),
@@ -52,11 +53,12 @@ func (c *Client) run(l *ent.RefundJobLease) {
 		c.hooks.BeforeProviderCall(job)
 	}
 	c.call(l, &in, log)
+	job.Answer = answerOf(in)
 	if c.hooks.AfterProviderCall != nil {
 		c.hooks.AfterProviderCall(job)
 	}
 	d := decide.Decide(in)
-	err := c.writeBack(l, job, in, d, log)
+	err := c.writeBack(l, &job, in, d, log)
 	if c.hooks.WroteBack != nil {
 		c.hooks.WroteBack(job, err)
 	}
@@ -114,12 +116,26 @@ func transition(l *ent.RefundJobLease, d decide.Decision) (*ent.RefundJobTransit
 
 // writeBack applies the decision through the fence. A write-back that did
 // not land keeps what the provider said as evidence.
-func (c *Client) writeBack(l *ent.RefundJobLease, job Job, in decide.Input, d decide.Decision, log *slog.Logger) error {
+func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d decide.Decision, log *slog.Logger) error {
 	tr, fn := transition(l, d)
+	job.Transition, job.To = tr.Op(), fencedrt.Transitions[fencedrt.Op(tr.Op())].To
+	if c.hooks.BeforeWriteBack != nil {
+		c.hooks.BeforeWriteBack(*job)
+	}
+	if h := c.hooks.BeforeBusinessWrite; h != nil {
+		then, j := fn, *job
+		fn = func(ctx context.Context, tx *ent.Tx) error {
+			h(ctx, j)
+			if then == nil {
+				return nil
+			}
+			return then(ctx, tx)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.workCtx), writeBackTimeout)
 	defer cancel()
 	if c.hooks.WriteBackContext != nil {
-		ctx = c.hooks.WriteBackContext(ctx, job)
+		ctx = c.hooks.WriteBackContext(ctx, *job)
 	}
 	log = log.With("transition", tr.Op(), "rule", d.Rule)
 	if d.Alert != "" {
@@ -158,6 +174,26 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job Job, in decide.Input, d de
 	}
 	c.keepAnswer(ctx, l, in, log)
 	return err
+}
+
+// answerOf says what the provider answered, for hooks.
+func answerOf(in decide.Input) string {
+	switch {
+	case in.Action == decide.Refund && in.SendErr != nil:
+		return "error: " + in.SendErr.Error()
+	case in.Action == decide.Refund:
+		return fmt.Sprintf("%s %s", in.Sent.Status, in.Sent.ProviderRefundID)
+	case in.LookupErr != nil:
+		return "error: " + in.LookupErr.Error()
+	}
+	var b []byte
+	for i, r := range in.Found {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = fmt.Appendf(b, "%s %s %s", r.Reference, r.Status, r.ProviderRefundID)
+	}
+	return fmt.Sprintf("found %d [%s]", len(in.Found), b)
 }
 
 // keepAnswer records what the provider answered in the observation log,
@@ -263,6 +299,9 @@ func (c *Client) batchWriteBacks() {
 			items[i] = r.item
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), writeBackTimeout)
+		if c.hooks.BatchContext != nil {
+			ctx = c.hooks.BatchContext(ctx)
+		}
 		errs := c.ent.RefundJob.ApplyBatch(ctx, items)
 		cancel()
 		for i, r := range reqs {

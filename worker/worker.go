@@ -237,12 +237,10 @@ func (c *Client) pass() time.Duration {
 		c.m.BudgetWait()
 		return min(max(retryIn, time.Millisecond), c.cfg.ScanInterval)
 	}
-	taken, err := c.ent.RefundJob.TakeoverExpired(ctx, granted, c.opts)
-	c.claimed("takeover", err)
+	taken, err := c.claimBatch(ctx, "takeover", granted)
 	var due []*ent.RefundJobLease
 	if rest := granted - len(taken); rest > 0 && err == nil {
-		due, err = c.ent.RefundJob.ClaimDue(ctx, rest, c.opts)
-		c.claimed("claim", err)
+		due, err = c.claimBatch(ctx, "claim", rest)
 	}
 	res.TakenOver, res.Claimed = len(taken), len(due)
 	if unused := granted - len(taken) - len(due); unused > 0 {
@@ -265,6 +263,36 @@ func (c *Client) pass() time.Duration {
 	// Either nothing more is due, or the slots are full and a finishing job
 	// wakes the scheduler.
 	return c.cfg.ScanInterval
+}
+
+// claimBatch takes over expired leases ("takeover") or claims due jobs
+// ("claim"), up to limit.
+func (c *Client) claimBatch(ctx context.Context, what string, limit int) ([]*ent.RefundJobLease, error) {
+	if c.hooks.ClaimContext != nil {
+		ctx = c.hooks.ClaimContext(ctx, what)
+	}
+	var (
+		leases []*ent.RefundJobLease
+		err    error
+	)
+	if what == "takeover" {
+		leases, err = c.ent.RefundJob.TakeoverExpired(ctx, limit, c.opts)
+	} else {
+		leases, err = c.ent.RefundJob.ClaimDue(ctx, limit, c.opts)
+	}
+	c.claimed(what, err)
+	if c.hooks.Claimed != nil {
+		jobs := make([]Job, len(leases))
+		for i, l := range leases {
+			jobs[i] = jobOf(l)
+		}
+		c.hooks.Claimed(ctx, what, jobs, err)
+	}
+	return leases, err
+}
+
+func jobOf(l *ent.RefundJobLease) Job {
+	return Job{ID: l.ID(), Attempt: l.Attempt(), OperationKey: l.Request().OperationKey, Action: string(l.NextAction())}
 }
 
 func (c *Client) claimed(what string, err error) {

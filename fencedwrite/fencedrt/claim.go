@@ -81,6 +81,7 @@ func claim(ctx context.Context, drv dialect.Driver, t *Table, op Op, id int64, o
 		_ = tx.Rollback()
 		return Claimed{}, fmt.Errorf("%s %s#%d: %w", op, t.Name(), id, claimOutcome(err))
 	}
+	hooksOf(ctx).claimsCommitting([]Claimed{c})
 	hooksOf(ctx).call(hookBeforeClaimCommit)
 	if err := tx.Commit(); err != nil {
 		return Claimed{}, commitOutcome(op, t, id, c.Attempt, err)
@@ -169,6 +170,7 @@ func claimBatch(ctx context.Context, drv dialect.Driver, t *Table, scan, op Op, 
 	if len(claimed) == 0 {
 		return nil, tx.Rollback()
 	}
+	hooksOf(ctx).claimsCommitting(claimed)
 	hooksOf(ctx).call(hookBeforeClaimCommit)
 	if err := tx.Commit(); err != nil {
 		return nil, commitOutcome(scan, t, 0, 0, err)

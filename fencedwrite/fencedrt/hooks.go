@@ -9,6 +9,10 @@ type Hooks struct {
 	// BeforeClaimCommit runs right before a claim's or a takeover's COMMIT
 	// is sent.
 	BeforeClaimCommit func()
+	// ClaimsCommitting runs right before BeforeClaimCommit with the claims
+	// the COMMIT is about to make: when its reply is lost, these are the
+	// jobs whose claim may or may not have landed.
+	ClaimsCommitting func([]Claimed)
 	// BeforeCommit runs right before the runner's COMMIT goes through Ent's
 	// commit hooks.
 	BeforeCommit func()
@@ -35,6 +39,12 @@ const (
 func hooksOf(ctx context.Context) Hooks {
 	h, _ := ctx.Value(hooksKey{}).(Hooks)
 	return h
+}
+
+func (h Hooks) claimsCommitting(c []Claimed) {
+	if h.ClaimsCommitting != nil {
+		h.ClaimsCommitting(c)
+	}
 }
 
 func (h Hooks) call(which hook) {
