@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
@@ -200,9 +202,9 @@ func answerOf(in decide.Input) string {
 // when it answered anything worth keeping.
 func (c *Client) keepAnswer(ctx context.Context, l *ent.RefundJobLease, in decide.Input, log *slog.Logger) {
 	for _, o := range answers(l, in) {
-		id, created, err := evidence.Record(ctx, c.ent, o)
+		id, created, err := c.record(ctx, o)
 		if err != nil {
-			log.Error("record late evidence", "err", err)
+			log.Error("record late evidence: given up; a takeover's reconcile asks the provider again", "err", err)
 			continue
 		}
 		if created {
@@ -210,6 +212,30 @@ func (c *Client) keepAnswer(ctx context.Context, l *ent.RefundJobLease, in decid
 		}
 		log.Info("late evidence recorded", "observation", id, "status", o.Status, "provider_refund_id", o.ProviderRefundID)
 		c.wakeReconciler()
+	}
+}
+
+// record records o in the observation log, trying again while the database
+// cannot be reached (a cut connection, a failover) until ctx ends: the
+// answer exists nowhere else once this process forgets it. Recording is
+// idempotent (the dedup key), so a try whose reply was lost is harmless.
+func (c *Client) record(ctx context.Context, o evidence.Observation) (int64, bool, error) {
+	wait := 50 * time.Millisecond
+	for {
+		id, created, err := evidence.Record(ctx, c.ent, o)
+		var refused *mysql.MySQLError
+		if err == nil || errors.Is(err, fencedwrite.ErrInvalid) ||
+			errors.As(err, &refused) && refused.Number != 1205 && refused.Number != 1213 {
+			return id, created, err // recorded, or refused by the server: trying again changes nothing
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, false, fmt.Errorf("%w (last try: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
 	}
 }
 

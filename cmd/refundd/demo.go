@@ -184,13 +184,17 @@ func demo(ctx context.Context, dsn string, out io.Writer) error {
 
 // recreate drops and creates the demo's database, so that every run starts
 // clean. It refuses any database whose name does not end in _demo.
-func recreate(ctx context.Context, dsn string) error {
+func recreate(ctx context.Context, dsn string) error { return recreateNamed(ctx, dsn, "_demo") }
+
+// recreateNamed drops and creates dsn's database, whose name must end in
+// suffix: a guard against dropping a real one by mistake.
+func recreateNamed(ctx context.Context, dsn, suffix string) error {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return fmt.Errorf("demo: parse dsn: %w", err)
+		return fmt.Errorf("parse dsn: %w", err)
 	}
-	if !strings.HasSuffix(cfg.DBName, "_demo") {
-		return fmt.Errorf("demo: it drops and recreates its database, so the name must end in _demo, got %q", cfg.DBName)
+	if !strings.HasSuffix(cfg.DBName, suffix) {
+		return fmt.Errorf("it drops and recreates its database, so the name must end in %s, got %q", suffix, cfg.DBName)
 	}
 	server := cfg.Clone()
 	server.DBName = ""

@@ -7,6 +7,9 @@
 //	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
 //	refundd migrate  [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
 //	refundd demo     [-dsn DSN] [-scene zombie] [-json] ...
+//	refundd chaos    [-dsn DSN] --jobs N --workers W --duration D --seed S [--json]
+//	                 a fleet of refundd run processes under injected faults; checks
+//	                 the history of every process and the invariants at the end
 //
 // The webhook endpoint verifies signatures with $FENCEKIT_WEBHOOK_SECRET.
 //
@@ -23,6 +26,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -52,6 +56,7 @@ func usage(w io.Writer) {
   refundd resolve -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
   refundd migrate [-create]                                 apply the migrations to the database
   refundd demo    [-json] [-scene zombie] ...               the demo at scale, or the article's scene
+  refundd chaos   --jobs N --workers W --duration D --seed S [--json]   a fleet under faults, checked
 every command takes -dsn DSN (default $FENCEKIT_DSN or `+defaultDSN+`)
 `)
 }
@@ -126,10 +131,38 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		default:
 			return fmt.Errorf("demo: unknown scene %q (zombie)", *scene)
 		}
+	case "chaos":
+		var f chaosFlags
+		fs.IntVar(&f.jobs, "jobs", 300, "refunds to enqueue")
+		fs.IntVar(&f.workers, "workers", 4, "refundd run processes in the fleet")
+		fs.IntVar(&f.slots, "slots", 8, "provider calls each process makes at once (refundd run -workers)")
+		fs.DurationVar(&f.duration, "duration", 60*time.Second, "how long faults are injected; then the fleet settles every job")
+		fs.DurationVar(&f.settle, "settle", 0, "how long the fleet has to settle every job once faults stop (0: 10 leases + 1m)")
+		fs.DurationVar(&f.lease, "lease", 2*time.Second, "the fleet's lease")
+		fs.Uint64Var(&f.seed, "seed", 0, "seed of the faults (0: a new one, printed)")
+		fs.Float64Var(&f.pause, "pause", 0.004, "probability that a process is frozen (SIGSTOP) past its lease right after a provider answer")
+		fs.BoolVar(&f.json, "json", false, "print the summary as one JSON object on the last line")
+		fs.StringVar(&f.dir, "history", "", "keep the histories and logs in this directory (default: a temporary one, kept when a check fails)")
+		fs.StringVar(&f.exe, "exe", "", "the refundd binary the fleet runs (default: this one)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if cfg, err := mysql.ParseDSN(*dsn); err == nil && !flagSet(fs, "dsn") && !strings.HasSuffix(cfg.DBName, "_chaos") {
+			// chaos drops and recreates its database: never the demo's.
+			cfg.DBName = strings.TrimSuffix(cfg.DBName, "_demo") + "_chaos"
+			*dsn = cfg.FormatDSN()
+		}
+		return chaos(ctx, *dsn, f, out)
 	default:
 		usage(os.Stderr)
 		return fmt.Errorf("unknown command %q", args[0])
 	}
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func envOr(name, def string) string {

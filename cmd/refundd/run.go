@@ -28,7 +28,11 @@ type runFlags struct {
 	budgetRate                           float64
 	lease, scan, timeout, stopGrace      time.Duration
 	safeResend                           bool
-	keyRetention, lookupLag              time.Duration
+	keyRetention, lookupLag, skewMargin  time.Duration
+	lockWait                             time.Duration
+	pendingDelay, retryDelay, lagPoll    time.Duration
+	// chaos: set by refundd chaos for the processes of its fleet.
+	chaos chaosAgentFlags
 	// listening, when set, is told the HTTP endpoint's address once it
 	// listens (tests listen on port 0).
 	listening func(addr string)
@@ -40,6 +44,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.safeResend, "provider-safe-resend", true, "the provider's contract: the same key with the same parameters executes at most once while retained")
 	fs.DurationVar(&f.keyRetention, "provider-key-retention", 24*time.Hour, "how long the provider keeps an idempotency key")
 	fs.DurationVar(&f.lookupLag, "provider-lookup-lag", 0, "how long a new refund may be invisible to the provider's lookups")
+	fs.DurationVar(&f.skewMargin, "provider-skew-margin", fencedwrite.DefaultSkewMargin, "clock difference allowed between us and the provider, taken off the key's window")
 	fs.StringVar(&f.budgetName, "budget", worker.DefaultBudgetName, "name of the provider's outbound budget, shared by the fleet")
 	fs.Float64Var(&f.budgetRate, "budget-rate", worker.DefaultBudgetRate, "provider calls per second for the whole fleet")
 	fs.IntVar(&f.budgetBurst, "budget-burst", worker.DefaultBudgetBurst, "provider calls the fleet may make at once")
@@ -48,6 +53,11 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.scan, "scan", worker.DefaultScanInterval, "scheduler pass interval")
 	fs.DurationVar(&f.timeout, "provider-timeout", worker.DefaultProviderTimeout, "bound of one provider call")
 	fs.DurationVar(&f.stopGrace, "stop-grace", 10*time.Second, "on SIGTERM, how long calls in flight may finish before they are cancelled")
+	fs.DurationVar(&f.lockWait, "lock-wait", fencedwrite.DefaultLockWaitTimeout, "innodb_lock_wait_timeout of the worker's sessions (whole seconds)")
+	fs.DurationVar(&f.pendingDelay, "pending-delay", worker.DefaultPendingDelay, "how long after a pending answer the refund is reconciled")
+	fs.DurationVar(&f.retryDelay, "retry-delay", worker.DefaultRetryDelay, "how long a job waits after a refusal to process (rate limited, key in use, failed lookup)")
+	fs.DurationVar(&f.lagPoll, "lag-poll", worker.DefaultLagPoll, "the least wait inside the provider's lookup-lag window")
+	f.chaos.register(fs)
 }
 
 // runWorker serves a real queue: workers, the webhook endpoint, /metrics
@@ -59,7 +69,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	if f.providerURL == "" {
 		return errors.New("run: -provider-url is required")
 	}
-	db, err := fencedwrite.OpenDB(f.dsn, fencedwrite.DSNOptions{})
+	db, err := fencedwrite.OpenDB(f.dsn, fencedwrite.DSNOptions{LockWaitTimeout: f.lockWait, ReadTimeout: max(fencedwrite.DefaultReadTimeout, f.lockWait+time.Second)})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
@@ -69,6 +79,11 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	caps := provider.Capabilities{SafeResend: f.safeResend, KeyRetention: f.keyRetention, LookupByReference: true, LookupByRefundID: true,
 		ListByPayment: true, LookupLag: f.lookupLag}
 	log := slog.New(slog.NewJSONHandler(logOut, nil))
+	agent, err := f.chaos.open()
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	defer agent.close()
 	w, err := worker.New(worker.Config{
 		DB:              db,
 		Provider:        provider.NewHTTPClient(f.providerURL, &http.Client{}, caps),
@@ -79,9 +94,14 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		Lease:           f.lease,
 		ScanInterval:    f.scan,
 		ProviderTimeout: f.timeout,
+		SkewMargin:      f.skewMargin,
+		PendingDelay:    f.pendingDelay,
+		RetryDelay:      f.retryDelay,
+		LagPoll:         f.lagPoll,
 		WebhookSecret:   []byte(os.Getenv("FENCEKIT_WEBHOOK_SECRET")),
 		Logger:          log,
 		Metrics:         newPromMetrics(reg),
+		Hooks:           agent.hooks(),
 	})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)

@@ -209,6 +209,11 @@ func Placeholders(query string) int {
 // Values are the named arguments of one statement.
 type Values map[Param]any
 
+// breakFence is nil except in the deliberately broken build (build tag
+// fencekit_broken_fence), which refundd chaos's test uses to show that its
+// checker catches a fence that does not hold.
+var breakFence func(op Op, query string, params []Param) (string, []Param)
+
 // Bind returns the arguments of statement op, in placeholder order, looked
 // up by name in vals. A name without a value is an error.
 func (t *Table) Bind(op Op, vals Values) (string, []any, error) {
@@ -216,13 +221,17 @@ func (t *Table) Bind(op Op, vals Values) (string, []any, error) {
 	if !ok {
 		return "", nil, fmt.Errorf("fenced table %s declares no statement %q", t.spec.Name, op)
 	}
-	args := make([]any, len(s.Params))
-	for i, p := range s.Params {
+	query, params := s.SQL, s.Params
+	if breakFence != nil {
+		query, params = breakFence(op, query, params)
+	}
+	args := make([]any, len(params))
+	for i, p := range params {
 		v, ok := vals[p]
 		if !ok {
 			return "", nil, fmt.Errorf("%s %s: no value for argument %q", op, t.spec.Name, p)
 		}
 		args[i] = v
 	}
-	return s.SQL, args, nil
+	return query, args, nil
 }

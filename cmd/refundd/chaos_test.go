@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fencekit/fencekit/internal/devdb"
+)
+
+// chaosDSN returns the DSN of a fresh *_chaos database name on the test
+// server, dropped when t ends.
+func chaosDSN(t *testing.T) string {
+	t.Helper()
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := devdb.Name(t.Name()) + "_chaos"
+	t.Cleanup(func() {
+		db, err := sql.Open("mysql", devdb.DSN(cfg, ""))
+		if err != nil {
+			return
+		}
+		defer db.Close()
+		_, _ = db.Exec("DROP DATABASE IF EXISTS `" + name + "`")
+	})
+	return devdb.DSN(cfg, name)
+}
+
+// buildRefundd builds the refundd binary the fleet runs, with tags.
+func buildRefundd(t *testing.T, tags string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "refundd")
+	args := []string{"build", "-o", bin}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, ".")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build refundd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// lastJSON decodes the last line of out, refundd chaos -json's summary.
+func lastJSON(t *testing.T, out string) chaosSummary {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var s chaosSummary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("the last line is not the JSON summary: %v\n%s", err, out)
+	}
+	return s
+}
+
+// CI's chaos run: a fleet of three refundd run processes, a few hundred
+// refunds, every kind of fault, and the checks. Nothing may be paid twice,
+// no settled job may move, no answer may be lost, every job settles, and
+// every process's history must be one the state machine allows.
+func TestChaosShortRun(t *testing.T) {
+	bin := buildRefundd(t, "")
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"chaos", "-dsn", chaosDSN(t), "-exe", bin, "-history", t.TempDir(),
+		"--jobs", "240", "--workers", "3", "--duration", "25s", "--seed", "20261203", "--pause", "0.05", "--json"}, &out)
+	if err != nil {
+		t.Fatalf("chaos: %v\n%s", err, out.String())
+	}
+	s := lastJSON(t, out.String())
+	if s.HistoryCheck != "ok" || s.KeysPaidTwice+s.TerminalRegressions+s.AttemptRegressions+s.LostReceipts+s.LedgerMismatches+s.Unfinished != 0 {
+		t.Fatalf("chaos passed but its summary shows a failure: %+v", s)
+	}
+	if s.Jobs != 240 || s.Succeeded+s.Failed+s.ManualReview != 240 {
+		t.Errorf("jobs %d, settled %d+%d+%d: want all 240 settled", s.Jobs, s.Succeeded, s.Failed, s.ManualReview)
+	}
+	// The run must have hurt: faults of the kinds at the boundaries, and
+	// zombies whose late writes the fence refused.
+	for _, kind := range []string{faultPause, faultCutCompletion, faultProviderLostReply, faultDBCut} {
+		if s.FaultsByKind[kind] == 0 {
+			t.Errorf("no %s fault was injected: %v", kind, s.FaultsByKind)
+		}
+	}
+	if s.Takeovers == 0 || s.StaleWritesRejected == 0 {
+		t.Errorf("takeovers %d, stale writes rejected %d: the run never made a zombie write", s.Takeovers, s.StaleWritesRejected)
+	}
+	if s.HistoryOps < 3*240 {
+		t.Errorf("the history holds %d operations for 240 jobs: it is not recording", s.HistoryOps)
+	}
+	t.Logf("%+v", s)
+}
+
+// The checker must catch a broken fence: the build tag fencekit_broken_fence
+// makes "complete" forget the attempt it holds (see fencedrt/broken.go), so
+// a zombie's completion lands on a job a newer attempt holds. The database
+// trigger cannot tell (the statement declares the row's own attempt); the
+// history check must, and must say which job and which writes.
+func TestChaosCatchesABrokenFence(t *testing.T) {
+	bin := buildRefundd(t, "fencekit_broken_fence")
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"chaos", "-dsn", chaosDSN(t), "-exe", bin, "-history", t.TempDir(),
+		"--jobs", "60", "--workers", "2", "--duration", "15s", "--seed", "7", "--pause", "0.5", "--json"}, &out)
+	if err == nil {
+		t.Fatalf("chaos passed with a broken fence:\n%s", out.String())
+	}
+	if !strings.Contains(err.Error(), "history check") {
+		t.Errorf("the failure does not name the history check: %v", err)
+	}
+	s := lastJSON(t, out.String())
+	if s.HistoryCheck == "ok" {
+		t.Errorf("history_check is ok with a broken fence: %+v", s)
+	}
+	text := out.String()
+	for _, want := range []string{"not linearizable", "write attempt", "→ succeeded: ok", "takeover"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the explanation lacks %q:\n%s", want, text)
+		}
+	}
+	t.Logf("%s", text)
+}
