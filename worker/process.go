@@ -223,10 +223,8 @@ func (c *Client) record(ctx context.Context, o evidence.Observation) (int64, boo
 	wait := 50 * time.Millisecond
 	for {
 		id, created, err := evidence.Record(ctx, c.ent, o)
-		var refused *mysql.MySQLError
-		if err == nil || errors.Is(err, fencedwrite.ErrInvalid) ||
-			errors.As(err, &refused) && refused.Number != 1205 && refused.Number != 1213 {
-			return id, created, err // recorded, or refused by the server: trying again changes nothing
+		if err == nil || !transient(err) {
+			return id, created, err // recorded, or refused: trying again changes nothing
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -237,6 +235,20 @@ func (c *Client) record(ctx context.Context, o evidence.Observation) (int64, boo
 		}
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// transient reports whether err may go away if the same statement is tried
+// again: a lost connection, a lock wait timeout (1205), a deadlock (1213).
+// Bad input and the server's other refusals are not.
+func transient(err error) bool {
+	var refused *mysql.MySQLError
+	switch {
+	case errors.Is(err, fencedwrite.ErrInvalid), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.As(err, &refused):
+		return refused.Number == 1205 || refused.Number == 1213
+	}
+	return true
 }
 
 // answers turns the provider's answers of a job's call into observations.

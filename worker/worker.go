@@ -90,9 +90,27 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return ErrAlreadyStarted
 	}
-	b, err := budget.Open(ctx, c.cfg.DB, c.cfg.BudgetName, c.cfg.BudgetRate, c.cfg.BudgetBurst)
-	if err != nil {
-		return fmt.Errorf("start worker: %w", err)
+	// The budget's row is shared by the fleet: a process frozen while it
+	// holds the row's lock makes others wait, and a deploy must not fail
+	// for it. A transient error is tried again until ctx ends.
+	var b *budget.Bucket
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		var err error
+		b, err = budget.Open(ctx, c.cfg.DB, c.cfg.BudgetName, c.cfg.BudgetRate, c.cfg.BudgetBurst)
+		if err == nil {
+			break
+		}
+		if !transient(err) {
+			return fmt.Errorf("start worker: %w", err)
+		}
+		c.log.Warn("open the outbound budget: trying again", "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("start worker: %w (last try: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
 	}
 	c.bucket = b
 	c.started = true

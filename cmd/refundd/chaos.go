@@ -188,6 +188,7 @@ type chaosRun struct {
 
 	faultMu sync.Mutex
 	faults  map[string]int
+	logMu   sync.Mutex
 
 	injecting atomic.Bool // faults are injected until the fault phase ends
 	stopping  atomic.Bool // the fleet is being stopped: do not restart
@@ -217,6 +218,7 @@ type zombie struct {
 // fleetProc is one slot of the fleet: its proxies and its current process.
 type fleetProc struct {
 	slot         int
+	startMu      sync.Mutex // held while a process of the slot is replaced
 	db, prov     *toxiproxy.Proxy
 	mu           sync.Mutex
 	name         string
@@ -225,6 +227,18 @@ type fleetProc struct {
 	paused, down bool
 	exited       chan struct{}
 	generation   int
+}
+
+// logf notes what the chaos process itself did wrong, in chaos.log.
+func (r *chaosRun) logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	f, err := os.OpenFile(filepath.Join(r.dir, "chaos.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
 }
 
 func (r *chaosRun) chance(p float64) bool {
@@ -317,7 +331,10 @@ func (r *chaosRun) run(ctx context.Context) (chaosSummary, error) {
 		r.procs = append(r.procs, p)
 	}
 	for _, p := range r.procs {
-		if err := r.start(ctx, p); err != nil {
+		p.startMu.Lock()
+		err := r.start(ctx, p)
+		p.startMu.Unlock()
+		if err != nil {
 			return chaosSummary{}, err
 		}
 	}
@@ -331,13 +348,11 @@ func (r *chaosRun) run(ctx context.Context) (chaosSummary, error) {
 		defer bg.Done()
 		r.backgroundFaults(phase)
 	}()
-	restart := time.NewTimer(f.duration / 2)
-	defer restart.Stop()
-	done := r.allSettled(phase)
+	done := r.settled(phase, 1)
 	select {
 	case <-phase.Done():
 	case <-done:
-	case <-restart.C:
+	case <-r.settled(phase, 0.4): // a deploy while the queue is busy
 		r.rollingRestart(phase)
 		select {
 		case <-phase.Done():
@@ -351,7 +366,7 @@ func (r *chaosRun) run(ctx context.Context) (chaosSummary, error) {
 
 	// Faults stop; leases run out; every job must settle.
 	settleCtx, cancel := context.WithTimeout(ctx, r.settleTime())
-	<-r.allSettled(settleCtx)
+	<-r.settled(settleCtx, 1)
 	cancel()
 	r.stopAll()
 	return r.check(ctx)
@@ -427,7 +442,8 @@ func (r *chaosRun) enqueue(ctx context.Context) error {
 	return first
 }
 
-// start starts a new process in p's slot and waits until it serves.
+// start starts a new process in p's slot and waits until it serves;
+// p.startMu is held.
 func (r *chaosRun) start(ctx context.Context, p *fleetProc) error {
 	r.procMu.Lock()
 	r.incarn++
@@ -460,6 +476,8 @@ func (r *chaosRun) start(ctx context.Context, p *fleetProc) error {
 		"-chaos-proc", name,
 	}
 	cmd := exec.Command(r.f.exe, args...)
+	// A fleet process never outlives refundd chaos.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Env = append(os.Environ(), "FENCEKIT_WEBHOOK_SECRET="+r.secret)
 	logf, err := os.Create(filepath.Join(r.dir, name+".log"))
 	if err != nil {
@@ -523,15 +541,21 @@ func (r *chaosRun) start(ctx context.Context, p *fleetProc) error {
 func (r *chaosRun) supervise(ctx context.Context, p *fleetProc, exited chan struct{}) {
 	<-exited
 	for !r.stopping.Load() && ctx.Err() == nil {
+		p.startMu.Lock()
 		p.mu.Lock()
 		current := p.exited == exited
 		p.mu.Unlock()
-		if !current {
+		if !current || r.stopping.Load() {
+			p.startMu.Unlock()
 			return
 		}
-		if err := r.start(ctx, p); err == nil {
+		err := r.start(ctx, p)
+		p.startMu.Unlock()
+		if err == nil {
 			return
 		}
+		r.logf("restart %s: %v; trying again", p.name, err)
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -658,7 +682,7 @@ func (r *chaosRun) kill(p *fleetProc, kind string) {
 	p.mu.Lock()
 	exited := p.exited
 	p.mu.Unlock()
-	if exited != nil && p.signal(syscall.SIGKILL) {
+	if p.signal(syscall.SIGKILL) {
 		r.count(kind, 1)
 		<-exited
 	}
@@ -791,21 +815,39 @@ func (r *chaosRun) rollingRestart(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		p.mu.Lock()
-		exited, paused := p.exited, p.paused
-		p.mu.Unlock()
-		if paused {
-			continue
+		// A frozen process is deployed once it thaws.
+		for wait := time.Now().Add(3 * r.f.lease); ; {
+			p.mu.Lock()
+			paused := p.paused
+			p.mu.Unlock()
+			if !paused || time.Now().After(wait) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		// Tell the supervisor this exit is ours: it must not restart too.
+		// Holding startMu, the supervisor cannot restart the process too.
+		p.startMu.Lock()
 		p.mu.Lock()
-		p.exited = nil
+		exited := p.exited
 		p.mu.Unlock()
 		if p.signal(syscall.SIGTERM) {
 			<-exited
 		}
-		if err := r.start(ctx, p); err != nil {
-			return
+		var err error
+		for try := 0; try < 5 && ctx.Err() == nil; try++ {
+			if err = r.start(ctx, p); err == nil {
+				break
+			}
+			r.logf("rolling restart of slot %d: %v; trying again", p.slot, err)
+		}
+		p.startMu.Unlock()
+		if err != nil {
+			// The supervisor takes the slot over from here.
+			p.mu.Lock()
+			failed := p.exited
+			p.mu.Unlock()
+			go r.supervise(ctx, p, failed)
+			continue
 		}
 		r.count(faultRollingRestart, 1)
 	}
@@ -824,6 +866,7 @@ func (r *chaosRun) clearToxics() {
 func (r *chaosRun) stopAll() {
 	r.stopping.Store(true)
 	for _, p := range r.procs {
+		p.startMu.Lock() // no restart from now on
 		p.signal(syscall.SIGCONT)
 		p.signal(syscall.SIGTERM)
 	}
@@ -831,21 +874,21 @@ func (r *chaosRun) stopAll() {
 		p.mu.Lock()
 		exited := p.exited
 		p.mu.Unlock()
-		if exited == nil {
-			continue
+		if exited != nil {
+			select {
+			case <-exited:
+			case <-time.After(chaosStopGrace + 10*time.Second):
+				p.signal(syscall.SIGKILL)
+				<-exited
+			}
 		}
-		select {
-		case <-exited:
-		case <-time.After(chaosStopGrace + 10*time.Second):
-			p.signal(syscall.SIGKILL)
-			<-exited
-		}
+		p.startMu.Unlock()
 	}
 }
 
-// allSettled is closed once no job is ready or running, polling the
-// database, or never if ctx ends first.
-func (r *chaosRun) allSettled(ctx context.Context) <-chan struct{} {
+// settled is closed once at least share of the jobs are neither ready nor
+// running, polling the database, or never if ctx ends first.
+func (r *chaosRun) settled(ctx context.Context, share float64) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		tick := time.NewTicker(500 * time.Millisecond)
@@ -853,7 +896,7 @@ func (r *chaosRun) allSettled(ctx context.Context) <-chan struct{} {
 		for {
 			var n int
 			err := r.lockDB.QueryRowContext(ctx, "SELECT COUNT(*) FROM refund_jobs WHERE state IN ('ready', 'running')").Scan(&n)
-			if err == nil && n == 0 {
+			if err == nil && float64(r.f.jobs-n) >= share*float64(r.f.jobs) {
 				close(done)
 				return
 			}
@@ -970,36 +1013,39 @@ func (r *chaosRun) check(ctx context.Context) (chaosSummary, error) {
 	}
 
 	// The observation log.
-	obs := map[[2]int64]bool{}
+	// The observation log: what it knows of each key (the same evidence is
+	// one row, whichever attempt recorded it first).
+	known := map[string]bool{} // key, provider refund id, status
 	dedup := map[string]bool{}
-	rows, err := r.lockDB.QueryContext(ctx, "SELECT job_id, attempt, dedup_key FROM refund_observations")
+	rows, err := r.lockDB.QueryContext(ctx, "SELECT operation_key, COALESCE(provider_refund_id, ''), provider_status, dedup_key FROM refund_observations")
 	if err != nil {
 		return s, err
 	}
 	for rows.Next() {
-		var job, attempt sql.NullInt64
-		var key string
-		if err := rows.Scan(&job, &attempt, &key); err != nil {
+		var key, refundID, status, dk string
+		if err := rows.Scan(&key, &refundID, &status, &dk); err != nil {
 			rows.Close()
 			return s, err
 		}
-		obs[[2]int64{job.Int64, attempt.Int64}] = true
-		dedup[key] = true
+		known[key+" "+refundID+" "+status] = true
+		dedup[dk] = true
 	}
 	rows.Close()
 	var problems []string
 	// Every answer whose write-back did not land is in the log.
 	for _, e := range events {
-		if e.Op != history.OpProvider || e.Phase != history.PhaseReturn || !answerCarriesEvidence(e.Detail) {
+		if e.Op != history.OpProvider || e.Phase != history.PhaseReturn {
 			continue
 		}
 		wb, ok := writes[[2]int64{e.Job, e.Attempt}]
 		if !ok || wb.Result == history.ResultOK || wb.Result == history.ResultAlreadySettled {
 			continue
 		}
-		if !obs[[2]int64{e.Job, e.Attempt}] {
-			s.LostReceipts++
-			problems = append(problems, fmt.Sprintf("job %d attempt %d: the provider answered %q, the write-back was %s, and the answer is not in the observation log", e.Job, e.Attempt, e.Detail, wb.Result))
+		for _, a := range evidenceOf(e.Key, e.Detail) {
+			if !known[e.Key+" "+a] {
+				s.LostReceipts++
+				problems = append(problems, fmt.Sprintf("job %d attempt %d: the provider answered %q, the write-back was %s, and the answer is not in the observation log", e.Job, e.Attempt, e.Detail, wb.Result))
+			}
 		}
 	}
 	// Every webhook a process acknowledged is in the log.
@@ -1036,7 +1082,7 @@ func (r *chaosRun) check(ctx context.Context) (chaosSummary, error) {
 					continue
 				}
 				ok := j.State == "succeeded" && j.ProviderRefundID != nil && *j.ProviderRefundID == fr.ProviderRefundID ||
-					j.State == "manual_review" && (j.ReviewEvidence != nil && *j.ReviewEvidence != "" || obs[[2]int64{j.ID, j.Attempt}])
+					j.State == "manual_review" && (j.ReviewEvidence != nil && *j.ReviewEvidence != "" || known[key+" "+fr.ProviderRefundID+" succeeded"])
 				if !ok {
 					s.LostReceipts++
 					problems = append(problems, fmt.Sprintf("%s: the provider executed refund %s, but job %d is %s", key, fr.ProviderRefundID, j.ID, j.State))
@@ -1076,16 +1122,27 @@ func (r *chaosRun) check(ctx context.Context) (chaosSummary, error) {
 	return s, nil
 }
 
-// answerCarriesEvidence reports whether a provider answer, as the history
-// records it, is one the worker keeps as evidence when its write-back does
-// not land: a status, or a lookup that found the refund.
-func answerCarriesEvidence(detail string) bool {
-	for _, st := range []string{"succeeded ", "pending ", "rejected ", "reversed "} {
-		if strings.HasPrefix(detail, st) {
-			return true
+// evidenceOf lists, as "refund-id status", what a provider answer to key's
+// job carries that the worker keeps as evidence when its write-back does not
+// land: the status of a send ("succeeded re_1"), or each refund of key a
+// lookup found ("found 1 [key succeeded re_1]").
+func evidenceOf(key, detail string) []string {
+	statuses := map[string]bool{"succeeded": true, "pending": true, "rejected": true, "reversed": true}
+	if rest, ok := strings.CutPrefix(detail, "found "); ok {
+		_, list, _ := strings.Cut(rest, "[")
+		var out []string
+		for _, item := range strings.Split(strings.TrimSuffix(list, "]"), ", ") {
+			f := strings.Fields(item)
+			if len(f) == 3 && f[0] == key && statuses[f[1]] {
+				out = append(out, f[2]+" "+f[1])
+			}
 		}
+		return out
 	}
-	return strings.HasPrefix(detail, "found ") && !strings.HasPrefix(detail, "found 0 ")
+	if f := strings.Fields(detail); len(f) == 2 && statuses[f[0]] {
+		return []string{f[1] + " " + f[0]}
+	}
+	return nil
 }
 
 // report prints the summary and fails when a check did.
