@@ -1,0 +1,75 @@
+package worker
+
+import (
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/provider"
+)
+
+// stubProvider declares capabilities and is never called: New does no I/O.
+type stubProvider struct{ provider.Client }
+
+func (stubProvider) Capabilities() provider.Capabilities {
+	return provider.Capabilities{SafeResend: true, KeyRetention: 24 * time.Hour, LookupByReference: true}
+}
+
+// New refuses every bad value at once, naming each field, and matches
+// fencedwrite.ErrInvalid; it opens nothing.
+func TestNewNamesEveryBadField(t *testing.T) {
+	_, err := New(Config{
+		BudgetName:      strings.Repeat("b", 65),
+		BudgetRate:      -1,
+		BudgetBurst:     -2,
+		Workers:         MaxWorkers + 1,
+		ScanInterval:    -time.Second,
+		ProviderTimeout: -time.Second,
+		WriteBackBatch:  1001,
+	})
+	if err == nil {
+		t.Fatal("New accepted a config with no DB, no provider and negative durations")
+	}
+	if !errors.Is(err, fencedwrite.ErrInvalid) {
+		t.Errorf("the error does not match ErrInvalid: %v", err)
+	}
+	for _, field := range []string{"worker.Config.DB", "worker.Config.Provider", "worker.Config.BudgetName", "worker.Config.BudgetRate",
+		"worker.Config.BudgetBurst", "worker.Config.Workers", "worker.Config.ScanInterval", "worker.Config.ProviderTimeout",
+		"worker.Config.WriteBackBatch"} {
+		if !strings.Contains(err.Error(), field+":") {
+			t.Errorf("the error does not name %s: %v", field, err)
+		}
+	}
+}
+
+// A zero Config field takes DESIGN.md's default: lease 30 s, scan 5 s,
+// provider timeout 3 s.
+func TestConfigDefaults(t *testing.T) {
+	w, err := New(Config{DB: &sql.DB{}, Provider: stubProvider{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := w.cfg
+	for _, d := range []struct {
+		name      string
+		got, want time.Duration
+	}{
+		{"Lease", c.Lease, 30 * time.Second},
+		{"ScanInterval", c.ScanInterval, 5 * time.Second},
+		{"ProviderTimeout", c.ProviderTimeout, 3 * time.Second},
+		{"ReconcileInterval", c.ReconcileInterval, 5 * time.Second},
+	} {
+		if d.got != d.want {
+			t.Errorf("%s defaults to %v, want %v", d.name, d.got, d.want)
+		}
+	}
+	if c.Workers != DefaultWorkers || c.BudgetName != DefaultBudgetName || c.WriteBackBatch != DefaultWriteBackBatch {
+		t.Errorf("Workers %d, BudgetName %q, WriteBackBatch %d: want the documented defaults", c.Workers, c.BudgetName, c.WriteBackBatch)
+	}
+	if w.opts.Lease != 30*time.Second || w.opts.KeyRetention != 24*time.Hour {
+		t.Errorf("the claims' options are %+v: want the lease and the provider's declared retention", w.opts)
+	}
+}
