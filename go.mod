@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	entgo.io/ent v0.14.5
 	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/fencekit/fencekit/analyzer v0.0.0-00010101000000-000000000000
 	github.com/go-sql-driver/mysql v1.10.2
 	github.com/hashicorp/hcl/v2 v2.18.1
