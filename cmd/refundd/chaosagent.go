@@ -196,6 +196,8 @@ func writeResult(err error) string {
 	switch {
 	case err == nil:
 		return history.ResultOK
+	case errors.Is(err, fencedwrite.ErrCommitUnknown):
+		return history.ResultUnknown
 	case errors.Is(err, fencedwrite.ErrAlreadySettled):
 		return history.ResultAlreadySettled
 	case errors.Is(err, fencedwrite.ErrSuperseded):
