@@ -150,6 +150,41 @@ func TestLeastPrivilegeAccounts(t *testing.T) {
 		if got := mustJob(t, c, 1); got.State != refundjob.StateSucceeded {
 			t.Fatalf("job is %s, want succeeded", got.State)
 		}
+
+		// The state machine's and the key window's attacks, on a job the
+		// account enqueued and claimed itself (its lease is live, 30 s),
+		// from a session whose clock is an hour ahead.
+		req := ent.RefundJobEnqueue{OperationKey: "g-2", PaymentRef: "pay-2", AmountMinor: 200, Currency: "EUR"}
+		job, _, err := c.RefundJob.Enqueue(ctx, req, ledger.Open(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, conn, "SET timestamp = UNIX_TIMESTAMP(SYSDATE(6)) + 3600")
+		//fencelint:allow the attacks below are unfenced on purpose: the database must refuse each one, for this account too
+		refused(t, conn, "a claim takes attempt+1", "UPDATE refund_jobs SET state = 'running', writer_attempt = 0, lease_until = UTC_TIMESTAMP(6) WHERE id = ?", job.ID)
+		//fencelint:allow an attack: a key window pushed into the future keeps the key sendable for ever
+		refused(t, conn, "key_first_used_at is set once", "UPDATE refund_jobs SET key_first_used_at = UTC_TIMESTAMP(6) + INTERVAL 1 DAY, writer_attempt = 0 WHERE id = ?", job.ID)
+		// An attack: a second job for a key already enqueued.
+		_, err = conn.ExecContext(ctx, "INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) "+
+			"VALUES ('g-1', 'pay-1', 100, 'EUR', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
+		if err == nil {
+			t.Error("a second job for g-1 was inserted by the application's account")
+		}
+		l, err := c.RefundJob.Claim(ctx, job.ID, fencedwrite.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An attack fencelint cannot see (the statement is fenced): a takeover of a
+		// live lease, by a session whose clock is an hour ahead.
+		refused(t, conn, "a takeover needs a lease expired by the database clock", "UPDATE refund_jobs SET attempt = ?, writer_attempt = ?, lease_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE, "+
+			"next_action = 'reconcile' WHERE id = ? AND state = 'running' AND attempt = ?", l.Attempt()+1, l.Attempt(), job.ID, l.Attempt())
+		// Another: the key window erased on the way out, so that the next claim
+		// would send a key the provider may have forgotten.
+		refused(t, conn, "key_first_used_at is set once", "UPDATE refund_jobs SET state = 'ready', lease_until = NULL, key_first_used_at = NULL, writer_attempt = ? "+
+			"WHERE id = ? AND state = 'running' AND attempt = ?", l.Attempt(), job.ID, l.Attempt())
+		if got := mustJob(t, c, job.ID); got.State != refundjob.StateRunning || got.Attempt != l.Attempt() || got.KeyFirstUsedAt == nil {
+			t.Fatalf("job g-2 is %s at attempt %d (key first used %v), want running at %d with its key window", got.State, got.Attempt, got.KeyFirstUsedAt, l.Attempt())
+		}
 	})
 }
 
