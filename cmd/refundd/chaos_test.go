@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -98,6 +99,32 @@ func TestChaosShortRun(t *testing.T) {
 	}
 	if s.HistoryOps < 2*240 {
 		t.Errorf("the history holds %d operations for 240 jobs: it is not recording", s.HistoryOps)
+	}
+	// The processes are real refundd run daemons: the rolling restart's
+	// SIGTERM made each stop claiming, drain and exit (main's signal
+	// wiring), and every log line about a job names its operation key and
+	// attempt.
+	logs, err := filepath.Glob(filepath.Join(s.History, "w*.log"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("no process logs in %s: %v", s.History, err)
+	}
+	drained := 0
+	for _, name := range logs {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(`"msg":"stopping: no more claims`)) && bytes.Contains(b, []byte(`"msg":"stopped"`)) {
+			drained++
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if bytes.Contains(line, []byte(`"job_id":`)) && (!bytes.Contains(line, []byte(`"operation_key":`)) || !bytes.Contains(line, []byte(`"attempt":`))) {
+				t.Errorf("%s: a line about a job without its operation key and attempt: %s", filepath.Base(name), line)
+			}
+		}
+	}
+	if drained < 3 {
+		t.Errorf("%d processes logged a graceful stop after SIGTERM (the rolling restart's and the final stop's), want at least 3", drained)
 	}
 	t.Logf("%+v", s)
 }
