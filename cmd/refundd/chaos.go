@@ -353,7 +353,7 @@ func (r *chaosRun) run(ctx context.Context) (chaosSummary, error) {
 	case <-phase.Done():
 	case <-done:
 	case <-r.settled(phase, 0.4): // a deploy while the queue is busy
-		r.rollingRestart(phase)
+		r.rollingRestart(ctx) // a deploy once begun runs to its end
 		select {
 		case <-phase.Done():
 		case <-done:
