@@ -223,6 +223,74 @@ func TestWorkerWebhooks(t *testing.T) {
 		ev.settled(t, f, key)
 		f.wantSettled(key, refundjob.StateSucceeded, 1)
 	})
+	t.Run("a webhook before a takeover is evidence the new holder settles on, and moves nothing itself", func(t *testing.T) {
+		f := newFleet(t, fakeprovider.Config{})
+		const key = "wh-before"
+		f.enqueue(key)
+		release := make(chan struct{})
+		f.srv.Script(key, fakeprovider.Fault{Hold: release}) // A's call hangs after the refund executed
+		f.srv.HoldWebhooks(key)
+		_, evA := f.worker("A", instantLease)
+		waitClosed(t, f.srv.Executed(key, 1), "A's send")
+		for _, d := range f.srv.ReleaseWebhooks(key) { // delivered while A holds the job, before any takeover
+			if d.Status != http.StatusOK {
+				t.Fatalf("webhook delivery %+v", d)
+			}
+		}
+		es := f.evidenceOf(key)
+		if len(es) != 1 || es[0].Source != evidence.Webhook || es[0].Status != evidence.Succeeded || es[0].ProviderRefundID == "" {
+			t.Fatalf("evidence after the webhook: %+v, want one succeeded webhook with its refund id", es)
+		}
+		if j := f.job(key); j.State != refundjob.StateRunning || j.Attempt != 1 {
+			t.Fatalf("the webhook moved the held job to %s at attempt %d", j.State, j.Attempt)
+		}
+		_, evB := f.worker("B", nil)
+		if w := evB.await(t, key, nil); w.err != nil || w.job.Attempt != 2 {
+			t.Fatalf("B's write-back: attempt %d, %v; want attempt 2, nil", w.job.Attempt, w.err)
+		}
+		close(release)
+		wantErr(t, evA.await(t, key, nil).err, fencedwrite.ErrSuperseded)
+		j := f.wantSettled(key, refundjob.StateSucceeded, 1)
+		if j.Attempt != 2 || j.ProviderRefundID == nil || *j.ProviderRefundID != es[0].ProviderRefundID {
+			t.Fatalf("job settled at attempt %d with refund %v, want attempt 2 with the webhook's %s", j.Attempt, deref(j.ProviderRefundID), es[0].ProviderRefundID)
+		}
+	})
+	t.Run("a webhook after a takeover settled the job changes nothing", func(t *testing.T) {
+		f := newFleet(t, fakeprovider.Config{})
+		const key = "wh-after"
+		f.enqueue(key)
+		release := make(chan struct{})
+		f.srv.Script(key, fakeprovider.Fault{Hold: release})
+		f.srv.HoldWebhooks(key)
+		_, evA := f.worker("A", instantLease)
+		waitClosed(t, f.srv.Executed(key, 1), "A's send")
+		w, evB := f.worker("B", nil)
+		if got := evB.await(t, key, nil); got.err != nil {
+			t.Fatal(got.err)
+		}
+		before := f.wantSettled(key, refundjob.StateSucceeded, 1)
+		for _, d := range f.srv.ReleaseWebhooks(key) { // the provider's webhook comes late
+			if d.Status != http.StatusOK {
+				t.Fatalf("webhook delivery %+v", d)
+			}
+		}
+		w.ReconcileNow(context.Background())
+		close(release)
+		wantErr(t, evA.await(t, key, nil).err, fencedwrite.ErrSuperseded)
+		after := f.wantSettled(key, refundjob.StateSucceeded, 1)
+		if after.Attempt != before.Attempt || !after.UpdatedAt.Equal(before.UpdatedAt) {
+			t.Fatalf("the settled job changed: attempt %d -> %d, updated %v -> %v", before.Attempt, after.Attempt, before.UpdatedAt, after.UpdatedAt)
+		}
+		var hooks int
+		for _, e := range f.evidenceOf(key) {
+			if e.Source == evidence.Webhook {
+				hooks++
+			}
+		}
+		if hooks != 1 {
+			t.Fatalf("%d webhook observations, want the late one kept", hooks)
+		}
+	})
 	t.Run("a webhook during a takeover waits for the holder, then changes nothing", func(t *testing.T) {
 		f := newFleet(t, fakeprovider.Config{})
 		const key = "wh-during"
