@@ -249,13 +249,34 @@ func (f *fleet) evidenceOf(key string) []evidence.Entry {
 	return es
 }
 
-// callKinds counts the provider calls the worker made, by kind.
+// callKinds records the worker's metrics: provider calls by kind, stale
+// writes by transition, alerts, and the counts a test asserts on.
 type callKinds struct {
 	mu sync.Mutex
 	n  map[worker.CallKind]int
 	worker.NopMetrics
-	stale  map[string]int
-	alerts []string
+	stale                                   map[string]int
+	alerts                                  []string
+	takeovers, manual, unknown, budgetWaits int
+	oldest                                  time.Duration
+	oldestReported                          bool
+}
+
+func (c *callKinds) Takeovers(n int) { c.mu.Lock(); c.takeovers += n; c.mu.Unlock() }
+func (c *callKinds) ManualReview()   { c.mu.Lock(); c.manual++; c.mu.Unlock() }
+func (c *callKinds) ClaimUnknown()   { c.mu.Lock(); c.unknown++; c.mu.Unlock() }
+func (c *callKinds) BudgetWait()     { c.mu.Lock(); c.budgetWaits++; c.mu.Unlock() }
+func (c *callKinds) OldestUnfinished(age time.Duration) {
+	c.mu.Lock()
+	c.oldest, c.oldestReported = age, true
+	c.mu.Unlock()
+}
+
+// count reads one of the counts under the lock.
+func (c *callKinds) count(f func(*callKinds) int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return f(c)
 }
 
 func newCallKinds() *callKinds {

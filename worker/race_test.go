@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -67,6 +68,9 @@ func TestWorkerZombieLateWriteIsRefused(t *testing.T) {
 	}
 	if ma.stale["complete"] != 1 {
 		t.Fatalf("A's stale writes %v, want its completion", ma.stale)
+	}
+	if n := mb.count(func(c *callKinds) int { return c.takeovers }); n != 1 {
+		t.Fatalf("B counted %d takeovers, want 1", n)
 	}
 	var kept bool
 	for _, e := range f.evidenceOf(key) {
@@ -205,5 +209,69 @@ func TestWorkerCommitAcknowledgedToNobody(t *testing.T) {
 		t.Fatal("B ran no pass")
 	}
 	_ = b
+	f.wantSettled(key, refundjob.StateSucceeded, 1)
+}
+
+// A claim whose COMMIT reply is lost: the worker counts it as unknown and
+// sends nothing; the claim did land, so the job is taken over once its
+// lease expires, and the new holder reconciles before anything is sent.
+func TestWorkerLostClaimCommitSendsNothing(t *testing.T) {
+	f := newFleet(t, fakeprovider.Config{})
+	const key = "lost-claim"
+	f.enqueue(key)
+	proxy := dbtest.NewProxy(t, f.db)
+	m := newCallKinds()
+	claimed := make(chan error, 1)
+	_, _ = f.worker("A", func(c *worker.Config) {
+		instantLease(c)
+		c.Metrics = m
+		c.DB = dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{}))
+		c.Hooks.ClaimContext = func(ctx context.Context, what string) context.Context {
+			if what != "claim" {
+				return ctx
+			}
+			return fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeClaimCommit: proxy.CutReplies})
+		}
+		c.Hooks.Claimed = func(_ context.Context, what string, jobs []worker.Job, err error) {
+			if what == "claim" {
+				proxy.Restore()
+				claimed <- err
+			}
+		}
+	})
+	select {
+	case err := <-claimed:
+		wantErr(t, err, fencedwrite.ErrCommitUnknown)
+	case <-time.After(patience):
+		t.Fatal("A made no claim")
+	}
+	if n := m.count(func(c *callKinds) int { return c.unknown }); n != 1 {
+		t.Fatalf("%d claims counted as unknown, want 1", n)
+	}
+	if j := f.job(key); j.State != refundjob.StateRunning || j.Attempt != 1 {
+		t.Fatalf("job is %s at attempt %d, want the claim that landed: running at 1", j.State, j.Attempt)
+	}
+	if n := len(f.srv.Requests()); n != 0 {
+		t.Fatalf("%d provider requests after a claim whose outcome was unknown, want none", n)
+	}
+	_, evB := f.worker("B", nil)
+	won := evB.await(t, key, nil)
+	if won.err != nil || won.job.Attempt != 2 || won.job.Action != string(refundjob.NextActionReconcile) {
+		t.Fatalf("B's write-back %+v, want a takeover at attempt 2 that reconciled first", won)
+	}
+	var sends, lookups int
+	for _, r := range f.srv.Requests() {
+		if r.Method == http.MethodPost {
+			sends++
+		} else {
+			lookups++
+		}
+	}
+	if sends != 0 || lookups == 0 {
+		t.Fatalf("%d sends and %d lookups when B's reconcile wrote back, want only lookups", sends, lookups)
+	}
+	// The lookup found nothing inside the key's window: the next claim
+	// sends the same key, once.
+	evB.settled(t, f, key)
 	f.wantSettled(key, refundjob.StateSucceeded, 1)
 }

@@ -142,6 +142,9 @@ func TestWorkerFollowsTheProvidersAnswers(t *testing.T) {
 		if m.get(worker.CallResend) != 0 || j.ReviewReason == nil {
 			t.Fatalf("calls %v, review %v: want manual review with a reason and no resend", m.n, j.ReviewReason)
 		}
+		if n := m.count(func(c *callKinds) int { return c.manual }); n != 1 {
+			t.Fatalf("%d manual reviews counted, want 1", n)
+		}
 	})
 	t.Run("idempotency conflict: manual review, never a new key", func(t *testing.T) {
 		f := newFleet(t, fakeprovider.Config{})
@@ -413,7 +416,8 @@ func TestWorkerOutboundBudget(t *testing.T) {
 		for i := range 3 {
 			f.enqueue(fmt.Sprintf("budget-%d", i))
 		}
-		_, ev := f.worker("A", func(c *worker.Config) { c.BudgetRate, c.BudgetBurst = 0.0001, 1 })
+		m := newCallKinds()
+		_, ev := f.worker("A", func(c *worker.Config) { c.BudgetRate, c.BudgetBurst, c.Metrics = 0.0001, 1, m })
 		first := <-ev.passes
 		if first.Tokens != 1 || first.Claimed != 1 {
 			t.Fatalf("first pass %+v, want one token, one claim", first)
@@ -422,6 +426,9 @@ func TestWorkerOutboundBudget(t *testing.T) {
 		next := <-ev.passes // woken by the finished job
 		if next.Tokens != 0 || next.Claimed != 0 {
 			t.Fatalf("pass without budget %+v, want nothing claimed", next)
+		}
+		if n := m.count(func(c *callKinds) int { return c.budgetWaits }); n < 1 {
+			t.Fatal("a pass with free slots and no budget was not counted as a budget wait")
 		}
 		if n := len(f.srv.Requests()); n != 1 {
 			t.Fatalf("%d provider requests with one token", n)
@@ -566,4 +573,42 @@ func TestWorkerStop(t *testing.T) {
 			}
 		}
 	})
+}
+
+// oldestMetrics passes on every report of the oldest unfinished job's age.
+type oldestMetrics struct {
+	worker.NopMetrics
+	ages chan time.Duration
+}
+
+func (m oldestMetrics) OldestUnfinished(age time.Duration) { m.ages <- age }
+
+// The reconciler reports the age of the oldest job not yet settled, on the
+// database's clock: positive while one waits, zero once none does.
+func TestWorkerReportsTheOldestUnfinishedJob(t *testing.T) {
+	f := newFleet(t, fakeprovider.Config{})
+	const key = "oldest"
+	f.enqueue(key)
+	created := f.job(key).CreatedAt
+	a := oldestMetrics{ages: make(chan time.Duration, 100)}
+	_, ev := f.worker("A", func(c *worker.Config) { c.Metrics = a })
+	select {
+	case age := <-a.ages:
+		if age <= 0 || age > time.Since(created)+time.Minute {
+			t.Fatalf("oldest unfinished job reported %v old, want its age since %v", age, created)
+		}
+	case <-time.After(patience):
+		t.Fatal("no report of the oldest unfinished job")
+	}
+	ev.settled(t, f, key)
+	b := oldestMetrics{ages: make(chan time.Duration, 100)}
+	f.worker("B", func(c *worker.Config) { c.Metrics = b })
+	select {
+	case age := <-b.ages:
+		if age != 0 {
+			t.Fatalf("with every job settled the oldest unfinished is reported %v old, want 0", age)
+		}
+	case <-time.After(patience):
+		t.Fatal("no report of the oldest unfinished job")
+	}
 }
