@@ -202,7 +202,7 @@ func answerOf(in decide.Input) string {
 // when it answered anything worth keeping.
 func (c *Client) keepAnswer(ctx context.Context, l *ent.RefundJobLease, in decide.Input, log *slog.Logger) {
 	for _, o := range answers(l, in) {
-		id, created, err := c.record(ctx, o)
+		id, created, err := c.record(ctx, o, log)
 		if err != nil {
 			log.Error("record late evidence: given up; a takeover's reconcile asks the provider again", "err", err)
 			continue
@@ -219,13 +219,14 @@ func (c *Client) keepAnswer(ctx context.Context, l *ent.RefundJobLease, in decid
 // cannot be reached (a cut connection, a failover) until ctx ends: the
 // answer exists nowhere else once this process forgets it. Recording is
 // idempotent (the dedup key), so a try whose reply was lost is harmless.
-func (c *Client) record(ctx context.Context, o evidence.Observation) (int64, bool, error) {
+func (c *Client) record(ctx context.Context, o evidence.Observation, log *slog.Logger) (int64, bool, error) {
 	wait := 50 * time.Millisecond
 	for {
 		id, created, err := evidence.Record(ctx, c.ent, o)
 		if err == nil || !transient(err) {
 			return id, created, err // recorded, or refused: trying again changes nothing
 		}
+		log.Warn("record late evidence: the database is unreachable; trying again", "wait", wait, "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

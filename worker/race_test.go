@@ -2,7 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,4 +277,112 @@ func TestWorkerLostClaimCommitSendsNothing(t *testing.T) {
 	// sends the same key, once.
 	evB.settled(t, f, key)
 	f.wantSettled(key, refundjob.StateSucceeded, 1)
+}
+
+// signalHandler is a slog handler that closes once when a record's message
+// contains want: a test waits for the worker to reach a logged moment.
+type signalHandler struct {
+	want string
+	once *sync.Once
+	ch   chan struct{}
+}
+
+func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h signalHandler) WithGroup(string) slog.Handler            { return h }
+func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.want) {
+		h.once.Do(func() { close(h.ch) })
+	}
+	return nil
+}
+
+// staleCut cuts the database path the moment a write-back is found stale,
+// before its answer is kept as evidence.
+type staleCut struct {
+	*callKinds
+	proxy *dbtest.Proxy
+}
+
+func (m staleCut) StaleWrite(tr string) { m.callKinds.StaleWrite(tr); m.proxy.CutReplies() }
+
+// A zombie's late answer survives a database cut: the write-back was
+// superseded, the database is unreachable when the answer is to be kept as
+// evidence, and the worker keeps trying until it is back (found by refundd
+// chaos: with one try, the answer was lost).
+func TestWorkerKeepsALateAnswerThroughACut(t *testing.T) {
+	f := newFleet(t, fakeprovider.Config{})
+	const key = "zombie-cut"
+	f.enqueue(key)
+	proxy := dbtest.NewProxy(t, f.db)
+	resume := make(chan struct{})
+	retrying := signalHandler{want: "trying again", once: &sync.Once{}, ch: make(chan struct{})}
+	_, evA := f.worker("A", func(c *worker.Config) {
+		instantLease(c)
+		c.DB = dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{}))
+		c.Metrics = staleCut{newCallKinds(), proxy}
+		c.Logger = slog.New(retrying)
+		c.Hooks.AfterProviderCall = func(worker.Job) { <-resume }
+	})
+	waitClosed(t, f.srv.Executed(key, 1), "A's refund to execute")
+	_, evB := f.worker("B", nil)
+	if won := evB.await(t, key, nil); won.err != nil || won.job.Attempt != 2 {
+		t.Fatalf("B's write-back: %+v, want attempt 2 settled", won)
+	}
+	close(resume)
+	waitClosed(t, retrying.ch, "A's first failed try to keep its answer")
+	proxy.Restore()
+	wantErr(t, evA.await(t, key, nil).err, fencedwrite.ErrSuperseded)
+	var kept bool
+	for _, e := range f.evidenceOf(key) {
+		kept = kept || e.Source == evidence.ProviderResponse && e.Attempt == 1 && e.Status == evidence.Succeeded
+	}
+	if !kept {
+		t.Fatalf("A's late success is not in the observation log: %+v", f.evidenceOf(key))
+	}
+	f.wantSettled(key, refundjob.StateSucceeded, 1)
+}
+
+// A process that starts while another holds the fleet's budget row (a
+// process frozen mid-take, say) waits for it instead of failing: Start
+// tries a lock wait timeout again (found by refundd chaos: a rolling
+// restart's new process exited with 1205).
+func TestWorkerStartWaitsOutALockedBudget(t *testing.T) {
+	f := newFleet(t, fakeprovider.Config{})
+	f.worker("first", nil) // creates the budget's row
+	root := f.db.FencedDB(fencedwrite.DSNOptions{})
+	tx, err := root.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var name string
+	if err := tx.QueryRow("SELECT name FROM provider_budgets WHERE name = ? FOR UPDATE", worker.DefaultBudgetName).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	retrying := signalHandler{want: "trying again", once: &sync.Once{}, ch: make(chan struct{})}
+	w, err := worker.New(worker.Config{DB: f.db.FencedDB(fencedwrite.DSNOptions{LockWaitTimeout: time.Second}), Provider: f.srv.Client(),
+		WebhookSecret: webhookSecret, Logger: slog.New(retrying)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- w.Start(t.Context()) }()
+	waitClosed(t, retrying.ch, "Start's first try to time out on the locked row")
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("Start with the budget's row locked for a while: %v", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("Start did not return once the row was free")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if err := w.StopAndCancel(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
