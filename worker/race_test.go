@@ -361,7 +361,9 @@ func TestWorkerStartWaitsOutALockedBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	retrying := signalHandler{want: "trying again", once: &sync.Once{}, ch: make(chan struct{})}
-	w, err := worker.New(worker.Config{DB: f.db.FencedDB(fencedwrite.DSNOptions{LockWaitTimeout: time.Second}), Provider: f.srv.Client(),
+	// TiDB does not end this wait at the lock wait timeout; the read timeout
+	// (3 s) ends it there, which Start tries again too.
+	w, err := worker.New(worker.Config{DB: f.db.FencedDB(fencedwrite.DSNOptions{LockWaitTimeout: time.Second, ReadTimeout: 3 * time.Second}), Provider: f.srv.Client(),
 		WebhookSecret: webhookSecret, Logger: slog.New(retrying)})
 	if err != nil {
 		t.Fatal(err)
