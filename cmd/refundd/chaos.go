@@ -139,7 +139,7 @@ func chaos(ctx context.Context, dsn string, f chaosFlags, out io.Writer) (err er
 	}
 	fmt.Fprintf(out, "chaos: seed %d: %d jobs, %d processes, faults for %v (replay the same faults with --seed %d)\n",
 		f.seed, f.jobs, f.workers, f.duration, f.seed)
-	if err := recreateNamed(ctx, dsn, "_chaos"); err != nil {
+	if err := recreateNamed(ctx, dsn, "chaos"); err != nil {
 		return err
 	}
 	if err := migrate(ctx, dsn, false, io.Discard); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,4 +157,25 @@ func TestChaosCatchesABrokenFence(t *testing.T) {
 		}
 	}
 	t.Logf("%s", text)
+}
+
+// chaos drops and recreates its database: it refuses one whose name does not
+// end in _chaos, and bad settings, each named, before touching anything.
+func TestChaosRefusesBadSettings(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-dsn", "root@tcp(127.0.0.1:3306)/payments"}, "the name must end in _chaos"},
+		{[]string{"--workers", "1"}, "--workers must be at least 2"},
+		{[]string{"--jobs", "0"}, "--jobs must be at least 1"},
+		{[]string{"--lease", "10ms"}, "--lease must be at least 1s"},
+		{[]string{"--pause", "2"}, "--pause must be a probability"},
+		{[]string{"--duration", "0s"}, "--duration must be positive"},
+	} {
+		err := run(context.Background(), append([]string{"chaos"}, tc.args...), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("chaos %v: %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
 }

@@ -184,17 +184,18 @@ func demo(ctx context.Context, dsn string, out io.Writer) error {
 
 // recreate drops and creates the demo's database, so that every run starts
 // clean. It refuses any database whose name does not end in _demo.
-func recreate(ctx context.Context, dsn string) error { return recreateNamed(ctx, dsn, "_demo") }
+func recreate(ctx context.Context, dsn string) error { return recreateNamed(ctx, dsn, "demo") }
 
-// recreateNamed drops and creates dsn's database, whose name must end in
-// suffix: a guard against dropping a real one by mistake.
-func recreateNamed(ctx context.Context, dsn, suffix string) error {
+// recreateNamed drops and creates dsn's database for command, whose name
+// must end in _command: a guard against dropping a real one by mistake.
+func recreateNamed(ctx context.Context, dsn, command string) error {
+	suffix := "_" + command
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return fmt.Errorf("parse dsn: %w", err)
+		return fmt.Errorf("%s: parse dsn: %w", command, err)
 	}
 	if !strings.HasSuffix(cfg.DBName, suffix) {
-		return fmt.Errorf("it drops and recreates its database, so the name must end in %s, got %q", suffix, cfg.DBName)
+		return fmt.Errorf("%s: it drops and recreates its database, so the name must end in %s, got %q", command, suffix, cfg.DBName)
 	}
 	server := cfg.Clone()
 	server.DBName = ""
@@ -208,7 +209,7 @@ func recreateNamed(ctx context.Context, dsn, suffix string) error {
 		"CREATE DATABASE `" + cfg.DBName + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
 	} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("demo: %s: %w", stmt, err)
+			return fmt.Errorf("%s: %s: %w", command, stmt, err)
 		}
 	}
 	return nil
