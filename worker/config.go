@@ -110,7 +110,8 @@ type Job struct {
 	OperationKey string
 	Action       string // refund or reconcile
 	// Answer is what the provider answered (its status and refund id, or
-	// the error), once the call returned.
+	// the error), once the call returned; set only when
+	// Hooks.AfterProviderCall is, which is where it is for.
 	Answer string
 	// Transition is the write-back's transition (complete, reschedule,
 	// manual_review, fail) and To the state it moves the job to, once

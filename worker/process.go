@@ -55,8 +55,8 @@ func (c *Client) run(l *ent.RefundJobLease) {
 		c.hooks.BeforeProviderCall(job)
 	}
 	c.call(l, &in, log)
-	job.Answer = answerOf(in)
 	if c.hooks.AfterProviderCall != nil {
+		job.Answer = answerOf(in)
 		c.hooks.AfterProviderCall(job)
 	}
 	d := decide.Decide(in)
@@ -219,22 +219,35 @@ func (c *Client) keepAnswer(ctx context.Context, l *ent.RefundJobLease, in decid
 // cannot be reached (a cut connection, a failover) until ctx ends: the
 // answer exists nowhere else once this process forgets it. Recording is
 // idempotent (the dedup key), so a try whose reply was lost is harmless.
-func (c *Client) record(ctx context.Context, o evidence.Observation, log *slog.Logger) (int64, bool, error) {
-	wait := 50 * time.Millisecond
-	for {
-		id, created, err := evidence.Record(ctx, c.ent, o)
-		if err == nil || !transient(err) {
-			return id, created, err // recorded, or refused: trying again changes nothing
-		}
+func (c *Client) record(ctx context.Context, o evidence.Observation, log *slog.Logger) (id int64, created bool, err error) {
+	err = retryTransient(ctx, func() error {
+		var err error
+		id, created, err = evidence.Record(ctx, c.ent, o)
+		return err
+	}, func(wait time.Duration, err error) {
 		log.Warn("record late evidence: the database is unreachable; trying again", "wait", wait, "err", err)
+	})
+	return id, created, err
+}
+
+// retryTransient runs try until it succeeds or fails for good, waiting 50 ms
+// after the first transient failure and twice as long after each next one,
+// up to a second, and telling retrying before each wait. It gives up when
+// ctx ends, with ctx's error and the last try's.
+func retryTransient(ctx context.Context, try func() error, retrying func(wait time.Duration, err error)) error {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := try()
+		if err == nil || !transient(err) {
+			return err // done, or refused: trying again changes nothing
+		}
+		retrying(wait, err)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return 0, false, fmt.Errorf("%w (last try: %w)", ctx.Err(), err)
+			return fmt.Errorf("%w (last try: %w)", ctx.Err(), err)
 		case <-t.C:
 		}
-		wait = min(2*wait, time.Second)
 	}
 }
 

@@ -94,23 +94,15 @@ func (c *Client) Start(ctx context.Context) error {
 	// holds the row's lock makes others wait, and a deploy must not fail
 	// for it. A transient error is tried again until ctx ends.
 	var b *budget.Bucket
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+	err := retryTransient(ctx, func() error {
 		var err error
 		b, err = budget.Open(ctx, c.cfg.DB, c.cfg.BudgetName, c.cfg.BudgetRate, c.cfg.BudgetBurst)
-		if err == nil {
-			break
-		}
-		if !transient(err) {
-			return fmt.Errorf("start worker: %w", err)
-		}
+		return err
+	}, func(_ time.Duration, err error) {
 		c.log.Warn("open the outbound budget: trying again", "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("start worker: %w (last try: %w)", ctx.Err(), err)
-		case <-t.C:
-		}
+	})
+	if err != nil {
+		return fmt.Errorf("start worker: %w", err)
 	}
 	c.bucket = b
 	c.started = true
