@@ -153,7 +153,11 @@ func chaos(ctx context.Context, dsn string, f chaosFlags, out io.Writer) (err er
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	r := &chaosRun{f: f, dsn: dsn, dir: dir, faults: map[string]int{}, zombies: map[int64]*zombie{},
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	r := &chaosRun{f: f, dsn: dsn, cfg: cfg, dir: dir, faults: map[string]int{}, zombies: map[int64]*zombie{},
 		rng:    rand.New(rand.NewPCG(f.seed, f.seed^0x5851f42d4c957f2d)),
 		secret: fmt.Sprintf("whsec_chaos_%d", f.seed)}
 	r.injecting.Store(true)
@@ -172,6 +176,7 @@ func chaos(ctx context.Context, dsn string, f chaosFlags, out io.Writer) (err er
 type chaosRun struct {
 	f      chaosFlags
 	dsn    string
+	cfg    *mysql.Config // dsn, parsed
 	dir    string
 	secret string
 
@@ -186,7 +191,6 @@ type chaosRun struct {
 	stopping  atomic.Bool // the fleet is being stopped: do not restart
 
 	srv        *fakeprovider.Server
-	toxics     *toxiproxy.ApiServer
 	controlURL string
 	lockDB     *sql.DB // the chaos process's own sessions: lock waits and deadlocks
 
@@ -235,10 +239,7 @@ func (r *chaosRun) run(ctx context.Context) (chaosSummary, error) {
 	f := r.f
 	// Proxies break connections on purpose; the driver would log each one.
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
-	cfg, err := mysql.ParseDSN(r.dsn)
-	if err != nil {
-		return chaosSummary{}, err
-	}
+	var err error
 	r.lockDB, err = fencedwrite.OpenDB(r.dsn, fencedwrite.DSNOptions{LockWaitTimeout: 30 * time.Second, ReadTimeout: time.Minute})
 	if err != nil {
 		return chaosSummary{}, err
@@ -286,11 +287,11 @@ func (r *chaosRun) run(ctx context.Context) (chaosSummary, error) {
 	}
 
 	metrics := toxiproxy.NewMetricsContainer(prometheus.NewRegistry())
-	r.toxics = toxiproxy.NewServer(metrics, zerolog.Nop())
+	toxics := toxiproxy.NewServer(metrics, zerolog.Nop())
 	for i := range f.workers {
 		p := &fleetProc{slot: i + 1}
-		p.db = toxiproxy.NewProxy(r.toxics, fmt.Sprintf("db-%d", p.slot), "127.0.0.1:0", cfg.Addr)
-		p.prov = toxiproxy.NewProxy(r.toxics, fmt.Sprintf("provider-%d", p.slot), "127.0.0.1:0", strings.TrimPrefix(r.srv.URL(), "http://"))
+		p.db = toxiproxy.NewProxy(toxics, fmt.Sprintf("db-%d", p.slot), "127.0.0.1:0", r.cfg.Addr)
+		p.prov = toxiproxy.NewProxy(toxics, fmt.Sprintf("provider-%d", p.slot), "127.0.0.1:0", strings.TrimPrefix(r.srv.URL(), "http://"))
 		for _, px := range []*toxiproxy.Proxy{p.db, p.prov} {
 			if err := px.Start(); err != nil {
 				return chaosSummary{}, fmt.Errorf("chaos: start proxy: %w", err)
@@ -358,7 +359,6 @@ func (r *chaosRun) enqueue(ctx context.Context) error {
 		return err
 	}
 	defer utc.Close()
-	cfg, _ := mysql.ParseDSN(r.dsn)
 	const chunk = 50
 	var (
 		wg    sync.WaitGroup
@@ -371,7 +371,7 @@ func (r *chaosRun) enqueue(ctx context.Context) error {
 		var zoned *ent.Client
 		if r.chance(0.1) {
 			// A session the fence did not configure: +hh:mm, not UTC.
-			zc := cfg.Clone()
+			zc := r.cfg.Clone()
 			zc.Params = map[string]string{"time_zone": fmt.Sprintf("'+%02d:00'", 1+r.intn(12))}
 			zc.ParseTime, zc.Loc = true, time.UTC
 			db, err := sql.Open("mysql", zc.FormatDSN())

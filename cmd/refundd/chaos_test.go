@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"io"
 	"os"
@@ -11,29 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/fencekit/fencekit/internal/devdb"
 )
-
-// chaosDSN returns the DSN of a fresh *_chaos database name on the test
-// server, dropped when t ends.
-func chaosDSN(t *testing.T) string {
-	t.Helper()
-	cfg, err := devdb.ServerConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := devdb.Name(t.Name()) + "_chaos"
-	t.Cleanup(func() {
-		db, err := sql.Open("mysql", devdb.DSN(cfg, ""))
-		if err != nil {
-			return
-		}
-		defer db.Close()
-		_, _ = db.Exec("DROP DATABASE IF EXISTS `" + name + "`")
-	})
-	return devdb.DSN(cfg, name)
-}
 
 // buildRefundd builds the refundd binary the fleet runs, with tags.
 func buildRefundd(t *testing.T, tags string) string {
@@ -68,7 +45,7 @@ func lastJSON(t *testing.T, out string) chaosSummary {
 func TestChaosShortRun(t *testing.T) {
 	bin := buildRefundd(t, "")
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"chaos", "-dsn", chaosDSN(t), "-exe", bin, "-history", t.TempDir(),
+	err := run(context.Background(), []string{"chaos", "-dsn", freshDSN(t, "_chaos"), "-exe", bin, "-history", t.TempDir(),
 		"--jobs", "240", "--workers", "3", "--duration", "25s", "--seed", "20261203", "--pause", "0.05", "--json"}, &out)
 	if err != nil {
 		t.Fatalf("chaos: %v\n%s", err, out.String())
@@ -138,7 +115,7 @@ func TestChaosShortRun(t *testing.T) {
 func TestChaosCatchesABrokenFence(t *testing.T) {
 	bin := buildRefundd(t, "fencekit_broken_fence")
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"chaos", "-dsn", chaosDSN(t), "-exe", bin, "-history", t.TempDir(),
+	err := run(context.Background(), []string{"chaos", "-dsn", freshDSN(t, "_chaos"), "-exe", bin, "-history", t.TempDir(),
 		"--jobs", "60", "--workers", "2", "--duration", "15s", "--seed", "7", "--pause", "0.5", "--json"}, &out)
 	if err == nil {
 		t.Fatalf("chaos passed with a broken fence:\n%s", out.String())

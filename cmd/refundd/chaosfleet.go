@@ -16,7 +16,6 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/go-sql-driver/mysql"
 )
 
 // fleetProc is one slot of the fleet: its proxies and its current process.
@@ -43,7 +42,7 @@ func (r *chaosRun) start(ctx context.Context, p *fleetProc) error {
 	p.generation++
 	name := fmt.Sprintf("w%d.%d", p.slot, p.generation)
 	p.mu.Unlock()
-	cfg, _ := mysql.ParseDSN(r.dsn)
+	cfg := r.cfg.Clone()
 	cfg.Addr = p.db.Listen
 	args := []string{"run",
 		"-dsn", cfg.FormatDSN(),

@@ -16,11 +16,19 @@ import (
 // dropped when t ends.
 func demoDSN(t *testing.T) string {
 	t.Helper()
+	return freshDSN(t, "_demo")
+}
+
+// freshDSN returns the DSN of a fresh database name ending in suffix on the
+// test server, dropped when t ends: the name demo and chaos require before
+// they drop and recreate it.
+func freshDSN(t *testing.T, suffix string) string {
+	t.Helper()
 	cfg, err := devdb.ServerConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := devdb.Name(t.Name()) + "_demo"
+	name := devdb.Name(t.Name()) + suffix
 	t.Cleanup(func() {
 		db, err := sql.Open("mysql", devdb.DSN(cfg, ""))
 		if err != nil {
