@@ -227,14 +227,8 @@ func TestWorkerWebhooks(t *testing.T) {
 		f.wantSettled(key, refundjob.StateSucceeded, 1)
 	})
 	t.Run("a webhook before a takeover is evidence the new holder settles on, and moves nothing itself", func(t *testing.T) {
-		f := newFleet(t, fakeprovider.Config{})
 		const key = "wh-before"
-		f.enqueue(key)
-		release := make(chan struct{})
-		f.srv.Script(key, fakeprovider.Fault{Hold: release}) // A's call hangs after the refund executed
-		f.srv.HoldWebhooks(key)
-		_, evA := f.worker("A", instantLease)
-		waitClosed(t, f.srv.Executed(key, 1), "A's send")
+		f, release, evA := heldSend(t, key)
 		for _, d := range f.srv.ReleaseWebhooks(key) { // delivered while A holds the job, before any takeover
 			if d.Status != http.StatusOK {
 				t.Fatalf("webhook delivery %+v", d)
@@ -259,14 +253,8 @@ func TestWorkerWebhooks(t *testing.T) {
 		}
 	})
 	t.Run("a webhook after a takeover settled the job changes nothing", func(t *testing.T) {
-		f := newFleet(t, fakeprovider.Config{})
 		const key = "wh-after"
-		f.enqueue(key)
-		release := make(chan struct{})
-		f.srv.Script(key, fakeprovider.Fault{Hold: release})
-		f.srv.HoldWebhooks(key)
-		_, evA := f.worker("A", instantLease)
-		waitClosed(t, f.srv.Executed(key, 1), "A's send")
+		f, release, evA := heldSend(t, key)
 		w, evB := f.worker("B", nil)
 		if got := evB.await(t, key, nil); got.err != nil {
 			t.Fatal(got.err)
@@ -295,14 +283,8 @@ func TestWorkerWebhooks(t *testing.T) {
 		}
 	})
 	t.Run("a webhook during a takeover waits for the holder, then changes nothing", func(t *testing.T) {
-		f := newFleet(t, fakeprovider.Config{})
 		const key = "wh-during"
-		f.enqueue(key)
-		release := make(chan struct{})
-		f.srv.Script(key, fakeprovider.Fault{Hold: release})
-		f.srv.HoldWebhooks(key)
-		_, evA := f.worker("A", instantLease)
-		waitClosed(t, f.srv.Executed(key, 1), "A's send")
+		f, release, evA := heldSend(t, key)
 		inB := make(chan struct{})
 		goOn := make(chan struct{})
 		_, evB := f.worker("B", func(c *worker.Config) {
@@ -573,6 +555,21 @@ func TestWorkerStop(t *testing.T) {
 			}
 		}
 	})
+}
+
+// heldSend starts a fleet whose worker A, on an instant lease, sent key's
+// refund and hangs in the call after it executed: release ends the call. The
+// key's webhooks are held until the test releases them.
+func heldSend(t *testing.T, key string) (*fleet, chan struct{}, *events) {
+	t.Helper()
+	f := newFleet(t, fakeprovider.Config{})
+	f.enqueue(key)
+	release := make(chan struct{})
+	f.srv.Script(key, fakeprovider.Fault{Hold: release})
+	f.srv.HoldWebhooks(key)
+	_, evA := f.worker("A", instantLease)
+	waitClosed(t, f.srv.Executed(key, 1), "A's send")
+	return f, release, evA
 }
 
 // oldestMetrics passes on every report of the oldest unfinished job's age.
