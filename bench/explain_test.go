@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
+	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/ledger"
 )
 
@@ -133,7 +132,7 @@ func TestEveryStatementUsesAnIndex(t *testing.T) {
 			continue // a reading of the clock
 		}
 		checked++
-		for _, p := range explain(t, raw, s.query, s.args) {
+		for _, p := range dbtest.ExplainRows(t, raw, s.query, s.args...) {
 			if p["table"] == "" || strings.HasPrefix(p["table"], "<") {
 				continue
 			}
@@ -252,38 +251,4 @@ func (s *statements) list() []statement {
 	}
 	slices.SortFunc(out, func(a, b statement) int { return strings.Compare(a.query, b.query) })
 	return out
-}
-
-// explain returns every row of the plan of query.
-func explain(t *testing.T, db *sql.DB, query string, args []any) []map[string]string {
-	t.Helper()
-	rows, err := db.QueryContext(context.Background(), "EXPLAIN "+query, args...)
-	if err != nil {
-		t.Fatalf("EXPLAIN %s: %v", query, err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []map[string]string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		dest := make([]any, len(cols))
-		for i := range vals {
-			dest[i] = &vals[i]
-		}
-		if err := rows.Scan(dest...); err != nil {
-			t.Fatal(err)
-		}
-		row := map[string]string{}
-		for i, c := range cols {
-			row[c] = vals[i].String
-		}
-		plan = append(plan, row)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(fmt.Errorf("EXPLAIN %s: %w", query, err))
-	}
-	return plan
 }

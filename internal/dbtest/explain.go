@@ -36,29 +36,8 @@ func Explain(t testing.TB, db *sql.DB, query string, args ...any) []Access {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.Query("EXPLAIN "+query, args...)
-	if err != nil {
-		t.Fatalf("EXPLAIN %s: %v", query, err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []Access
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		dest := make([]any, len(cols))
-		for i := range vals {
-			dest[i] = &vals[i]
-		}
-		if err := rows.Scan(dest...); err != nil {
-			t.Fatal(err)
-		}
-		row := map[string]string{}
-		for i, c := range cols {
-			row[c] = vals[i].String
-		}
+	for _, row := range ExplainRows(t, db, query, args...) {
 		if engine.ExplainFormat != "tidb" {
 			out = append(out, Access{Table: row["table"], Key: row["key"], PossibleKeys: row["possible_keys"]})
 			continue
@@ -81,11 +60,43 @@ func Explain(t testing.TB, db *sql.DB, query string, args ...any) []Access {
 		a.PossibleKeys = a.Key
 		out = append(out, a)
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
 	if len(out) == 0 {
 		t.Fatalf("EXPLAIN %s: no table access in the plan", query)
 	}
 	return out
+}
+
+// ExplainRows returns every row of the plan of query (with args), each
+// column by name, as the server's EXPLAIN prints it.
+func ExplainRows(t testing.TB, db *sql.DB, query string, args ...any) []map[string]string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), "EXPLAIN "+query, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", query, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []map[string]string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		dest := make([]any, len(cols))
+		for i := range vals {
+			dest[i] = &vals[i]
+		}
+		if err := rows.Scan(dest...); err != nil {
+			t.Fatal(err)
+		}
+		row := map[string]string{}
+		for i, c := range cols {
+			row[c] = vals[i].String
+		}
+		plan = append(plan, row)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("EXPLAIN %s: %v", query, err)
+	}
+	return plan
 }
