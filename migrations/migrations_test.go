@@ -146,18 +146,7 @@ func revisions(t *testing.T, db *sql.DB) map[string][3]int64 {
 func TestApplyRecordsRevisionsLikeTheCLIAndIsIdempotent(t *testing.T) {
 	d := dbtest.New(t) // applies once
 	db := d.RawDB()
-	dir, err := migrations.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := dir.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var versions []string
-	for _, f := range files {
-		versions = append(versions, f.Version())
-	}
+	versions := versions(t, migrations.Dir)
 	got := revisions(t, db)
 	if len(got) != len(versions) {
 		t.Fatalf("revisions %v, want one per file %v", got, versions)
@@ -210,7 +199,7 @@ func TestConcurrentAppliesApplyEachFileOnce(t *testing.T) {
 		t.Fatal(errs)
 	}
 	slices.Sort(applied)
-	want := versions(t)
+	want := versions(t, migrations.Dir)
 	if !slices.Equal(applied, want) {
 		t.Fatalf("four concurrent applies applied %v, want each of %v exactly once", applied, want)
 	}
@@ -283,24 +272,6 @@ func routines(t *testing.T, db *sql.DB, name string) []string {
 		out = append(out, r)
 	}
 	slices.Sort(out)
-	return out
-}
-
-// versions lists the versions of the migration directory, in order.
-func versions(t *testing.T) []string {
-	t.Helper()
-	dir, err := migrations.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := dir.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, f := range files {
-		out = append(out, f.Version())
-	}
 	return out
 }
 

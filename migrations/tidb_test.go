@@ -124,14 +124,7 @@ func TestTiDBDirectoryAppliesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := dir.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want []string
-	for _, f := range files {
-		want = append(want, f.Version())
-	}
+	want := versions(t, migrations.TiDBDir)
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -188,4 +181,22 @@ func mustSum(t *testing.T, dir migrate.Dir) string {
 		t.Fatal(err)
 	}
 	return sum.Sum()
+}
+
+// versions lists the versions of a migration directory, in order.
+func versions(t *testing.T, open func() (migrate.Dir, error)) []string {
+	t.Helper()
+	dir, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := dir.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range files {
+		out = append(out, f.Version())
+	}
+	return out
 }
