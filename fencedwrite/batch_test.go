@@ -297,8 +297,62 @@ func TestStatementsPerJob(t *testing.T) {
 	}
 	batch := sent.Sent() - before
 	t.Logf("ClaimDue(%d): %d statements, %.2f per job", n, batch, float64(batch)/n)
-	if batch != 3+n {
-		t.Fatalf("a batch of %d cost %d statements, want BEGIN, the scan, one UPDATE each and COMMIT: %d", n, batch, 3+n)
+	if batch != 4 {
+		t.Fatalf("a batch of %d cost %d statements, want BEGIN, the scan, one UPDATE for the %d jobs at attempt 0 and COMMIT: 4", n, batch, n)
+	}
+}
+
+// A batch claim moves the jobs it read at the same attempt, making the same
+// move, in one UPDATE fenced on their ids, that state and that attempt;
+// every job still gets the lease and the action of its own claim.
+func TestBatchClaimMovesEachGroupInOneStatement(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	db, sent := e.db.CountedDB(fencedwrite.DSNOptions{})
+	c := dbtest.ClientOn(t, db)
+	want := map[int64]struct {
+		attempt int64
+		action  refundjob.NextAction
+	}{}
+	// Two jobs back to ready at attempt 1 to reconcile, two to send again
+	// inside the key's window, and three new ones at attempt 0.
+	for i, next := range []refundjob.NextAction{refundjob.NextActionReconcile, refundjob.NextActionReconcile, refundjob.NextActionRefund, refundjob.NextActionRefund} {
+		job, l := e.claim(fmt.Sprintf("again-%d", i))
+		if err := e.worker().RefundJob.Apply(ctx, l.Reschedule(next, 0, "", "timeout"), nil); err != nil {
+			t.Fatal(err)
+		}
+		want[job.ID] = struct {
+			attempt int64
+			action  refundjob.NextAction
+		}{2, next}
+	}
+	for i := range 3 {
+		want[e.enqueue(fmt.Sprintf("new-%d", i)).ID] = struct {
+			attempt int64
+			action  refundjob.NextAction
+		}{1, refundjob.NextActionRefund}
+	}
+	before := sent.Sent()
+	leases, err := c.RefundJob.ClaimDue(ctx, 10, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sent.Sent() - before; n != 6 {
+		t.Errorf("a batch with three groups cost %d statements, want BEGIN, the scan, three UPDATEs and COMMIT: 6", n)
+	}
+	if len(leases) != len(want) {
+		t.Fatalf("claimed %d jobs, want %d", len(leases), len(want))
+	}
+	for _, l := range leases {
+		w := want[l.ID()]
+		if l.Attempt() != w.attempt || l.NextAction() != w.action || !l.LeaseUntil().Equal(leases[0].LeaseUntil()) {
+			t.Errorf("lease of job %d: attempt %d, %s, lease until %v; want attempt %d, %s, the batch's lease %v",
+				l.ID(), l.Attempt(), l.NextAction(), l.LeaseUntil(), w.attempt, w.action, leases[0].LeaseUntil())
+		}
+		job := e.wantJob(l.ID(), refundjob.StateRunning, w.attempt)
+		if job.NextAction != w.action || job.LeaseUntil == nil || !job.LeaseUntil.Equal(l.LeaseUntil()) {
+			t.Errorf("job %d holds %s until %v, its lease says %s until %v", l.ID(), job.NextAction, job.LeaseUntil, l.NextAction(), l.LeaseUntil())
+		}
 	}
 }
 

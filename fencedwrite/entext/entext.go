@@ -249,6 +249,7 @@ func goOp(op fencedrt.Op) string {
 		"OpComplete": fencedrt.OpComplete, "OpReschedule": fencedrt.OpReschedule, "OpManualReview": fencedrt.OpManualReview,
 		"OpFail": fencedrt.OpFail, "OpWakeUp": fencedrt.OpWakeUp, "OpResolveSucceeded": fencedrt.OpResolveSucceeded,
 		"OpResolveReconcile": fencedrt.OpResolveReconcile, "OpResolveRefund": fencedrt.OpResolveRefund,
+		"OpClaimSendMany": fencedrt.OpClaimSendMany, "OpClaimReconcileMany": fencedrt.OpClaimReconcileMany, "OpTakeoverMany": fencedrt.OpTakeoverMany,
 	} {
 		if o == op {
 			return "fencedrt." + name
@@ -263,7 +264,7 @@ func goParam(p fencedrt.Param) string {
 		return fmt.Sprintf("fencedrt.RequestParam(%q)", col)
 	}
 	for name, q := range map[string]fencedrt.Param{
-		"ParamID": fencedrt.ParamID, "ParamAttempt": fencedrt.ParamAttempt, "ParamWriter": fencedrt.ParamWriter,
+		"ParamID": fencedrt.ParamID, "ParamIDs": fencedrt.ParamIDs, "ParamAttempt": fencedrt.ParamAttempt, "ParamWriter": fencedrt.ParamWriter,
 		"ParamNewAttempt": fencedrt.ParamNewAttempt, "ParamLeaseUntil": fencedrt.ParamLeaseUntil, "ParamNow": fencedrt.ParamNow,
 		"ParamKeyWindow": fencedrt.ParamKeyWindow, "ParamProviderRef": fencedrt.ParamProviderRef, "ParamNextAction": fencedrt.ParamNextAction,
 		"ParamDelay": fencedrt.ParamDelay, "ParamLastError": fencedrt.ParamLastError, "ParamReason": fencedrt.ParamReason,

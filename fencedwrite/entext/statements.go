@@ -101,6 +101,15 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 			t, strings.Join(u.sets, ", "), pk, quote(a.State), tr.From, quote(a.Token))
 		return Stmt{Op: op, Name: name, SQL: sql, Params: append(u.params, fencedrt.ParamID, fencedrt.ParamAttempt), Sets: u.cmp}
 	}
+	// many is the claim s for several jobs read at the same attempt: the
+	// same assignments, fenced on `id IN (…)` instead of `id = ?`.
+	many := func(s Stmt) Stmt {
+		fence := fmt.Sprintf(" WHERE %s = ? AND", pk)
+		params := append([]fencedrt.Param{}, s.Params...)
+		params[len(params)-2] = fencedrt.ParamIDs
+		return Stmt{Op: fencedrt.Many[s.Op], Name: s.Name + "Many", Params: params, Sets: s.Sets,
+			SQL: strings.Replace(s.SQL, fence, fmt.Sprintf(" WHERE %s IN (?) AND", pk), 1)}
+	}
 	updatedNow := func(u *update) { u.set(a.UpdatedAt, clock) }
 
 	var (
@@ -188,6 +197,11 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 			u.literal(a.NextAction, fencedwrite.ActionRefund, true).set(a.NextRunAt, clock).value(a.ReviewEvidence, fencedrt.ParamEvidence)
 			updatedNow(u)
 		}),
+	}
+	for _, st := range stmts {
+		if _, ok := fencedrt.Many[st.Op]; ok {
+			stmts = append(stmts, many(st))
+		}
 	}
 	return stmts, compared
 }

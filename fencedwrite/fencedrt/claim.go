@@ -162,7 +162,18 @@ func claimBatch(ctx context.Context, drv dialect.Driver, t *Table, scan, op Op, 
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: begin: %w: %w", scan, t.Name(), fencedwrite.ErrRolledBack, err)
 	}
-	claimed, err := batchTx(ctx, tx, t, scan, op, limit, o)
+	claimed, err := batchTx(ctx, tx, t, scan, op, limit, o, true)
+	if errors.Is(err, errMovedSinceRead) {
+		// A many-row UPDATE matched fewer rows than the scan returned: the
+		// scan did not lock them all (an engine that ignores SKIP LOCKED)
+		// and another claimer moved some. Which ones is not worth guessing:
+		// nothing is committed, so start over, one row per statement.
+		if err = tx.Rollback(); err == nil {
+			if tx, err = drv.Tx(ctx); err == nil {
+				claimed, err = batchTx(ctx, tx, t, scan, op, limit, o, false)
+			}
+		}
+	}
 	if err != nil {
 		_ = tx.Rollback()
 		return nil, fmt.Errorf("%s %s: %w", scan, t.Name(), claimOutcome(err))
@@ -178,13 +189,39 @@ func claimBatch(ctx context.Context, drv dialect.Driver, t *Table, scan, op Op, 
 	return claimed, nil
 }
 
-func batchTx(ctx context.Context, tx dialect.Tx, t *Table, scan, op Op, limit int, o fencedwrite.ClaimOptions) ([]Claimed, error) {
+// batchTx locks the jobs of a batch claim and moves each with its fenced
+// UPDATE. With many, the jobs read at the same attempt that make the same
+// move share one statement (fenced on `id IN (…)`, the state and that
+// attempt), and a statement that matches fewer rows than it names fails
+// the batch with errMovedSinceRead; without, every job has its own
+// statement, and a job moved since the scan is left out.
+func batchTx(ctx context.Context, tx dialect.Tx, t *Table, scan, op Op, limit int, o fencedwrite.ClaimOptions, many bool) ([]Claimed, error) {
 	jobs, err := lockJobs(ctx, tx, t, scan, Values{ParamLimit: limit})
 	if err != nil {
 		return nil, err
 	}
-	claimed := make([]Claimed, 0, len(jobs))
+	// One reading of the database clock for the batch, the latest the scan
+	// took, so that its claims share one lease and one statement. A later
+	// reading is the safe side of every rule: a job is due or its lease
+	// expired no sooner than its own reading said (the trigger checks both
+	// again on the UPDATE's clock), and a key is fresh enough to send no
+	// longer.
+	var now int64
 	for _, j := range jobs {
+		now = max(now, j.now)
+	}
+	type group struct {
+		op      Op
+		attempt int64
+		id      int64 // without many, every job is a group of its own
+	}
+	var (
+		all     []Claimed // in the scan's order: oldest first
+		order   []group
+		members = map[group][]Claimed{}
+	)
+	for _, j := range jobs {
+		j.now = now
 		c, next, err := decide(j, op, o)
 		if errors.Is(err, fencedwrite.ErrNotClaimable) {
 			continue // found by the scan, but no longer claimable under the lock
@@ -192,7 +229,29 @@ func batchTx(ctx context.Context, tx dialect.Tx, t *Table, scan, op Op, limit in
 		if err != nil {
 			return nil, err
 		}
-		if err := moveClaimed(ctx, tx, t, next, c, j.attempt); err != nil {
+		g := group{op: next, attempt: j.attempt}
+		if !many {
+			g.id = j.id
+		}
+		if _, ok := members[g]; !ok {
+			order = append(order, g)
+		}
+		members[g] = append(members[g], c)
+		all = append(all, c)
+	}
+	moved := make(map[int64]bool, len(all))
+	for _, g := range order {
+		cs := members[g]
+		if len(cs) > 1 {
+			if err := moveClaimedMany(ctx, tx, t, g.op, cs, g.attempt); err != nil {
+				return nil, err
+			}
+			for _, c := range cs {
+				moved[c.ID] = true
+			}
+			continue
+		}
+		if err := moveClaimed(ctx, tx, t, g.op, cs[0], g.attempt); err != nil {
 			if errors.Is(err, errMovedSinceRead) {
 				// The scan did not lock the row: an engine that ignores SKIP
 				// LOCKED (TiDB) returns rows other claimers hold and locks
@@ -202,7 +261,13 @@ func batchTx(ctx context.Context, tx dialect.Tx, t *Table, scan, op Op, limit in
 			}
 			return nil, err
 		}
-		claimed = append(claimed, c)
+		moved[cs[0].ID] = true
+	}
+	claimed := make([]Claimed, 0, len(moved))
+	for _, c := range all {
+		if moved[c.ID] {
+			claimed = append(claimed, c)
+		}
 	}
 	return claimed, nil
 }
@@ -277,6 +342,40 @@ func moveClaimed(ctx context.Context, tx dialect.ExecQuerier, t *Table, op Op, c
 		// The row is locked by this transaction, so this cannot happen
 		// unless the connection counts changed rows; refuse to guess.
 		return fmt.Errorf("%w: fenced claim update affected %d rows (%v)", fencedwrite.ErrUnexpectedState, n, err)
+	}
+	return nil
+}
+
+// moveClaimedMany runs the fenced UPDATE that moves the claims cs, read at
+// attempt old and making the same move op with the same lease, in one
+// statement. Every row must match: under the scan's row locks none can
+// have moved; when one did (the scan locked nothing), the error wraps
+// errMovedSinceRead and the caller rolls the batch back.
+func moveClaimedMany(ctx context.Context, tx dialect.ExecQuerier, t *Table, op Op, cs []Claimed, old int64) error {
+	ids := make([]int64, len(cs))
+	for i, c := range cs {
+		if c.Attempt != old+1 || !c.LeaseUntil.Equal(cs[0].LeaseUntil) || !c.ClaimedAt.Equal(cs[0].ClaimedAt) {
+			return fmt.Errorf("%w: the claims of one statement must share the attempt and the lease", fencedwrite.ErrInvalid)
+		}
+		ids[i] = c.ID
+	}
+	query, args, err := t.Bind(Many[op], Values{
+		ParamIDs: ids, ParamAttempt: old, ParamWriter: old, ParamNewAttempt: old + 1,
+		ParamLeaseUntil: SQLTime(cs[0].LeaseUntil), ParamNow: SQLTime(cs[0].ClaimedAt),
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", fencedwrite.ErrInvalid, err)
+	}
+	var res stdsql.Result
+	if err := tx.Exec(ctx, query, args, &res); err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err == nil && n < int64(len(ids)) {
+		return fmt.Errorf("%w: fenced claim update of %d jobs affected %d rows: %w", fencedwrite.ErrUnexpectedState, len(ids), n, errMovedSinceRead)
+	}
+	if err != nil || n != int64(len(ids)) {
+		return fmt.Errorf("%w: fenced claim update of %d jobs affected %d rows (%v)", fencedwrite.ErrUnexpectedState, len(ids), n, err)
 	}
 	return nil
 }

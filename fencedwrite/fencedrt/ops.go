@@ -28,7 +28,35 @@ const (
 	OpResolveSucceeded Op = "resolve succeeded"
 	OpResolveReconcile Op = "resolve reconcile"
 	OpResolveRefund    Op = "resolve refund"
+
+	// The batch claims' UPDATEs: the move of OpClaimSend, OpClaimReconcile
+	// or OpTakeover for several jobs in one statement, fenced on
+	// `id IN (…) AND state = … AND attempt = ?`. One statement moves the jobs
+	// of a batch that were read at the same attempt; a row moves only when it
+	// is still in that state at that attempt, and the trigger checks every
+	// row on its own.
+	OpClaimSendMany      Op = "claim many"
+	OpClaimReconcileMany Op = "claim reconcile many"
+	OpTakeoverMany       Op = "takeover many"
 )
+
+// Many maps a claim's transition to the statement that makes the same move
+// for several jobs at once.
+var Many = map[Op]Op{
+	OpClaimSend:      OpClaimSendMany,
+	OpClaimReconcile: OpClaimReconcileMany,
+	OpTakeover:       OpTakeoverMany,
+}
+
+// single returns the transition whose move the many-row statement op makes.
+func single(op Op) (Op, bool) {
+	for one, many := range Many {
+		if many == op {
+			return one, true
+		}
+	}
+	return "", false
+}
 
 // Transition is the move of the state machine that an UPDATE makes: from
 // one state to another, at the same attempt or at attempt+1.
@@ -64,6 +92,7 @@ type Param string
 // the transition.
 const (
 	ParamID          Param = "id"
+	ParamIDs         Param = "ids"         // a list of ids: its one placeholder becomes one per id
 	ParamAttempt     Param = "attempt"     // the attempt the fence requires: held (lease) or seen (read)
 	ParamWriter      Param = "writer"      // the attempt the write declares: the same as ParamAttempt
 	ParamNewAttempt  Param = "new attempt" // attempt+1

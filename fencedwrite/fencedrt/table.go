@@ -105,6 +105,11 @@ func NewTable(spec TableSpec) (*Table, error) {
 			return nil, fmt.Errorf("fenced table %s: transition %q is missing", spec.Name, op)
 		}
 	}
+	for _, op := range Many {
+		if _, ok := spec.Stmts[op]; !ok {
+			return nil, fmt.Errorf("fenced table %s: statement %q is missing", spec.Name, op)
+		}
+	}
 	for op, s := range spec.Stmts {
 		if err := spec.check(op, s); err != nil {
 			return nil, fmt.Errorf("fenced table %s: statement %q: %w", spec.Name, op, err)
@@ -122,6 +127,13 @@ func (spec TableSpec) check(op Op, s Stmt) error {
 			return fmt.Errorf("unknown argument %q", p)
 		}
 	}
+	one, many := single(op)
+	if slices.Contains(s.Params, ParamIDs) != many {
+		return fmt.Errorf("only the many-row claims take the list %q", ParamIDs)
+	}
+	if many {
+		op = one
+	}
 	tr, ok := Transitions[op]
 	if !ok {
 		if strings.HasPrefix(s.SQL, "UPDATE") || strings.Contains(s.SQL, "DELETE") || strings.Contains(s.SQL, "REPLACE") {
@@ -131,14 +143,18 @@ func (spec TableSpec) check(op Op, s Stmt) error {
 	}
 	q := func(c string) string { return "`" + c + "`" }
 	prefix := "UPDATE " + q(spec.Name) + " FORCE INDEX (PRIMARY) SET "
-	fence := fmt.Sprintf(" WHERE %s = ? AND %s = '%s' AND %s = ?", q(spec.ID), q(spec.State), tr.From, q(spec.Token))
+	id, idParam := q(spec.ID)+" = ?", ParamID
+	if many {
+		id, idParam = q(spec.ID)+" IN (?)", ParamIDs
+	}
+	fence := fmt.Sprintf(" WHERE %s AND %s = '%s' AND %s = ?", id, q(spec.State), tr.From, q(spec.Token))
 	switch {
 	case !strings.HasPrefix(s.SQL, prefix):
 		return fmt.Errorf("must start %q (lock by primary key only)", prefix)
 	case !strings.HasSuffix(s.SQL, fence) || strings.Count(s.SQL, " WHERE ") != 1:
 		return fmt.Errorf("must end with the fence %q", fence)
-	case len(s.Params) < 2 || s.Params[len(s.Params)-2] != ParamID || s.Params[len(s.Params)-1] != ParamAttempt:
-		return fmt.Errorf("the fence's arguments must be %q and %q", ParamID, ParamAttempt)
+	case len(s.Params) < 2 || s.Params[len(s.Params)-2] != idParam || s.Params[len(s.Params)-1] != ParamAttempt:
+		return fmt.Errorf("the fence's arguments must be %q and %q", idParam, ParamAttempt)
 	case !slices.Equal(paramsOf(s, q(spec.Writer)+" = ?"), []Param{ParamWriter}):
 		return fmt.Errorf("must declare the writer attempt: %s = ? bound to %q", q(spec.Writer), ParamWriter)
 	case strings.Contains(s.SQL, q(spec.Writer)+" = "+q(spec.Token)):
@@ -180,21 +196,45 @@ func paramsOf(s Stmt, frag string) []Param {
 
 func knownParam(p Param) bool {
 	switch p {
-	case ParamID, ParamAttempt, ParamWriter, ParamNewAttempt, ParamLeaseUntil, ParamNow, ParamKeyWindow,
+	case ParamID, ParamIDs, ParamAttempt, ParamWriter, ParamNewAttempt, ParamLeaseUntil, ParamNow, ParamKeyWindow,
 		ParamProviderRef, ParamNextAction, ParamDelay, ParamLastError, ParamReason, ParamEvidence, ParamKey, ParamLimit:
 		return true
 	}
 	return strings.HasPrefix(string(p), "request ")
 }
 
-// Placeholders counts the `?` placeholders of query outside quoted strings,
-// quoted names and comments.
+// Placeholders counts the `?` placeholders of query outside quoted strings
+// and quoted names.
 func Placeholders(query string) int {
 	n := 0
+	eachPlaceholder(query, func(int) bool { n++; return true })
+	return n
+}
+
+// placeholderAt returns the byte offset of placeholder i (from 0) of query,
+// or -1.
+func placeholderAt(query string, i int) int {
+	at := -1
+	eachPlaceholder(query, func(off int) bool {
+		if i == 0 {
+			at = off
+			return false
+		}
+		i--
+		return true
+	})
+	return at
+}
+
+// eachPlaceholder calls f with the offset of every placeholder of query
+// outside quoted strings and quoted names, until f returns false.
+func eachPlaceholder(query string, f func(off int) bool) {
 	for i := 0; i < len(query); i++ {
 		switch c := query[i]; c {
 		case '?':
-			n++
+			if !f(i) {
+				return
+			}
 		case '\'', '"', '`':
 			for i++; i < len(query) && query[i] != c; i++ {
 				if query[i] == '\\' && c != '`' {
@@ -203,7 +243,6 @@ func Placeholders(query string) int {
 			}
 		}
 	}
-	return n
 }
 
 // Values are the named arguments of one statement.
@@ -225,13 +264,34 @@ func (t *Table) Bind(op Op, vals Values) (string, []any, error) {
 	if breakFence != nil {
 		query, params = breakFence(op, query, params)
 	}
-	args := make([]any, len(params))
+	args := make([]any, 0, len(params))
 	for i, p := range params {
 		v, ok := vals[p]
 		if !ok {
 			return "", nil, fmt.Errorf("%s %s: no value for argument %q", op, t.spec.Name, p)
 		}
-		args[i] = v
+		if p != ParamIDs {
+			args = append(args, v)
+			continue
+		}
+		ids, ok := v.([]int64)
+		switch {
+		case !ok:
+			return "", nil, fmt.Errorf("%s %s: argument %q must be a list of ids ([]int64), got %T", op, t.spec.Name, p, v)
+		case len(ids) == 0 || len(ids) > MaxBatch:
+			return "", nil, fmt.Errorf("%s %s: argument %q must hold 1 to %d ids, got %d", op, t.spec.Name, p, MaxBatch, len(ids))
+		}
+		query = expandPlaceholder(query, i, len(ids))
+		for _, id := range ids {
+			args = append(args, id)
+		}
 	}
 	return query, args, nil
+}
+
+// expandPlaceholder replaces the placeholder of query at index i (from 0)
+// with n placeholders separated by commas.
+func expandPlaceholder(query string, i, n int) string {
+	at := placeholderAt(query, i)
+	return query[:at] + strings.Repeat("?, ", n-1) + "?" + query[at+1:]
 }

@@ -63,6 +63,26 @@ func TestTableRefusesUnfencedOrMisboundStatements(t *testing.T) {
 			s.SQL = "UPDATE `refund_jobs` SET `state` = 'ready' WHERE `id` = ?"
 		}), "only transitions may write"},
 		"an unknown argument": {edit(fencedrt.OpFail, func(s *fencedrt.Stmt) { s.Params[0] = "amount" }), "unknown argument"},
+		"a many-row claim without the attempt predicate": {edit(fencedrt.OpClaimSendMany, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, " AND `attempt` = ?", "", 1)
+			s.Params = s.Params[:len(s.Params)-1]
+		}), "must end with the fence"},
+		"a many-row claim fenced on one id": {edit(fencedrt.OpTakeoverMany, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, "`id` IN (?)", "`id` = ?", 1)
+			s.Params[len(s.Params)-2] = fencedrt.ParamID
+		}), "only the many-row claims take the list"},
+		"a list of ids in a single claim": {edit(fencedrt.OpClaimReconcile, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, "`id` = ?", "`id` IN (?)", 1)
+			s.Params[len(s.Params)-2] = fencedrt.ParamIDs
+		}), "only the many-row claims take the list"},
+		"a many-row claim without attempt+1": {edit(fencedrt.OpClaimSendMany, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, "`attempt` = ?, ", "", 1)
+			s.Params = s.Params[1:]
+		}), "attempt+1 is true in the state machine but false"},
+		"a many-row claim declaring the row's own attempt": {edit(fencedrt.OpClaimReconcileMany, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, "`writer_attempt` = ?", "`writer_attempt` = `attempt`", 1)
+			s.Params = slices.DeleteFunc(s.Params, func(p fencedrt.Param) bool { return p == fencedrt.ParamWriter })
+		}), "declare the writer attempt"},
 	} {
 		_, err := fencedrt.NewTable(tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -86,6 +106,24 @@ func TestBindByName(t *testing.T) {
 	if fencedrt.Placeholders(query) != len(args) || !slices.Equal(args, []any{"re_1", int64(7), int64(3), int64(7)}) {
 		t.Fatalf("complete binds %v to %s", args, query)
 	}
+	t.Run("a list of ids takes one placeholder per id", func(t *testing.T) {
+		vals := fencedrt.Values{fencedrt.ParamNewAttempt: int64(3), fencedrt.ParamLeaseUntil: "l", fencedrt.ParamNow: "n",
+			fencedrt.ParamWriter: int64(2), fencedrt.ParamIDs: []int64{5, 6, 7}, fencedrt.ParamAttempt: int64(2)}
+		query, args, err := table.Bind(fencedrt.OpTakeoverMany, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(query, " WHERE `id` IN (?, ?, ?) AND `state` = 'running' AND `attempt` = ?") ||
+			!slices.Equal(args, []any{int64(3), "l", "n", int64(2), int64(5), int64(6), int64(7), int64(2)}) {
+			t.Fatalf("takeover many binds %v to %s", args, query)
+		}
+		for _, bad := range []any{[]int64{}, int64(5), []string{"5"}, make([]int64, fencedrt.MaxBatch+1)} {
+			vals[fencedrt.ParamIDs] = bad
+			if _, _, err := table.Bind(fencedrt.OpTakeoverMany, vals); err == nil || !strings.Contains(err.Error(), `argument "ids" must`) {
+				t.Errorf("ids %T: %v, want an error naming the argument", bad, err)
+			}
+		}
+	})
 	for op, s := range table.Spec().Stmts {
 		if n := fencedrt.Placeholders(s.SQL); n != len(s.Params) {
 			t.Errorf("%s: %d placeholders, %d arguments", op, n, len(s.Params))
