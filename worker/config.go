@@ -29,6 +29,7 @@ const (
 	DefaultWebhookTolerance = provider.DefaultWebhookTolerance
 	DefaultBudgetName       = "default"
 	DefaultWriteBackBatch   = 32 // write-backs settled in one transaction at most
+	DefaultWriteBackConns   = 4  // write-back transactions in flight at once
 
 	// MaxWorkers bounds Config.Workers.
 	MaxWorkers = 10_000
@@ -76,6 +77,11 @@ type Config struct {
 	// held back to fill a batch: a batch is whatever is waiting when the
 	// previous one commits. 1 settles each job in its own transaction.
 	WriteBackBatch int
+	// WriteBackConns is how many write-back transactions run at once, each
+	// on its own connection of DB. One serialises every write-back on
+	// one connection's round trips; the jobs of different batches are
+	// distinct rows, so more never contend on a lock.
+	WriteBackConns int
 	// ReconcileInterval is how often unprocessed evidence is read; a
 	// webhook triggers a pass at once. ScanInterval when zero.
 	ReconcileInterval time.Duration
@@ -203,6 +209,9 @@ func (c Config) withDefaults() Config {
 	if c.WriteBackBatch == 0 {
 		c.WriteBackBatch = DefaultWriteBackBatch
 	}
+	if c.WriteBackConns == 0 {
+		c.WriteBackConns = DefaultWriteBackConns
+	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = c.ScanInterval
 	}
@@ -243,6 +252,9 @@ func (c Config) validate() error {
 	}
 	if c.WriteBackBatch < 1 || c.WriteBackBatch > 1000 {
 		bad("WriteBackBatch", "must be between 1 and 1000, got %d", c.WriteBackBatch)
+	}
+	if c.WriteBackConns < 1 || c.WriteBackConns > 64 {
+		bad("WriteBackConns", "must be between 1 and 64, got %d", c.WriteBackConns)
 	}
 	if c.Workers < 1 || c.Workers > MaxWorkers {
 		bad("Workers", "must be between 1 and %d, got %d", MaxWorkers, c.Workers)

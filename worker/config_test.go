@@ -29,6 +29,7 @@ func TestNewNamesEveryBadField(t *testing.T) {
 		ScanInterval:    -time.Second,
 		ProviderTimeout: -time.Second,
 		WriteBackBatch:  1001,
+		WriteBackConns:  65,
 	})
 	if err == nil {
 		t.Fatal("New accepted a config with no DB, no provider and negative durations")
@@ -38,7 +39,7 @@ func TestNewNamesEveryBadField(t *testing.T) {
 	}
 	for _, field := range []string{"worker.Config.DB", "worker.Config.Provider", "worker.Config.BudgetName", "worker.Config.BudgetRate",
 		"worker.Config.BudgetBurst", "worker.Config.Workers", "worker.Config.ScanInterval", "worker.Config.ProviderTimeout",
-		"worker.Config.WriteBackBatch"} {
+		"worker.Config.WriteBackBatch", "worker.Config.WriteBackConns"} {
 		if !strings.Contains(err.Error(), field+":") {
 			t.Errorf("the error does not name %s: %v", field, err)
 		}
@@ -66,8 +67,9 @@ func TestConfigDefaults(t *testing.T) {
 			t.Errorf("%s defaults to %v, want %v", d.name, d.got, d.want)
 		}
 	}
-	if c.Workers != DefaultWorkers || c.BudgetName != DefaultBudgetName || c.WriteBackBatch != DefaultWriteBackBatch {
-		t.Errorf("Workers %d, BudgetName %q, WriteBackBatch %d: want the documented defaults", c.Workers, c.BudgetName, c.WriteBackBatch)
+	if c.Workers != DefaultWorkers || c.BudgetName != DefaultBudgetName || c.WriteBackBatch != DefaultWriteBackBatch || c.WriteBackConns != DefaultWriteBackConns {
+		t.Errorf("Workers %d, BudgetName %q, WriteBackBatch %d, WriteBackConns %d: want the documented defaults",
+			c.Workers, c.BudgetName, c.WriteBackBatch, c.WriteBackConns)
 	}
 	if w.opts.Lease != 30*time.Second || w.opts.KeyRetention != 24*time.Hour {
 		t.Errorf("the claims' options are %+v: want the lease and the provider's declared retention", w.opts)

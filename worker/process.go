@@ -330,6 +330,7 @@ func (c *Client) applyBatched(ctx context.Context, tr *ent.RefundJobTransition, 
 // batchWriteBacks settles the write-backs of jobs that finish together in
 // one transaction each batch: whatever is waiting when the previous batch
 // committed, up to WriteBackBatch. Nothing is held back to fill a batch.
+// WriteBackConns of them run at once, each taking what waits.
 func (c *Client) batchWriteBacks() {
 	defer c.batcher.Done()
 	for first := range c.pendingWB {

@@ -111,8 +111,10 @@ func (c *Client) Start(ctx context.Context) error {
 	c.loops.Add(2)
 	go c.scheduler()
 	go c.reconciler()
-	c.batcher.Add(1)
-	go c.batchWriteBacks()
+	for range c.cfg.WriteBackConns {
+		c.batcher.Add(1)
+		go c.batchWriteBacks()
+	}
 	return nil
 }
 
