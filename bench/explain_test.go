@@ -105,7 +105,7 @@ func TestEveryStatementUsesAnIndex(t *testing.T) {
 	}
 	now := fencedrt.SQLTime(time.Now())
 	vals := fencedrt.Values{
-		fencedrt.ParamID: id, fencedrt.ParamIDs: []int64{id - 1, id}, fencedrt.ParamAttempt: 1, fencedrt.ParamWriter: 1, fencedrt.ParamNewAttempt: 2,
+		fencedrt.ParamID: id, fencedrt.ParamIDs: []int64{id - 1, id}, fencedrt.Each(fencedrt.ParamProviderRef): []any{"re_a", "re_b"}, fencedrt.ParamAttempt: 1, fencedrt.ParamWriter: 1, fencedrt.ParamNewAttempt: 2,
 		fencedrt.ParamLeaseUntil: now, fencedrt.ParamNow: now, fencedrt.ParamKeyWindow: int64(time.Hour / time.Microsecond),
 		fencedrt.ParamProviderRef: "re_x", fencedrt.ParamNextAction: "reconcile", fencedrt.ParamDelay: 0,
 		fencedrt.ParamLastError: "x", fencedrt.ParamReason: "x", fencedrt.ParamEvidence: "x", fencedrt.ParamKey: "bench-00000001",

@@ -61,6 +61,7 @@ const (
 	fencedRefundJobClaimSendMany      = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'running', `lease_until` = ?, `next_action` = 'refund', `key_first_used_at` = COALESCE(`key_first_used_at`, ?), `last_send_at` = ?, `updated_at` = ?, `writer_attempt` = ? WHERE `id` IN (?) AND `state` = 'ready' AND `attempt` = ?"
 	fencedRefundJobClaimReconcileMany = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'running', `lease_until` = ?, `next_action` = 'reconcile', `updated_at` = ?, `writer_attempt` = ? WHERE `id` IN (?) AND `state` = 'ready' AND `attempt` = ?"
 	fencedRefundJobTakeoverMany       = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `lease_until` = ?, `next_action` = 'reconcile', `updated_at` = ?, `writer_attempt` = ? WHERE `id` IN (?) AND `state` = 'running' AND `attempt` = ?"
+	fencedRefundJobCompleteMany       = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `state` = 'succeeded', `provider_refund_id` = ELT(FIELD(`id`, ?), ?), `lease_until` = NULL, `last_error` = NULL, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` IN (?) AND `state` = 'running' AND `attempt` = ?"
 )
 
 var fencedRefundJob = fencedrt.MustTable(fencedrt.TableSpec{
@@ -189,6 +190,13 @@ var fencedRefundJob = fencedrt.MustTable(fencedrt.TableSpec{
 		fencedrt.OpTakeoverMany: {
 			SQL:    fencedRefundJobTakeoverMany,
 			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamLeaseUntil, fencedrt.ParamNow, fencedrt.ParamWriter, fencedrt.ParamIDs, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpCompleteMany: {
+			SQL:    fencedRefundJobCompleteMany,
+			Params: []fencedrt.Param{fencedrt.ParamIDs, fencedrt.Each(fencedrt.ParamProviderRef), fencedrt.ParamWriter, fencedrt.ParamIDs, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "provider_refund_id", Param: fencedrt.ParamProviderRef},
+			},
 		},
 	},
 })

@@ -362,7 +362,7 @@ func TestBatchClaimMovesEachGroupInOneStatement(t *testing.T) {
 func TestApplyBatch(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	t.Run("every job settles with its ledger row, in two statements each", func(t *testing.T) {
+	t.Run("every job settles with its ledger row: one fenced UPDATE for all, one ledger write each", func(t *testing.T) {
 		db, sent := e.db.CountedDB(fencedwrite.DSNOptions{})
 		c := dbtest.ClientOn(t, db)
 		var items []ent.RefundJobBatchItem
@@ -381,8 +381,8 @@ func TestApplyBatch(t *testing.T) {
 		}
 		n := sent.Sent() - before
 		t.Logf("ApplyBatch(5 completions with the ledger): %d statements", n)
-		if n != 2+2*5 {
-			t.Fatalf("%d statements, want BEGIN, two per job, COMMIT: %d", n, 2+2*5)
+		if n != 3+5 {
+			t.Fatalf("%d statements, want BEGIN, the completions' UPDATE, a ledger write per job, COMMIT: %d", n, 3+5)
 		}
 		for i, id := range ids {
 			e.wantJob(id, refundjob.StateSucceeded, 1)
@@ -392,7 +392,8 @@ func TestApplyBatch(t *testing.T) {
 		}
 	})
 	t.Run("a stale item and a failing business write take only themselves out", func(t *testing.T) {
-		a, b := e.worker(), e.worker()
+		db, sent := e.db.CountedDB(fencedwrite.DSNOptions{})
+		a, b := dbtest.ClientOn(t, db), e.worker()
 		staleJob := e.enqueue("stale")
 		stale, err := a.RefundJob.Claim(ctx, staleJob.ID, instant)
 		if err != nil {
@@ -405,6 +406,7 @@ func TestApplyBatch(t *testing.T) {
 		goodJob, good := e.claim("good")
 		badJob, bad := e.claim("bad")
 		other, otherLease := e.claim("other")
+		before := sent.Sent()
 		errs := a.RefundJob.ApplyBatch(ctx, []ent.RefundJobBatchItem{
 			{Transition: stale.Complete("re_s"), Then: ledger.Refunded("stale", "re_s")},
 			{Transition: good.Complete("re_g"), Then: ledger.Refunded("good", "re_g")},
@@ -426,6 +428,19 @@ func TestApplyBatch(t *testing.T) {
 		e.wantJob(other.ID, refundjob.StateReady, 1)
 		if l := e.ledger("bad"); l.Status != "requested" {
 			t.Fatalf("the failed item's ledger is %s", l.Status)
+		}
+		// The three completions at attempt 1 share one UPDATE, which matches
+		// two rows (the stale one moved on): rolled back, the batch runs one
+		// statement per item; the failing business write then takes its
+		// item out, and the rest runs again.
+		// 1: BEGIN, the completions' UPDATE (2 of 3 rows), ROLLBACK.
+		// 2: BEGIN, the fenced UPDATEs of stale (0 rows), good and bad,
+		//    good's ledger write, bad's failing callback (it sends
+		//    nothing), ROLLBACK.
+		// 3: BEGIN, the fenced UPDATEs of stale, good and other, good's
+		//    ledger write, COMMIT, and the re-read of the stale item.
+		if n := sent.Sent() - before; n != 3+6+7 {
+			t.Errorf("%d statements, want 16: the many-row UPDATE that did not hold, then one statement per item", n)
 		}
 	})
 	t.Run("a lost COMMIT reply is re-read job by job", func(t *testing.T) {

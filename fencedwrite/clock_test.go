@@ -161,7 +161,7 @@ func TestFencedStatementsLockByPrimaryKeyOnly(t *testing.T) {
 		t.Fatal("no generated table")
 	}
 	sample := fencedrt.Values{
-		fencedrt.ParamID: int64(3), fencedrt.ParamIDs: []int64{3, 4}, fencedrt.ParamAttempt: int64(0), fencedrt.ParamWriter: int64(0), fencedrt.ParamNewAttempt: int64(1),
+		fencedrt.ParamID: int64(3), fencedrt.ParamIDs: []int64{3, 4}, fencedrt.Each(fencedrt.ParamProviderRef): []any{"re_3", "re_4"}, fencedrt.ParamAttempt: int64(0), fencedrt.ParamWriter: int64(0), fencedrt.ParamNewAttempt: int64(1),
 		fencedrt.ParamLeaseUntil: "2030-01-01 00:00:00", fencedrt.ParamNow: "2030-01-01 00:00:00", fencedrt.ParamProviderRef: "re",
 		fencedrt.ParamNextAction: "refund", fencedrt.ParamDelay: int64(0), fencedrt.ParamLastError: "x", fencedrt.ParamReason: "x",
 		fencedrt.ParamEvidence: "x",

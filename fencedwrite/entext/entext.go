@@ -250,6 +250,7 @@ func goOp(op fencedrt.Op) string {
 		"OpFail": fencedrt.OpFail, "OpWakeUp": fencedrt.OpWakeUp, "OpResolveSucceeded": fencedrt.OpResolveSucceeded,
 		"OpResolveReconcile": fencedrt.OpResolveReconcile, "OpResolveRefund": fencedrt.OpResolveRefund,
 		"OpClaimSendMany": fencedrt.OpClaimSendMany, "OpClaimReconcileMany": fencedrt.OpClaimReconcileMany, "OpTakeoverMany": fencedrt.OpTakeoverMany,
+		"OpCompleteMany": fencedrt.OpCompleteMany,
 	} {
 		if o == op {
 			return "fencedrt." + name
@@ -262,6 +263,9 @@ func goOp(op fencedrt.Op) string {
 func goParam(p fencedrt.Param) string {
 	if col, ok := strings.CutPrefix(string(p), "request "); ok {
 		return fmt.Sprintf("fencedrt.RequestParam(%q)", col)
+	}
+	if one, ok := strings.CutPrefix(string(p), "each "); ok {
+		return fmt.Sprintf("fencedrt.Each(%s)", goParam(fencedrt.Param(one)))
 	}
 	for name, q := range map[string]fencedrt.Param{
 		"ParamID": fencedrt.ParamID, "ParamIDs": fencedrt.ParamIDs, "ParamAttempt": fencedrt.ParamAttempt, "ParamWriter": fencedrt.ParamWriter,

@@ -2,6 +2,7 @@ package entext
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"entgo.io/ent/entc/gen"
@@ -101,14 +102,25 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 			t, strings.Join(u.sets, ", "), pk, quote(a.State), tr.From, quote(a.Token))
 		return Stmt{Op: op, Name: name, SQL: sql, Params: append(u.params, fencedrt.ParamID, fencedrt.ParamAttempt), Sets: u.cmp}
 	}
-	// many is the claim s for several jobs read at the same attempt: the
-	// same assignments, fenced on `id IN (…)` instead of `id = ?`.
+	// many is s for several jobs at the same attempt: the same
+	// assignments, a value of the transition picked per row by its id
+	// (`col = ELT(FIELD(id, …ids), …values)`), fenced on `id IN (…)`
+	// instead of `id = ?`.
 	many := func(s Stmt) Stmt {
-		fence := fmt.Sprintf(" WHERE %s = ? AND", pk)
+		sql := strings.Replace(s.SQL, fmt.Sprintf(" WHERE %s = ? AND", pk), fmt.Sprintf(" WHERE %s IN (?) AND", pk), 1)
 		params := append([]fencedrt.Param{}, s.Params...)
 		params[len(params)-2] = fencedrt.ParamIDs
-		return Stmt{Op: fencedrt.Many[s.Op], Name: s.Name + "Many", Params: params, Sets: s.Sets,
-			SQL: strings.Replace(s.SQL, fence, fmt.Sprintf(" WHERE %s IN (?) AND", pk), 1)}
+		for _, set := range s.Sets {
+			if set.Param == "" {
+				continue
+			}
+			one := quote(set.Column) + " = ?"
+			i := fencedrt.Placeholders(sql[:strings.Index(sql, one)+len(one)]) - 1
+			sql = strings.Replace(sql, one, fmt.Sprintf("%s = ELT(FIELD(%s, ?), ?)", quote(set.Column), pk), 1)
+			params = slices.Insert(params, i, fencedrt.ParamIDs)
+			params[i+1] = fencedrt.Each(set.Param)
+		}
+		return Stmt{Op: fencedrt.Many[s.Op], Name: s.Name + "Many", Params: params, Sets: s.Sets, SQL: sql}
 	}
 	updatedNow := func(u *update) { u.set(a.UpdatedAt, clock) }
 

@@ -5,6 +5,7 @@ import (
 	stdsql "database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"entgo.io/ent/dialect"
 
@@ -60,6 +61,7 @@ func RunBatch[T Tx](ctx context.Context, pool dialect.Driver, begin func(context
 			pending = append(pending, i)
 		}
 	}
+	grouped := true
 	for try := 0; len(pending) > 0; try++ {
 		if try == maxBatchTries {
 			for _, i := range pending {
@@ -67,7 +69,14 @@ func RunBatch[T Tx](ctx context.Context, pool dialect.Driver, begin func(context
 			}
 			return errs
 		}
-		failed := runBatchOnce(ctx, pool, begin, items, pending, errs)
+		failed := runBatchOnce(ctx, pool, begin, items, pending, errs, grouped)
+		if failed == regroup {
+			// A many-row write matched fewer rows than it named, or a row
+			// refused it: the per-item statements tell which.
+			grouped = false
+			try--
+			continue
+		}
 		if failed < 0 {
 			return errs
 		}
@@ -86,10 +95,17 @@ func removeIndex(s []int, v int) []int {
 	return out
 }
 
+// regroup is what runBatchOnce returns when a many-row write did not hold
+// for every row it named: nothing is committed, and the batch runs again
+// with one fenced statement per item.
+const regroup = -2
+
 // runBatchOnce runs one attempt at the batch. It returns the item whose
-// business write failed (the caller starts over without it) or -1 when
-// every item of pending has its outcome in errs.
-func runBatchOnce[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Context) (Begun[T], error), items []BatchItem[T], pending []int, errs []error) int {
+// business write failed (the caller starts over without it), regroup, or
+// -1 when every item of pending has its outcome in errs. With grouped, the
+// items that a many-row statement can move together are fenced in one
+// statement first (fenceGroups).
+func runBatchOnce[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Context) (Begun[T], error), items []BatchItem[T], pending []int, errs []error, grouped bool) int {
 	r := &run{batch: true}
 	ctx = context.WithValue(ctx, runKey{}, r)
 	b, err := begin(ctx)
@@ -102,10 +118,29 @@ func runBatchOnce[T Tx](ctx context.Context, pool dialect.Driver, begin func(con
 	r.mu.Lock()
 	r.exec = b.Exec
 	r.mu.Unlock()
+	var inGroup map[int]bool
+	if grouped {
+		var gerr error
+		inGroup, gerr = fenceGroups(ctx, b.Exec, r, items, pending)
+		switch {
+		case errors.Is(gerr, errRegroup):
+			_ = b.Raw.rollback()
+			return regroup
+		case gerr != nil: // the transaction is gone
+			_ = b.Raw.rollback()
+			for _, i := range pending {
+				errs[i] = items[i].W.fail(fencedwrite.ErrRolledBack, row{}, gerr)
+			}
+			return -1
+		}
+	}
 	var applied, missed []int
 	for _, i := range pending {
 		w := items[i].W
-		outcome, err := fenceOne(ctx, b.Exec, r, w)
+		outcome, err := fenceApplied, error(nil)
+		if !inGroup[i] {
+			outcome, err = fenceOne(ctx, b.Exec, r, w)
+		}
 		switch outcome {
 		case fenceApplied:
 			if items[i].Fn == nil {
@@ -205,6 +240,115 @@ func commitBatch[T Tx](ctx context.Context, pool dialect.Driver, b Begun[T], r *
 			errs[i] = w.classify(found, true, cerr)
 		}
 	}
+}
+
+// errRegroup: a many-row write matched fewer rows than it named, or the
+// database fence refused one of its rows.
+var errRegroup = errors.New("a many-row write did not hold for every row")
+
+// fenceGroups runs, in the batch's transaction, one many-row statement for
+// each group of two or more pending items that make the same move at the
+// same attempt with the same values (but those the statement picks per
+// row), and returns the items it applied. Every row must match: otherwise
+// the error is errRegroup and the caller rolls the batch back.
+func fenceGroups[T Tx](ctx context.Context, exec dialect.ExecQuerier, r *run, items []BatchItem[T], pending []int) (map[int]bool, error) {
+	type key struct {
+		table   *Table
+		op      Op
+		attempt int64
+	}
+	var (
+		order  []key
+		groups = map[key][]int{}
+	)
+	for _, i := range pending {
+		w := items[i].W
+		many, ok := Many[w.op]
+		if !ok {
+			continue
+		}
+		if _, ok := w.table.Stmt(many); !ok {
+			continue
+		}
+		k := key{w.table, many, w.attempt}
+		if len(groups[k]) > 0 && !sameShared(w.table, many, items[groups[k][0]].W, w) {
+			continue // this item runs on its own
+		}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	applied := map[int]bool{}
+	for _, k := range order {
+		members := groups[k]
+		if len(members) < 2 {
+			continue
+		}
+		first := items[members[0]].W
+		stmt, _ := k.table.Stmt(k.op)
+		vals := Values{}
+		for _, p := range stmt.Params {
+			switch one, each := eachOf(p); {
+			case p == ParamIDs:
+				ids := make([]int64, len(members))
+				for j, i := range members {
+					ids[j] = items[i].W.id
+				}
+				vals[p] = ids
+			case each:
+				list := make([]any, len(members))
+				for j, i := range members {
+					list[j] = items[i].W.vals[one]
+				}
+				vals[p] = list
+			default:
+				vals[p] = first.vals[p]
+			}
+		}
+		query, args, err := k.table.Bind(k.op, vals)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", fencedwrite.ErrInvalid, err)
+		}
+		var res stdsql.Result
+		if err := exec.Exec(ctx, query, args, &res); err != nil {
+			if IsFenceRefusal(err) {
+				return nil, fmt.Errorf("%w: %w", errRegroup, err)
+			}
+			return nil, fmt.Errorf("%s %s of %d jobs at attempt %d: %w", k.op, k.table.Name(), len(members), k.attempt, err)
+		}
+		n, err := res.RowsAffected()
+		switch {
+		case err != nil:
+			return nil, err
+		case n < int64(len(members)):
+			return nil, fmt.Errorf("%w: %d of %d rows matched", errRegroup, n, len(members))
+		case n > int64(len(members)):
+			return nil, fmt.Errorf("%s %s: a write of %d jobs matched %d rows", k.op, k.table.Name(), len(members), n)
+		}
+		r.mu.Lock()
+		for _, i := range members {
+			r.applied = append(r.applied, items[i].W)
+			applied[i] = true
+		}
+		r.mu.Unlock()
+	}
+	return applied, nil
+}
+
+// sameShared reports whether a and b agree on every value of statement op
+// that is not picked per row: they can share it.
+func sameShared(t *Table, op Op, a, b *Write) bool {
+	stmt, _ := t.Stmt(op)
+	for _, p := range stmt.Params {
+		if _, each := eachOf(p); each || p == ParamIDs {
+			continue
+		}
+		if !reflect.DeepEqual(a.vals[p], b.vals[p]) {
+			return false
+		}
+	}
+	return true
 }
 
 type fenceResult int

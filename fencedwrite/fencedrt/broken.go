@@ -12,7 +12,7 @@ import "strings"
 // lets a zombie's completion through. Never build it otherwise.
 func init() {
 	breakFence = func(op Op, query string, params []Param) (string, []Param) {
-		if op != OpComplete {
+		if op != OpComplete && op != OpCompleteMany {
 			return query, params
 		}
 		query = strings.Replace(query, "`writer_attempt` = ?", "`writer_attempt` = `attempt`", 1)

@@ -1,6 +1,10 @@
 package fencedrt
 
-import "github.com/fencekit/fencekit/fencedwrite"
+import (
+	"strings"
+
+	"github.com/fencekit/fencekit/fencedwrite"
+)
 
 // Op names one statement of a fenced table.
 type Op string
@@ -29,23 +33,26 @@ const (
 	OpResolveReconcile Op = "resolve reconcile"
 	OpResolveRefund    Op = "resolve refund"
 
-	// The batch claims' UPDATEs: the move of OpClaimSend, OpClaimReconcile
-	// or OpTakeover for several jobs in one statement, fenced on
-	// `id IN (…) AND state = … AND attempt = ?`. One statement moves the jobs
-	// of a batch that were read at the same attempt; a row moves only when it
-	// is still in that state at that attempt, and the trigger checks every
-	// row on its own.
+	// The many-row UPDATEs: the move of OpClaimSend, OpClaimReconcile,
+	// OpTakeover or OpComplete for several jobs in one statement, fenced on
+	// `id IN (…) AND state = … AND attempt = ?`. One statement moves jobs
+	// held or read at the same attempt; a row moves only when it is still in
+	// that state at that attempt, and the trigger checks every row on its
+	// own. A value that differs from job to job (a completion's provider
+	// refund id) is picked per row: `ELT(FIELD(id, …ids), …values)`.
 	OpClaimSendMany      Op = "claim many"
 	OpClaimReconcileMany Op = "claim reconcile many"
 	OpTakeoverMany       Op = "takeover many"
+	OpCompleteMany       Op = "complete many"
 )
 
-// Many maps a claim's transition to the statement that makes the same move
-// for several jobs at once.
+// Many maps a transition to the statement that makes the same move for
+// several jobs at once, where there is one.
 var Many = map[Op]Op{
 	OpClaimSend:      OpClaimSendMany,
 	OpClaimReconcile: OpClaimReconcileMany,
 	OpTakeover:       OpTakeoverMany,
+	OpComplete:       OpCompleteMany,
 }
 
 // single returns the transition whose move the many-row statement op makes.
@@ -111,3 +118,13 @@ const (
 
 // RequestParam names the request parameter stored in column col (Enqueue).
 func RequestParam(col string) Param { return Param("request " + col) }
+
+// Each names the list of p's values, one per id of ParamIDs and in the
+// same order, in a many-row statement.
+func Each(p Param) Param { return Param("each " + p) }
+
+// eachOf returns the parameter whose values the list p holds.
+func eachOf(p Param) (Param, bool) {
+	one, ok := strings.CutPrefix(string(p), "each ")
+	return Param(one), ok
+}

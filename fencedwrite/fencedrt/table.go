@@ -128,8 +128,8 @@ func (spec TableSpec) check(op Op, s Stmt) error {
 		}
 	}
 	one, many := single(op)
-	if slices.Contains(s.Params, ParamIDs) != many {
-		return fmt.Errorf("only the many-row claims take the list %q", ParamIDs)
+	if slices.ContainsFunc(s.Params, isList) != many {
+		return fmt.Errorf("only the many-row statements take lists (%q, %q)", ParamIDs, Each(ParamProviderRef))
 	}
 	if many {
 		op = one
@@ -171,8 +171,17 @@ func (spec TableSpec) check(op Op, s Stmt) error {
 		if !slices.Contains(spec.Compared, set.Column) {
 			return fmt.Errorf("compares %s, which a re-read does not return", set.Column)
 		}
-		if set.Param != "" && !slices.Contains(s.Params, set.Param) {
+		if set.Param == "" {
+			continue
+		}
+		if !many && !slices.Contains(s.Params, set.Param) {
 			return fmt.Errorf("compares %s with %q, which is not an argument", set.Column, set.Param)
+		}
+		// A many-row statement picks each row's own value by its id.
+		pick := fmt.Sprintf("%s = ELT(FIELD(%s, ?), ?)", q(set.Column), q(spec.ID))
+		if many && (set.OrKeep || !slices.Equal(paramsOf(s, pick), []Param{Each(set.Param)}) ||
+			!slices.Equal(paramsOf(s, strings.TrimSuffix(pick, ", ?)")), []Param{ParamIDs})) {
+			return fmt.Errorf("must set %s per row: %s bound to %q and %q", set.Column, pick, ParamIDs, Each(set.Param))
 		}
 	}
 	return nil
@@ -200,7 +209,16 @@ func knownParam(p Param) bool {
 		ParamProviderRef, ParamNextAction, ParamDelay, ParamLastError, ParamReason, ParamEvidence, ParamKey, ParamLimit:
 		return true
 	}
+	if one, ok := eachOf(p); ok {
+		return knownParam(one) && !isList(one)
+	}
 	return strings.HasPrefix(string(p), "request ")
+}
+
+// isList reports whether p takes a list of values, one placeholder each.
+func isList(p Param) bool {
+	_, each := eachOf(p)
+	return p == ParamIDs || each
 }
 
 // Placeholders counts the `?` placeholders of query outside quoted strings
@@ -264,34 +282,58 @@ func (t *Table) Bind(op Op, vals Values) (string, []any, error) {
 	if breakFence != nil {
 		query, params = breakFence(op, query, params)
 	}
-	args := make([]any, 0, len(params))
+	var (
+		b    strings.Builder
+		args = make([]any, 0, len(params))
+		from = 0 // query[from:] is not written yet
+		n    = -1
+	)
 	for i, p := range params {
 		v, ok := vals[p]
 		if !ok {
 			return "", nil, fmt.Errorf("%s %s: no value for argument %q", op, t.spec.Name, p)
 		}
-		if p != ParamIDs {
+		if !isList(p) {
 			args = append(args, v)
 			continue
 		}
-		ids, ok := v.([]int64)
+		list, err := listOf(p, v)
+		if err != nil {
+			return "", nil, fmt.Errorf("%s %s: argument %q %w", op, t.spec.Name, p, err)
+		}
 		switch {
-		case !ok:
-			return "", nil, fmt.Errorf("%s %s: argument %q must be a list of ids ([]int64), got %T", op, t.spec.Name, p, v)
-		case len(ids) == 0 || len(ids) > MaxBatch:
-			return "", nil, fmt.Errorf("%s %s: argument %q must hold 1 to %d ids, got %d", op, t.spec.Name, p, MaxBatch, len(ids))
+		case n >= 0 && len(list) != n:
+			return "", nil, fmt.Errorf("%s %s: argument %q holds %d values, another list %d: one per id", op, t.spec.Name, p, len(list), n)
+		case len(list) == 0 || len(list) > MaxBatch:
+			return "", nil, fmt.Errorf("%s %s: argument %q must hold 1 to %d values, got %d", op, t.spec.Name, p, MaxBatch, len(list))
 		}
-		query = expandPlaceholder(query, i, len(ids))
-		for _, id := range ids {
-			args = append(args, id)
-		}
+		n = len(list)
+		at := placeholderAt(query, i)
+		b.WriteString(query[from:at])
+		b.WriteString(strings.Repeat("?, ", n-1) + "?")
+		from = at + 1
+		args = append(args, list...)
 	}
-	return query, args, nil
+	b.WriteString(query[from:])
+	return b.String(), args, nil
 }
 
-// expandPlaceholder replaces the placeholder of query at index i (from 0)
-// with n placeholders separated by commas.
-func expandPlaceholder(query string, i, n int) string {
-	at := placeholderAt(query, i)
-	return query[:at] + strings.Repeat("?, ", n-1) + "?" + query[at+1:]
+// listOf returns the values of list argument p.
+func listOf(p Param, v any) ([]any, error) {
+	if p == ParamIDs {
+		ids, ok := v.([]int64)
+		if !ok {
+			return nil, fmt.Errorf("must be a list of ids ([]int64), got %T", v)
+		}
+		out := make([]any, len(ids))
+		for i, id := range ids {
+			out[i] = id
+		}
+		return out, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("must be a list of values ([]any), got %T", v)
+	}
+	return list, nil
 }

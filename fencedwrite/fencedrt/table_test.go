@@ -70,11 +70,18 @@ func TestTableRefusesUnfencedOrMisboundStatements(t *testing.T) {
 		"a many-row claim fenced on one id": {edit(fencedrt.OpTakeoverMany, func(s *fencedrt.Stmt) {
 			s.SQL = strings.Replace(s.SQL, "`id` IN (?)", "`id` = ?", 1)
 			s.Params[len(s.Params)-2] = fencedrt.ParamID
-		}), "only the many-row claims take the list"},
+		}), "only the many-row statements take lists"},
 		"a list of ids in a single claim": {edit(fencedrt.OpClaimReconcile, func(s *fencedrt.Stmt) {
 			s.SQL = strings.Replace(s.SQL, "`id` = ?", "`id` IN (?)", 1)
 			s.Params[len(s.Params)-2] = fencedrt.ParamIDs
-		}), "only the many-row claims take the list"},
+		}), "only the many-row statements take lists"},
+		"a many-row completion whose value is not picked per row": {edit(fencedrt.OpCompleteMany, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, "ELT(FIELD(`id`, ?), ?)", "ELT(1, ?)", 1)
+			s.Params = s.Params[1:]
+		}), "must set provider_refund_id per row"},
+		"a many-row completion with its lists swapped": {edit(fencedrt.OpCompleteMany, func(s *fencedrt.Stmt) {
+			s.Params[0], s.Params[1] = s.Params[1], s.Params[0]
+		}), "must set provider_refund_id per row"},
 		"a many-row claim without attempt+1": {edit(fencedrt.OpClaimSendMany, func(s *fencedrt.Stmt) {
 			s.SQL = strings.Replace(s.SQL, "`attempt` = ?, ", "", 1)
 			s.Params = s.Params[1:]
@@ -122,6 +129,22 @@ func TestBindByName(t *testing.T) {
 			if _, _, err := table.Bind(fencedrt.OpTakeoverMany, vals); err == nil || !strings.Contains(err.Error(), `argument "ids" must`) {
 				t.Errorf("ids %T: %v, want an error naming the argument", bad, err)
 			}
+		}
+	})
+	t.Run("a many-row completion picks each row's value by its id", func(t *testing.T) {
+		vals := fencedrt.Values{fencedrt.ParamWriter: int64(1), fencedrt.ParamAttempt: int64(1),
+			fencedrt.ParamIDs: []int64{5, 6}, fencedrt.Each(fencedrt.ParamProviderRef): []any{"re_5", "re_6"}}
+		query, args, err := table.Bind(fencedrt.OpCompleteMany, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(query, "`provider_refund_id` = ELT(FIELD(`id`, ?, ?), ?, ?)") || !strings.Contains(query, "`id` IN (?, ?) AND") ||
+			!slices.Equal(args, []any{int64(5), int64(6), "re_5", "re_6", int64(1), int64(5), int64(6), int64(1)}) {
+			t.Fatalf("complete many binds %v to %s", args, query)
+		}
+		vals[fencedrt.Each(fencedrt.ParamProviderRef)] = []any{"re_5"}
+		if _, _, err := table.Bind(fencedrt.OpCompleteMany, vals); err == nil || !strings.Contains(err.Error(), "one per id") {
+			t.Errorf("one value for two ids: %v, want an error", err)
 		}
 	})
 	for op, s := range table.Spec().Stmts {
