@@ -610,8 +610,14 @@ type RefundJobBatchItem struct {
 
 // ApplyBatch applies the write-backs of several jobs in one transaction on
 // one connection, each fenced on its own attempt and paired with its own
-// business write, and runs the COMMIT itself: two statements per job and
-// one transaction per batch instead of one each. It returns one error per
+// business write, and runs the COMMIT itself: one transaction per batch
+// instead of one per job. Completions held at the same attempt share one
+// fenced UPDATE (`WHERE id IN (…) AND state AND attempt`, each row's own
+// values picked by its id), and with fencedrt.WithDeferredRows in ctx the
+// business writes that defer their rows (the ledger's) share one statement
+// per kind; when a shared statement does not hold for every row it names,
+// the batch rolls back and runs again with one statement per item, so each
+// item still gets its own outcome. It returns one error per
 // item, with Apply's meaning for that item alone. One job's lost fence never
 // rolls back another's write: a write that matches no row is skipped and
 // classified after the transaction; a business write that fails takes its

@@ -14,7 +14,11 @@ package ledger
 
 import (
 	"context"
+	stdsql "database/sql"
 	"fmt"
+	"strings"
+
+	"entgo.io/ent/dialect"
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
@@ -61,6 +65,29 @@ const settleRow = "UPDATE `refunds` SET `status` = ?, `provider_refund_id` = ?, 
 	"`settled_at` = " + fencedrt.ClockUTC + ", `updated_at` = " + fencedrt.ClockUTC +
 	" WHERE `operation_key` = ? AND `status` = 'requested'"
 
+// settleRows settles the ledger rows of several jobs with one statement: a
+// batch's runner makes the rows that settle callbacks deferred to it
+// (fencedrt.DeferRow), each row's provider refund id picked by its key.
+type settleRows struct{ status string }
+
+func (k settleRows) ExecRows(ctx context.Context, exec dialect.ExecQuerier, rows []fencedrt.BatchRow) (int64, error) {
+	keys := make([]any, len(rows))
+	refs := make([]any, len(rows))
+	for i, r := range rows {
+		keys[i], refs[i] = r.Key, r.Values[0]
+	}
+	list := strings.Repeat("?, ", len(rows)-1) + "?"
+	query := "UPDATE `refunds` SET `status` = ?, `provider_refund_id` = ELT(FIELD(`operation_key`, " + list + "), " + list + "), " +
+		"`settled_at` = " + fencedrt.ClockUTC + ", `updated_at` = " + fencedrt.ClockUTC +
+		" WHERE `operation_key` IN (" + list + ") AND `status` = 'requested'"
+	args := append(append(append([]any{k.status}, keys...), refs...), keys...)
+	var res stdsql.Result
+	if err := exec.Exec(ctx, query, args, &res); err != nil {
+		return 0, fmt.Errorf("settle %d ledger rows as %s: %w", len(rows), k.status, err)
+	}
+	return res.RowsAffected()
+}
+
 func settle(key, status, jobState, providerRefundID string) func(context.Context, *ent.Tx) error {
 	return func(ctx context.Context, tx *ent.Tx) error {
 		if err := settledHere(ctx, tx, key, jobState, providerRefundID); err != nil {
@@ -69,6 +96,9 @@ func settle(key, status, jobState, providerRefundID string) func(context.Context
 		var ref any
 		if providerRefundID != "" {
 			ref = providerRefundID
+		}
+		if fencedrt.DeferRow(ctx, settleRows{status}, key, ref) {
+			return nil // the batch's runner settles it with the others
 		}
 		res, err := tx.ExecContext(ctx, settleRow, status, ref, key)
 		if err != nil {

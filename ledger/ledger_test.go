@@ -156,3 +156,98 @@ func TestLedgerRowSettlesOnce(t *testing.T) {
 		t.Fatalf("ledger row is %s, want requested: the failed transaction kept nothing", r.Status)
 	}
 }
+
+// In a batch run with fencedrt.WithDeferredRows, the ledger rows of the
+// batch's jobs settle in one statement per status, each with its own job's
+// refund id; a row that cannot settle takes only its own item out, as it
+// does without deferring.
+func TestDeferredLedgerRowsSettleTogether(t *testing.T) {
+	d := dbtest.New(t)
+	e := &env{t: t, d: d, c: d.Client()}
+	ctx := fencedrt.WithDeferredRows(t.Context())
+
+	t.Run("one statement per status, each row with its own refund id", func(t *testing.T) {
+		db, sent := d.CountedDB(fencedwrite.DSNOptions{})
+		c := dbtest.ClientOn(t, db)
+		var items []ent.RefundJobBatchItem
+		keys := []string{"ok-0", "ok-1", "ok-2", "ok-3", "ok-4", "no-0", "no-1"}
+		for _, key := range keys {
+			l := e.claimed(key)
+			item := ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)}
+			if key[:2] == "no" {
+				item = ent.RefundJobBatchItem{Transition: l.Fail("declined", ""), Then: ledger.Failed(key)}
+			}
+			items = append(items, item)
+		}
+		before := sent.Sent()
+		for i, err := range c.RefundJob.ApplyBatch(ctx, items) {
+			if err != nil {
+				t.Fatalf("item %d: %v", i, err)
+			}
+		}
+		// BEGIN, the completions' UPDATE, the two failures' UPDATEs, the
+		// refunded rows' UPDATE, the failed rows' UPDATE, COMMIT.
+		if n := sent.Sent() - before; n != 7 {
+			t.Errorf("%d statements for 7 jobs, want 7", n)
+		}
+		for _, key := range keys {
+			r := e.row(key)
+			want, ref := refund.StatusRefunded, "re_"+key
+			if key[:2] == "no" {
+				want, ref = refund.StatusFailed, ""
+			}
+			if r.Status != want || deref(r.ProviderRefundID) != ref || r.SettledAt == nil {
+				t.Errorf("ledger row %s is %s with refund id %q, settled at %v; want %s with %q", key, r.Status, deref(r.ProviderRefundID), r.SettledAt, want, ref)
+			}
+		}
+	})
+	t.Run("a row that cannot settle takes only its item out", func(t *testing.T) {
+		p := ent.RefundJobEnqueue{OperationKey: "rowless", PaymentRef: "pay-rowless", AmountMinor: 100, Currency: "EUR"}
+		job, _, err := e.c.RefundJob.Enqueue(t.Context(), p, nil) // no ledger row
+		if err != nil {
+			t.Fatal(err)
+		}
+		rowless, err := e.c.RefundJob.Claim(t.Context(), job.ID, fencedwrite.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := []ent.RefundJobBatchItem{{Transition: rowless.Complete("re_rowless"), Then: ledger.Refunded("rowless", "re_rowless")}}
+		for _, key := range []string{"fine-0", "fine-1"} {
+			items = append(items, ent.RefundJobBatchItem{Transition: e.claimed(key).Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
+		}
+		errs := e.c.RefundJob.ApplyBatch(ctx, items)
+		if !errors.Is(errs[0], fencedwrite.ErrRolledBack) || errs[1] != nil || errs[2] != nil {
+			t.Fatalf("outcomes %v: want the rowless item rolled back and the others settled", errs)
+		}
+		for _, key := range []string{"fine-0", "fine-1"} {
+			if r := e.row(key); r.Status != refund.StatusRefunded || deref(r.ProviderRefundID) != "re_"+key {
+				t.Errorf("ledger row %s is %s with %q", key, r.Status, deref(r.ProviderRefundID))
+			}
+		}
+		if j, err := e.c.RefundJob.Get(t.Context(), job.ID); err != nil || j.State != refundjob.StateRunning {
+			t.Fatalf("the rowless item's job is %v (%v), want still running: its batch entry rolled back", j, err)
+		}
+	})
+	t.Run("settling one row twice in one item rolls the item back", func(t *testing.T) {
+		l := e.claimed("twice")
+		errs := e.c.RefundJob.ApplyBatch(ctx, []ent.RefundJobBatchItem{{Transition: l.Complete("re_1"), Then: func(ctx context.Context, tx *ent.Tx) error {
+			if err := ledger.Refunded("twice", "re_1")(ctx, tx); err != nil {
+				return err
+			}
+			return ledger.Refunded("twice", "re_1")(ctx, tx)
+		}}})
+		if !errors.Is(errs[0], fencedwrite.ErrRolledBack) {
+			t.Fatalf("settling twice: %v, want the item rolled back", errs[0])
+		}
+		if r := e.row("twice"); r.Status != refund.StatusRequested {
+			t.Fatalf("ledger row is %s, want requested", r.Status)
+		}
+	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -352,6 +352,9 @@ func (c *Client) batchWriteBacks() {
 			items[i] = r.item
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), writeBackTimeout)
+		// The ledger rows of a batch settle in one statement per status;
+		// the worker's callbacks never read what another one wrote.
+		ctx = fencedrt.WithDeferredRows(ctx)
 		if c.hooks.BatchContext != nil {
 			ctx = c.hooks.BatchContext(ctx)
 		}

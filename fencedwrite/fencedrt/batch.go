@@ -95,18 +95,19 @@ func removeIndex(s []int, v int) []int {
 	return out
 }
 
-// regroup is what runBatchOnce returns when a many-row write did not hold
-// for every row it named: nothing is committed, and the batch runs again
-// with one fenced statement per item.
+// regroup is what runBatchOnce returns when a many-row write (a fenced
+// one, or deferred rows) did not hold for every row it named: nothing is
+// committed, and the batch runs again with one statement per item.
 const regroup = -2
 
 // runBatchOnce runs one attempt at the batch. It returns the item whose
 // business write failed (the caller starts over without it), regroup, or
 // -1 when every item of pending has its outcome in errs. With grouped, the
 // items that a many-row statement can move together are fenced in one
-// statement first (fenceGroups).
+// statement first (fenceGroups), and, when ctx carries WithDeferredRows,
+// their business writes may hand rows to the runner (DeferRow).
 func runBatchOnce[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Context) (Begun[T], error), items []BatchItem[T], pending []int, errs []error, grouped bool) int {
-	r := &run{batch: true}
+	r := &run{batch: true, deferRows: grouped && ctx.Value(deferKey{}) != nil}
 	ctx = context.WithValue(ctx, runKey{}, r)
 	b, err := begin(ctx)
 	if err != nil {
@@ -170,6 +171,10 @@ func runBatchOnce[T Tx](ctx context.Context, pool dialect.Driver, begin func(con
 			}
 			return -1
 		}
+	}
+	if err := flushDeferred(ctx, b.Exec, r); err != nil {
+		_ = b.Raw.rollback()
+		return regroup
 	}
 	r.mu.Lock()
 	r.done = true

@@ -44,6 +44,8 @@ type run struct {
 	refused    *Write // the database fence refused it
 	refusal    error
 	batch      bool // RunBatch: callbacks do not call Fence
+	deferRows  bool // RunBatch with WithDeferredRows: DeferRow takes rows
+	deferred   []deferredRow
 }
 
 // CheckCommit is called by the generated transaction's outermost commit
