@@ -228,6 +228,45 @@ func TestDeferredLedgerRowsSettleTogether(t *testing.T) {
 			t.Fatalf("the rowless item's job is %v (%v), want still running: its batch entry rolled back", j, err)
 		}
 	})
+	t.Run("a zombie's completion in a deferred batch writes nothing, not even its ledger row", func(t *testing.T) {
+		p := ent.RefundJobEnqueue{OperationKey: "zombie", PaymentRef: "pay-zombie", AmountMinor: 100, Currency: "EUR"}
+		job, _, err := e.c.RefundJob.Enqueue(t.Context(), p, ledger.Open(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zombie, err := e.c.RefundJob.Claim(t.Context(), job.ID, fencedwrite.ClaimOptions{Lease: time.Microsecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var expired bool
+		if err := d.RawDB().QueryRow("SELECT lease_until < "+fencedrt.ClockUTC+" FROM refund_jobs WHERE id = ?", job.ID).Scan(&expired); err != nil || !expired {
+			t.Fatalf("the lease has not expired on the database clock (%v)", err)
+		}
+		if _, err := e.c.RefundJob.Takeover(t.Context(), job.ID, fencedwrite.ClaimOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The zombie's completion is at attempt 1, as the others are: all
+		// three share one fenced UPDATE, which matches two rows.
+		items := []ent.RefundJobBatchItem{{Transition: zombie.Complete("re_zombie"), Then: ledger.Refunded("zombie", "re_zombie")}}
+		for _, key := range []string{"alive-0", "alive-1"} {
+			items = append(items, ent.RefundJobBatchItem{Transition: e.claimed(key).Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
+		}
+		errs := e.c.RefundJob.ApplyBatch(ctx, items)
+		if !errors.Is(errs[0], fencedwrite.ErrSuperseded) || errs[1] != nil || errs[2] != nil {
+			t.Fatalf("outcomes %v: want the zombie superseded and the others settled", errs)
+		}
+		if r := e.row("zombie"); r.Status != refund.StatusRequested || r.ProviderRefundID != nil {
+			t.Fatalf("the zombie's ledger row is %s with %v, want requested", r.Status, deref(r.ProviderRefundID))
+		}
+		if j, err := e.c.RefundJob.Get(t.Context(), job.ID); err != nil || j.State != refundjob.StateRunning || j.Attempt != 2 {
+			t.Fatalf("the job is %v (%v), want running at attempt 2 under its new holder", j, err)
+		}
+		for _, key := range []string{"alive-0", "alive-1"} {
+			if r := e.row(key); r.Status != refund.StatusRefunded || deref(r.ProviderRefundID) != "re_"+key {
+				t.Errorf("ledger row %s is %s with %q", key, r.Status, deref(r.ProviderRefundID))
+			}
+		}
+	})
 	t.Run("settling one row twice in one item rolls the item back", func(t *testing.T) {
 		l := e.claimed("twice")
 		errs := e.c.RefundJob.ApplyBatch(ctx, []ent.RefundJobBatchItem{{Transition: l.Complete("re_1"), Then: func(ctx context.Context, tx *ent.Tx) error {
