@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -147,7 +148,13 @@ func TestWorkerFollowsTheProvidersAnswers(t *testing.T) {
 		}
 	})
 	t.Run("idempotency conflict: manual review, never a new key", func(t *testing.T) {
-		f := newFleet(t, fakeprovider.Config{})
+		// The other request's webhook goes nowhere: sent before the worker
+		// starts, it would be refused (503) and redelivered at a moment no
+		// test controls, and new evidence sends a job in manual review back
+		// to reconcile (TestWorkerWebhooks' subject, not this one's).
+		sink := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		t.Cleanup(sink.Close)
+		f := newFleet(t, fakeprovider.Config{WebhookURL: sink.URL, WebhookSecret: webhookSecret})
 		const key = "conflict"
 		f.enqueue(key)
 		other := request(key)
