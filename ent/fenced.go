@@ -357,7 +357,10 @@ func (c *RefundJobClient) Takeover(ctx context.Context, id int64, o fencedwrite.
 // ClaimDue claims up to limit due ready jobs, oldest first, in one short
 // transaction: it locks what the pending index finds (SKIP LOCKED, a
 // speed-up only: without it the result is the same, only slower) and moves
-// each job with the fenced UPDATE and the rules of Claim. Its errors are
+// each job with the rules of Claim: the jobs read at the same attempt that
+// make the same move share one UPDATE fenced on their ids, that state and
+// that attempt (when it matches fewer rows than it names, the batch rolls
+// back and runs again one UPDATE per job). Its errors are
 // Claim's, for the whole batch: on fencedwrite.ErrCommitUnknown no lease is
 // returned; do not send anything. Claim only what can be sent now: no more
 // than free worker slots and outbound budget allow.
