@@ -224,12 +224,20 @@ func TestWorkerWebhooks(t *testing.T) {
 		const key = "wh-wake"
 		f.enqueue(key)
 		f.srv.Script(key, fakeprovider.Fault{Pending: true})
+		// The refund.pending webhook of the send is held: delivered after the
+		// write-back on its own, it would wake the job before the test looks.
+		f.srv.HoldWebhooks(key)
 		_, ev := f.worker("A", func(c *worker.Config) { c.PendingDelay = time.Hour })
 		ev.await(t, key, nil) // pending: reconcile in an hour
 		if j := f.job(key); !j.NextRunAt.After(time.Now().Add(30 * time.Minute)) {
 			t.Fatalf("pending job due %v, want an hour later", j.NextRunAt)
 		}
-		f.srv.Settle(key) // refund.succeeded webhook
+		f.srv.Settle(key)
+		for _, d := range f.srv.ReleaseWebhooks(key) { // refund.pending, then refund.succeeded
+			if d.Status != http.StatusOK {
+				t.Fatalf("webhook delivery %+v", d)
+			}
+		}
 		ev.settled(t, f, key)
 		f.wantSettled(key, refundjob.StateSucceeded, 1)
 	})
