@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
@@ -135,6 +136,90 @@ func TestEveryCutOfAnApplyHasOneTrueOutcome(t *testing.T) {
 			default:
 				t.Fatalf("%s cut at %d: unexpected %v", dir, n, err)
 			}
+		}
+	}
+}
+
+// The same for a write-back batch whose completions share one fenced UPDATE
+// and whose ledger rows share one more (deferred): wherever the connection
+// is cut, each job and its ledger row move together, and each item's
+// outcome is one the rows bear out.
+func TestEveryCutOfAGroupedBatchHasOneTrueOutcomePerItem(t *testing.T) {
+	e := newEnv(t)
+	outcomes := []error{fencedwrite.ErrSuperseded, fencedwrite.ErrAlreadySettled, fencedwrite.ErrCommitUnknown, fencedwrite.ErrRolledBack,
+		fencedwrite.ErrUnexpectedState, fencedwrite.ErrFoundRowsOff, fencedwrite.ErrInvalid}
+	for _, dir := range []dbtest.Stream{dbtest.Upstream, dbtest.Downstream} {
+		seen := map[error]int{}
+		for n := 0; ; n += cutStep {
+			var (
+				ids   []int64
+				items []ent.RefundJobBatchItem
+			)
+			for i := range 3 {
+				key := fmt.Sprintf("cut-batch-%s-%d-%d", dir, n, i)
+				job, l := e.claim(key)
+				ids = append(ids, job.ID)
+				items = append(items, ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
+			}
+			proxy := dbtest.NewProxy(t, e.db)
+			proxy.CutAfter(dir, n)
+			c := dbtest.ClientOn(t, proxy.FirstConnectionDB(fencedwrite.DSNOptions{}))
+			errs := c.RefundJob.ApplyBatch(fencedrt.WithDeferredRows(t.Context()), items)
+			_ = c.Close()
+			proxy.Close()
+			done := 0
+			for i, err := range errs {
+				state, _, ledgerStatus := e.lockedRow(ids[i])
+				settled := state == fencedwrite.StateSucceeded && ledgerStatus == string(refund.StatusRefunded)
+				untouched := state == fencedwrite.StateRunning && ledgerStatus == string(refund.StatusRequested)
+				if !settled && !untouched {
+					t.Fatalf("%s cut at %d, item %d: the job is %s and its ledger %s: they parted", dir, n, i, state, ledgerStatus)
+				}
+				if err == nil {
+					if !settled {
+						t.Fatalf("%s cut at %d, item %d: committed, but the job is %s", dir, n, i, state)
+					}
+					done++
+					continue
+				}
+				outcome, oerr := onlyOne(err, outcomes...)
+				if oerr != nil {
+					t.Fatalf("%s cut at %d, item %d: %v", dir, n, i, oerr)
+				}
+				seen[outcome]++
+				switch {
+				case outcome == fencedwrite.ErrRolledBack && !untouched,
+					outcome == fencedwrite.ErrAlreadySettled && !settled:
+					t.Fatalf("%s cut at %d, item %d: %v, but the job is %s", dir, n, i, err, state)
+				case outcome == fencedwrite.ErrRolledBack, outcome == fencedwrite.ErrAlreadySettled, outcome == fencedwrite.ErrCommitUnknown:
+				default:
+					t.Fatalf("%s cut at %d, item %d: unexpected %v", dir, n, i, err)
+				}
+			}
+			if done == len(items) {
+				t.Logf("%s: %d cuts, outcomes %v", dir, n/cutStep, seen)
+				break
+			}
+		}
+	}
+	// The stride may step over the COMMIT's reply: lose it on purpose.
+	var (
+		ids   []int64
+		items []ent.RefundJobBatchItem
+	)
+	for i := range 3 {
+		key := fmt.Sprintf("cut-batch-commit-%d", i)
+		job, l := e.claim(key)
+		ids = append(ids, job.ID)
+		items = append(items, ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
+	}
+	proxy := dbtest.NewProxy(t, e.db)
+	c := dbtest.ClientOn(t, proxy.FirstConnectionDB(fencedwrite.DSNOptions{}))
+	ctx := fencedrt.WithHooks(fencedrt.WithDeferredRows(t.Context()), fencedrt.Hooks{BeforeCommit: proxy.CutReplies})
+	for i, err := range c.RefundJob.ApplyBatch(ctx, items) {
+		wantOutcome(t, err, fencedwrite.ErrAlreadySettled)
+		if state, _, ledgerStatus := e.lockedRow(ids[i]); state != fencedwrite.StateSucceeded || ledgerStatus != string(refund.StatusRefunded) {
+			t.Fatalf("item %d: already settled, but the job is %s and its ledger %s", i, state, ledgerStatus)
 		}
 	}
 }
