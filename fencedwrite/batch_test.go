@@ -2,6 +2,7 @@ package fencedwrite_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -441,6 +442,48 @@ func TestApplyBatch(t *testing.T) {
 		//    ledger write, COMMIT, and the re-read of the stale item.
 		if n := sent.Sent() - before; n != 3+6+7 {
 			t.Errorf("%d statements, want 16: the many-row UPDATE that did not hold, then one statement per item", n)
+		}
+	})
+	t.Run("two batches completing one job at once: it settles once, each other job with its own", func(t *testing.T) {
+		keys := []string{"both-0", "both-1", "both-2"}
+		var (
+			ids    []int64
+			leases []*ent.RefundJobLease
+		)
+		for _, key := range keys {
+			job, l := e.claim(key)
+			ids, leases = append(ids, job.ID), append(leases, l)
+		}
+		item := func(i int) ent.RefundJobBatchItem {
+			return ent.RefundJobBatchItem{Transition: leases[i].Complete("re_" + keys[i]), Then: ledger.Refunded(keys[i], "re_"+keys[i])}
+		}
+		batches := [][]ent.RefundJobBatchItem{{item(0), item(1)}, {item(1), item(2)}}
+		errs := make([][]error, 2)
+		var start, done sync.WaitGroup
+		start.Add(1)
+		for b := range batches {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				c := dbtest.ClientOn(t, e.db.FencedDB(fencedwrite.DSNOptions{}))
+				start.Wait()
+				errs[b] = c.RefundJob.ApplyBatch(fencedrt.WithDeferredRows(ctx), batches[b])
+			}()
+		}
+		start.Done()
+		done.Wait()
+		if errs[0][0] != nil || errs[1][1] != nil {
+			t.Fatalf("the jobs only one batch held: %v, %v", errs[0][0], errs[1][1])
+		}
+		shared := []error{errs[0][1], errs[1][0]}
+		if !(shared[0] == nil && errors.Is(shared[1], fencedwrite.ErrAlreadySettled) || shared[1] == nil && errors.Is(shared[0], fencedwrite.ErrAlreadySettled)) {
+			t.Fatalf("the shared job's outcomes %v: want one nil and one already settled", shared)
+		}
+		for i, key := range keys {
+			e.wantJob(ids[i], refundjob.StateSucceeded, 1)
+			if l := e.ledger(key); l.Status != "refunded" || l.ProviderRefundID == nil || *l.ProviderRefundID != "re_"+key {
+				t.Fatalf("ledger %s is %s with %v", key, l.Status, l.ProviderRefundID)
+			}
 		}
 	})
 	t.Run("a lost COMMIT reply is re-read job by job", func(t *testing.T) {
