@@ -3,6 +3,7 @@ package fencedrt
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"entgo.io/ent/dialect"
 )
@@ -47,8 +48,8 @@ func WithDeferredRows(ctx context.Context) context.Context {
 // without deferring, so each callback's own write tells which item failed.
 func DeferRow(ctx context.Context, kind RowBatch, key string, values ...any) bool {
 	r, _ := ctx.Value(runKey{}).(*run)
-	if r == nil {
-		return false
+	if r == nil || kind == nil || !reflect.TypeOf(kind).Comparable() {
+		return false // a kind that cannot key a map makes its own writes
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
