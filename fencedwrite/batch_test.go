@@ -504,3 +504,67 @@ func TestApplyBatch(t *testing.T) {
 		}
 	})
 }
+
+// recordKind is a fencedrt.RowBatch that writes nothing and records the
+// rows the runner hands it.
+type recordKind struct{ got *[][]fencedrt.BatchRow }
+
+func (k recordKind) ExecRows(_ context.Context, _ dialect.ExecQuerier, rows []fencedrt.BatchRow) (int64, error) {
+	*k.got = append(*k.got, rows)
+	return int64(len(rows)), nil
+}
+
+// sliceKind cannot key a map: it is never deferred.
+type sliceKind []int
+
+func (sliceKind) ExecRows(context.Context, dialect.ExecQuerier, []fencedrt.BatchRow) (int64, error) {
+	panic("a kind that cannot key a map was deferred")
+}
+
+// A business write is deferred only inside a batch run with
+// WithDeferredRows, and only with a kind that can key a map; the runner
+// hands each kind's rows over once, together, before the COMMIT.
+func TestDeferRowOnlyInADeferringBatch(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	var got [][]fencedrt.BatchRow
+	kind := recordKind{&got}
+	if fencedrt.DeferRow(fencedrt.WithDeferredRows(ctx), kind, "k") {
+		t.Fatal("deferred outside any run")
+	}
+	deferred := map[string]bool{}
+	try := func(key string, k fencedrt.RowBatch) func(context.Context, *ent.Tx) error {
+		return func(ctx context.Context, tx *ent.Tx) error {
+			deferred[key] = fencedrt.DeferRow(ctx, k, key, "v-"+key)
+			return ledger.Refunded(key, "re_"+key)(ctx, tx)
+		}
+	}
+	_, l := e.claim("single")
+	if err := e.c.RefundJob.Apply(fencedrt.WithDeferredRows(ctx), l.Complete("re_single"), try("single", kind)); err != nil || deferred["single"] {
+		t.Fatalf("Apply: %v, deferred %v: a single run never defers", err, deferred["single"])
+	}
+	_, l = e.claim("plain")
+	if errs := e.c.RefundJob.ApplyBatch(ctx, []ent.RefundJobBatchItem{{Transition: l.Complete("re_plain"), Then: try("plain", kind)}}); errs[0] != nil || deferred["plain"] {
+		t.Fatalf("ApplyBatch without WithDeferredRows: %v, deferred %v", errs[0], deferred["plain"])
+	}
+	var items []ent.RefundJobBatchItem
+	for _, key := range []string{"d-0", "d-1", "odd"} {
+		_, l := e.claim(key)
+		k := fencedrt.RowBatch(kind)
+		if key == "odd" {
+			k = sliceKind{1}
+		}
+		items = append(items, ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: try(key, k)})
+	}
+	for i, err := range e.c.RefundJob.ApplyBatch(fencedrt.WithDeferredRows(ctx), items) {
+		if err != nil {
+			t.Fatalf("item %d: %v", i, err)
+		}
+	}
+	if !deferred["d-0"] || !deferred["d-1"] || deferred["odd"] {
+		t.Fatalf("deferred %v: want d-0 and d-1, not the kind that cannot key a map", deferred)
+	}
+	if len(got) != 1 || len(got[0]) != 2 || got[0][0].Key != "d-0" || got[0][1].Key != "d-1" || got[0][1].Values[0] != "v-d-1" {
+		t.Fatalf("the runner handed over %+v, want d-0 and d-1 in one call", got)
+	}
+}
