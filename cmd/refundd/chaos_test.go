@@ -112,13 +112,30 @@ func TestChaosShortRun(t *testing.T) {
 // a zombie's completion lands on a job a newer attempt holds. The database
 // trigger cannot tell (the statement declares the row's own attempt); the
 // history check must, and must say which job and which writes.
+//
+// The faults are seeded, but which step each lands on depends on timing: a
+// run can end without any zombie's completion landing after a takeover, and
+// then its history is linearizable and passing it is right. It happened
+// once in about twenty runs, under a full test suite's load (that run's
+// history was not kept). So the test tries up to three seeds and needs one
+// run that the checker rejects.
 func TestChaosCatchesABrokenFence(t *testing.T) {
 	bin := buildRefundd(t, "fencekit_broken_fence")
-	var out bytes.Buffer
-	err := run(context.Background(), []string{"chaos", "-dsn", freshDSN(t, "_chaos"), "-exe", bin, "-history", t.TempDir(),
-		"--jobs", "60", "--workers", "2", "--duration", "15s", "--seed", "7", "--pause", "0.5", "--json"}, &out)
+	var (
+		out bytes.Buffer
+		err error
+	)
+	for _, seed := range []string{"7", "8", "9"} {
+		out.Reset()
+		err = run(context.Background(), []string{"chaos", "-dsn", freshDSN(t, "_chaos"), "-exe", bin, "-history", t.TempDir(),
+			"--jobs", "60", "--workers", "2", "--duration", "15s", "--seed", seed, "--pause", "0.5", "--json"}, &out)
+		if err != nil {
+			break
+		}
+		t.Logf("seed %s: no zombie completed after a takeover; the history is linearizable:\n%s", seed, out.String())
+	}
 	if err == nil {
-		t.Fatalf("chaos passed with a broken fence:\n%s", out.String())
+		t.Fatalf("chaos passed with a broken fence, three seeds in a row:\n%s", out.String())
 	}
 	if !strings.Contains(err.Error(), "history check") {
 		t.Errorf("the failure does not name the history check: %v", err)
