@@ -147,29 +147,15 @@ func splitStatements(s string) []string {
 	var out []string
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '\'' || c == '"' || c == '`':
-			i = skipQuoted(s, i)
-		case c == '/' && i+1 < len(s) && s[i+1] == '*':
-			if j := strings.Index(s[i+2:], "*/"); j >= 0 {
-				i += j + 4
-			} else {
-				i = len(s)
-			}
-		case c == '#' || c == '-' && i+1 < len(s) && s[i+1] == '-':
-			if j := strings.IndexByte(s[i:], '\n'); j >= 0 {
-				i += j + 1
-			} else {
-				i = len(s)
-			}
-		case c == ';':
-			out = append(out, s[start:i])
-			i++
-			start = i
-		default:
-			i++
+		if j, ok := skipNonCode(s, i); ok {
+			i = j
+			continue
 		}
+		if s[i] == ';' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+		i++
 	}
 	return append(out, s[start:])
 }

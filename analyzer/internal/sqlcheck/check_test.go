@@ -214,3 +214,21 @@ func TestCheckConcurrently(t *testing.T) {
 		<-done
 	}
 }
+
+// splitStatements skips quotes and comments as ReplaceNamedParams does:
+// "--" starts a comment only before whitespace, as in MySQL.
+func TestSplitStatements(t *testing.T) {
+	for in, want := range map[string][]string{
+		"a; b":           {"a", " b"},
+		"a = 'x;y'; b":   {"a = 'x;y'", " b"},
+		"a /* ; */; b":   {"a /* ; */", " b"},
+		"a -- ; c\n; b":  {"a -- ; c\n", " b"},
+		"a # ;\n; b":     {"a # ;\n", " b"},
+		"a = a--1; b":    {"a = a--1", " b"},
+		"a = `x;`; b --": {"a = `x;`", " b --"},
+	} {
+		if got := splitStatements(in); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("splitStatements(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -15,22 +15,11 @@ func ReplaceNamedParams(s string) string {
 	var b strings.Builder
 	last := 0 // s[last:i] is pending copy
 	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '\'' || c == '"' || c == '`':
-			i = skipQuoted(s, i)
-		case c == '/' && i+1 < len(s) && s[i+1] == '*':
-			if j := strings.Index(s[i+2:], "*/"); j >= 0 {
-				i += j + 4
-			} else {
-				i = len(s)
-			}
-		case c == '#' || c == '-' && i+2 < len(s) && s[i+1] == '-' && s[i+2] <= ' ' || c == '-' && i+2 == len(s) && s[i+1] == '-':
-			if j := strings.IndexByte(s[i:], '\n'); j >= 0 {
-				i += j + 1
-			} else {
-				i = len(s)
-			}
+		if j, ok := skipNonCode(s, i); ok {
+			i = j
+			continue
+		}
+		switch c := s[i]; {
 		case c == ':' && i+1 < len(s) && isNameStart(s[i+1]) && (i == 0 || s[i-1] != ':'):
 			j := i + 2
 			for j < len(s) && (isWordByte(s[j]) || s[j] == '.' && j+1 < len(s) && isNameStart(s[j+1])) {
@@ -66,6 +55,29 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 func isNameStart(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// skipNonCode returns the index just past the quoted text or the comment
+// that starts at s[i], and true; i and false when neither starts there. As
+// in MySQL, "--" starts a comment only before whitespace, a control
+// character or the end of s (a--1 is a minus minus one).
+func skipNonCode(s string, i int) (int, bool) {
+	c := s[i]
+	switch {
+	case c == '\'' || c == '"' || c == '`':
+		return skipQuoted(s, i), true
+	case c == '/' && i+1 < len(s) && s[i+1] == '*':
+		if j := strings.Index(s[i+2:], "*/"); j >= 0 {
+			return i + j + 4, true
+		}
+		return len(s), true
+	case c == '#' || c == '-' && i+1 < len(s) && s[i+1] == '-' && (i+2 == len(s) || s[i+2] <= ' '):
+		if j := strings.IndexByte(s[i:], '\n'); j >= 0 {
+			return i + j + 1, true
+		}
+		return len(s), true
+	}
+	return i, false
 }
 
 // skipQuoted returns the index just past the quoted text that starts at
