@@ -125,7 +125,7 @@ func claimTx(ctx context.Context, tx dialect.Tx, t *Table, op Op, id int64, o fe
 	if err != nil {
 		return Claimed{}, err
 	}
-	return c, moveClaimed(ctx, tx, t, next, c, jobs[0].attempt)
+	return c, moveClaims(ctx, tx, t, next, []Claimed{c}, jobs[0].attempt)
 }
 
 // MaxBatch bounds how many jobs one batch claim takes.
@@ -242,26 +242,20 @@ func batchTx(ctx context.Context, tx dialect.Tx, t *Table, scan, op Op, limit in
 	moved := make(map[int64]bool, len(all))
 	for _, g := range order {
 		cs := members[g]
-		if len(cs) > 1 {
-			if err := moveClaimedMany(ctx, tx, t, g.op, cs, g.attempt); err != nil {
-				return nil, err
-			}
-			for _, c := range cs {
-				moved[c.ID] = true
-			}
+		err := moveClaims(ctx, tx, t, g.op, cs, g.attempt)
+		if errors.Is(err, errMovedSinceRead) && len(cs) == 1 {
+			// The scan did not lock the row: an engine that ignores SKIP
+			// LOCKED (TiDB) returns rows other claimers hold and locks
+			// none. One of them has moved it since; the fenced UPDATE
+			// matched nothing and wrote nothing.
 			continue
 		}
-		if err := moveClaimed(ctx, tx, t, g.op, cs[0], g.attempt); err != nil {
-			if errors.Is(err, errMovedSinceRead) {
-				// The scan did not lock the row: an engine that ignores SKIP
-				// LOCKED (TiDB) returns rows other claimers hold and locks
-				// none. One of them has moved it since; the fenced UPDATE
-				// matched nothing and wrote nothing.
-				continue
-			}
+		if err != nil {
 			return nil, err
 		}
-		moved[cs[0].ID] = true
+		for _, c := range cs {
+			moved[c.ID] = true
+		}
 	}
 	claimed := make([]Claimed, 0, len(moved))
 	for _, c := range all {
@@ -316,42 +310,14 @@ func decide(j lockedJob, op Op, o fencedwrite.ClaimOptions) (Claimed, Op, error)
 	}
 }
 
-// moveClaimed runs the fenced UPDATE of a claim or takeover on the locked
-// row.
-func moveClaimed(ctx context.Context, tx dialect.ExecQuerier, t *Table, op Op, c Claimed, old int64) error {
-	now := SQLTime(c.ClaimedAt)
-	query, args, err := t.Bind(op, Values{
-		ParamID: c.ID, ParamAttempt: old, ParamWriter: old, ParamNewAttempt: c.Attempt,
-		ParamLeaseUntil: SQLTime(c.LeaseUntil), ParamNow: now,
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %w", fencedwrite.ErrInvalid, err)
-	}
-	var res stdsql.Result
-	if err := tx.Exec(ctx, query, args, &res); err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err == nil && n == 0 {
-		// A claim always changes its row (attempt+1), so the fence did not
-		// match: the row moved since it was read. Under the row lock of a
-		// single claim this cannot happen; batchTx may meet it.
-		return fmt.Errorf("%w: fenced claim update affected 0 rows: %w", fencedwrite.ErrUnexpectedState, errMovedSinceRead)
-	}
-	if err != nil || n != 1 {
-		// The row is locked by this transaction, so this cannot happen
-		// unless the connection counts changed rows; refuse to guess.
-		return fmt.Errorf("%w: fenced claim update affected %d rows (%v)", fencedwrite.ErrUnexpectedState, n, err)
-	}
-	return nil
-}
-
-// moveClaimedMany runs the fenced UPDATE that moves the claims cs, read at
-// attempt old and making the same move op with the same lease, in one
-// statement. Every row must match: under the scan's row locks none can
-// have moved; when one did (the scan locked nothing), the error wraps
-// errMovedSinceRead and the caller rolls the batch back.
-func moveClaimedMany(ctx context.Context, tx dialect.ExecQuerier, t *Table, op Op, cs []Claimed, old int64) error {
+// moveClaims runs the fenced UPDATE that moves the claims cs, read at
+// attempt old and making the same move op with the same lease: op's own
+// statement for one claim, its many-row statement (Many) for several.
+// Every row must match. Under the row locks of the claim's read none can
+// have moved; when one did (a scan that locked nothing), the error wraps
+// errMovedSinceRead: a single claim's UPDATE then wrote nothing, and a
+// many-row one must be rolled back.
+func moveClaims(ctx context.Context, tx dialect.ExecQuerier, t *Table, op Op, cs []Claimed, old int64) error {
 	ids := make([]int64, len(cs))
 	for i, c := range cs {
 		if c.Attempt != old+1 || !c.LeaseUntil.Equal(cs[0].LeaseUntil) || !c.ClaimedAt.Equal(cs[0].ClaimedAt) {
@@ -359,10 +325,14 @@ func moveClaimedMany(ctx context.Context, tx dialect.ExecQuerier, t *Table, op O
 		}
 		ids[i] = c.ID
 	}
-	query, args, err := t.Bind(Many[op], Values{
-		ParamIDs: ids, ParamAttempt: old, ParamWriter: old, ParamNewAttempt: old + 1,
-		ParamLeaseUntil: SQLTime(cs[0].LeaseUntil), ParamNow: SQLTime(cs[0].ClaimedAt),
-	})
+	vals := Values{ParamAttempt: old, ParamWriter: old, ParamNewAttempt: old + 1,
+		ParamLeaseUntil: SQLTime(cs[0].LeaseUntil), ParamNow: SQLTime(cs[0].ClaimedAt)}
+	if len(ids) == 1 {
+		vals[ParamID] = ids[0]
+	} else {
+		op, vals[ParamIDs] = Many[op], ids
+	}
+	query, args, err := t.Bind(op, vals)
 	if err != nil {
 		return fmt.Errorf("%w: %w", fencedwrite.ErrInvalid, err)
 	}
@@ -370,6 +340,9 @@ func moveClaimedMany(ctx context.Context, tx dialect.ExecQuerier, t *Table, op O
 	if err := tx.Exec(ctx, query, args, &res); err != nil {
 		return err
 	}
+	// A claim always changes its row (attempt+1), so a row that did not
+	// match moved since it was read. More rows than named cannot happen
+	// unless the connection counts changed rows; refuse to guess.
 	n, err := res.RowsAffected()
 	if err == nil && n < int64(len(ids)) {
 		return fmt.Errorf("%w: fenced claim update of %d jobs affected %d rows: %w", fencedwrite.ErrUnexpectedState, len(ids), n, errMovedSinceRead)
