@@ -14,6 +14,7 @@ import (
 	entsql "entgo.io/ent/dialect/sql"
 
 	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
@@ -366,14 +367,7 @@ func TestApplyBatch(t *testing.T) {
 	t.Run("every job settles with its ledger row: one fenced UPDATE for all, one ledger write each", func(t *testing.T) {
 		db, sent := e.db.CountedDB(fencedwrite.DSNOptions{})
 		c := dbtest.ClientOn(t, db)
-		var items []ent.RefundJobBatchItem
-		var ids []int64
-		for i := range 5 {
-			key := fmt.Sprintf("ok-%d", i)
-			job, l := e.claim(key)
-			ids = append(ids, job.ID)
-			items = append(items, ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
-		}
+		ids, items := e.completions(keys("ok", 5)...)
 		before := sent.Sent()
 		for i, err := range c.RefundJob.ApplyBatch(ctx, items) {
 			if err != nil {
@@ -486,23 +480,23 @@ func TestApplyBatch(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a lost COMMIT reply is re-read job by job", func(t *testing.T) {
-		var items []ent.RefundJobBatchItem
-		var ids []int64
-		for i := range 3 {
-			key := fmt.Sprintf("lost-%d", i)
-			job, l := e.claim(key)
-			ids = append(ids, job.ID)
-			items = append(items, ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
-		}
-		proxy := dbtest.NewProxy(t, e.db)
-		c := dbtest.ClientOn(t, proxy.FirstConnectionDB(fencedwrite.DSNOptions{}))
-		errs := c.RefundJob.ApplyBatch(fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeCommit: proxy.CutReplies}), items)
-		for i, err := range errs {
-			wantOutcome(t, err, fencedwrite.ErrAlreadySettled)
-			e.wantJob(ids[i], refundjob.StateSucceeded, 1)
-		}
-	})
+	for _, deferred := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a lost COMMIT reply is re-read job by job, ledger rows deferred %v", deferred), func(t *testing.T) {
+			ids, items := e.completions(keys(fmt.Sprintf("lost-%v", deferred), 3)...)
+			proxy := dbtest.NewProxy(t, e.db)
+			c := dbtest.ClientOn(t, proxy.FirstConnectionDB(fencedwrite.DSNOptions{}))
+			ctx := fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeCommit: proxy.CutReplies})
+			if deferred {
+				ctx = fencedrt.WithDeferredRows(ctx)
+			}
+			for i, err := range c.RefundJob.ApplyBatch(ctx, items) {
+				wantOutcome(t, err, fencedwrite.ErrAlreadySettled)
+				if state, _, ledgerStatus := e.lockedRow(ids[i]); state != fencedwrite.StateSucceeded || ledgerStatus != string(refund.StatusRefunded) {
+					t.Fatalf("item %d: already settled, but the job is %s and its ledger %s", i, state, ledgerStatus)
+				}
+			}
+		})
+	}
 }
 
 // recordKind is a fencedrt.RowBatch that writes nothing and records the

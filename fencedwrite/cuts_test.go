@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
@@ -48,6 +47,46 @@ func onlyOne(err error, set ...error) (error, error) {
 		return nil, fmt.Errorf("%v matches %d of the outcomes %v", err, len(got), got)
 	}
 	return got[0], nil
+}
+
+// applyOutcomes are the outcomes a completion with its ledger write may end
+// in after a cut.
+var applyOutcomes = []error{fencedwrite.ErrSuperseded, fencedwrite.ErrAlreadySettled, fencedwrite.ErrCommitUnknown, fencedwrite.ErrRolledBack,
+	fencedwrite.ErrUnexpectedState, fencedwrite.ErrFoundRowsOff, fencedwrite.ErrInvalid}
+
+// wantCutCompletion checks the outcome err of job id's completion with its
+// ledger write, cut somewhere (where says where), against the job and its
+// ledger row read under a lock: they never part, nil and ErrAlreadySettled
+// mean settled, ErrRolledBack untouched, ErrCommitUnknown either. It counts
+// the outcome in seen and reports whether the write committed (err nil).
+func (e *env) wantCutCompletion(where string, id int64, err error, seen map[error]int) bool {
+	e.t.Helper()
+	state, _, ledgerStatus := e.lockedRow(id)
+	settled := state == fencedwrite.StateSucceeded && ledgerStatus == string(refund.StatusRefunded)
+	untouched := state == fencedwrite.StateRunning && ledgerStatus == string(refund.StatusRequested)
+	if !settled && !untouched {
+		e.t.Fatalf("%s: the job is %s and its ledger %s: they parted", where, state, ledgerStatus)
+	}
+	if err == nil {
+		if !settled {
+			e.t.Fatalf("%s: committed, but the job is %s", where, state)
+		}
+		return true
+	}
+	outcome, oerr := onlyOne(err, applyOutcomes...)
+	if oerr != nil {
+		e.t.Fatalf("%s: %v", where, oerr)
+	}
+	seen[outcome]++
+	switch {
+	case outcome == fencedwrite.ErrRolledBack && !untouched,
+		outcome == fencedwrite.ErrAlreadySettled && !settled:
+		e.t.Fatalf("%s: %v, but the job is %s", where, err, state)
+	case outcome == fencedwrite.ErrRolledBack, outcome == fencedwrite.ErrAlreadySettled, outcome == fencedwrite.ErrCommitUnknown:
+	default:
+		e.t.Fatalf("%s: unexpected %v", where, err)
+	}
+	return false
 }
 
 // A connection cut at any byte of a claim, in either direction, ends in
@@ -97,8 +136,6 @@ func TestEveryCutOfAClaimHasOneTrueOutcome(t *testing.T) {
 // The same for a completion with its ledger write.
 func TestEveryCutOfAnApplyHasOneTrueOutcome(t *testing.T) {
 	e := newEnv(t)
-	outcomes := []error{fencedwrite.ErrSuperseded, fencedwrite.ErrAlreadySettled, fencedwrite.ErrCommitUnknown, fencedwrite.ErrRolledBack,
-		fencedwrite.ErrUnexpectedState, fencedwrite.ErrFoundRowsOff, fencedwrite.ErrInvalid}
 	for _, dir := range []dbtest.Stream{dbtest.Upstream, dbtest.Downstream} {
 		seen := map[error]int{}
 		for n := 0; ; n += cutStep {
@@ -110,31 +147,9 @@ func TestEveryCutOfAnApplyHasOneTrueOutcome(t *testing.T) {
 			err := c.RefundJob.Apply(t.Context(), l.Complete("re_1"), ledger.Refunded(key, "re_1"))
 			_ = c.Close()
 			proxy.Close()
-			state, _, ledgerStatus := e.lockedRow(job.ID)
-			settled := state == fencedwrite.StateSucceeded && ledgerStatus == string(refund.StatusRefunded)
-			untouched := state == fencedwrite.StateRunning && ledgerStatus == string(refund.StatusRequested)
-			if !settled && !untouched {
-				t.Fatalf("%s cut at %d: the job is %s and its ledger %s: they parted", dir, n, state, ledgerStatus)
-			}
-			if err == nil {
-				if !settled {
-					t.Fatalf("%s cut at %d: committed, but the job is %s", dir, n, state)
-				}
+			if e.wantCutCompletion(fmt.Sprintf("%s cut at %d", dir, n), job.ID, err, seen) {
 				t.Logf("%s: %d cuts, outcomes %v", dir, n/cutStep, seen)
 				break
-			}
-			outcome, oerr := onlyOne(err, outcomes...)
-			if oerr != nil {
-				t.Fatalf("%s cut at %d: %v", dir, n, oerr)
-			}
-			seen[outcome]++
-			switch {
-			case outcome == fencedwrite.ErrRolledBack && !untouched,
-				outcome == fencedwrite.ErrAlreadySettled && !settled:
-				t.Fatalf("%s cut at %d: %v, but the job is %s", dir, n, err, state)
-			case outcome == fencedwrite.ErrRolledBack, outcome == fencedwrite.ErrAlreadySettled, outcome == fencedwrite.ErrCommitUnknown:
-			default:
-				t.Fatalf("%s cut at %d: unexpected %v", dir, n, err)
 			}
 		}
 	}
@@ -143,24 +158,14 @@ func TestEveryCutOfAnApplyHasOneTrueOutcome(t *testing.T) {
 // The same for a write-back batch whose completions share one fenced UPDATE
 // and whose ledger rows share one more (deferred): wherever the connection
 // is cut, each job and its ledger row move together, and each item's
-// outcome is one the rows bear out.
+// outcome is one the rows bear out. (TestApplyBatch loses the COMMIT's
+// reply on purpose, which the stride may step over.)
 func TestEveryCutOfAGroupedBatchHasOneTrueOutcomePerItem(t *testing.T) {
 	e := newEnv(t)
-	outcomes := []error{fencedwrite.ErrSuperseded, fencedwrite.ErrAlreadySettled, fencedwrite.ErrCommitUnknown, fencedwrite.ErrRolledBack,
-		fencedwrite.ErrUnexpectedState, fencedwrite.ErrFoundRowsOff, fencedwrite.ErrInvalid}
 	for _, dir := range []dbtest.Stream{dbtest.Upstream, dbtest.Downstream} {
 		seen := map[error]int{}
 		for n := 0; ; n += cutStep {
-			var (
-				ids   []int64
-				items []ent.RefundJobBatchItem
-			)
-			for i := range 3 {
-				key := fmt.Sprintf("cut-batch-%s-%d-%d", dir, n, i)
-				job, l := e.claim(key)
-				ids = append(ids, job.ID)
-				items = append(items, ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
-			}
+			ids, items := e.completions(keys(fmt.Sprintf("cut-batch-%s-%d", dir, n), 3)...)
 			proxy := dbtest.NewProxy(t, e.db)
 			proxy.CutAfter(dir, n)
 			c := dbtest.ClientOn(t, proxy.FirstConnectionDB(fencedwrite.DSNOptions{}))
@@ -169,57 +174,14 @@ func TestEveryCutOfAGroupedBatchHasOneTrueOutcomePerItem(t *testing.T) {
 			proxy.Close()
 			done := 0
 			for i, err := range errs {
-				state, _, ledgerStatus := e.lockedRow(ids[i])
-				settled := state == fencedwrite.StateSucceeded && ledgerStatus == string(refund.StatusRefunded)
-				untouched := state == fencedwrite.StateRunning && ledgerStatus == string(refund.StatusRequested)
-				if !settled && !untouched {
-					t.Fatalf("%s cut at %d, item %d: the job is %s and its ledger %s: they parted", dir, n, i, state, ledgerStatus)
-				}
-				if err == nil {
-					if !settled {
-						t.Fatalf("%s cut at %d, item %d: committed, but the job is %s", dir, n, i, state)
-					}
+				if e.wantCutCompletion(fmt.Sprintf("%s cut at %d, item %d", dir, n, i), ids[i], err, seen) {
 					done++
-					continue
-				}
-				outcome, oerr := onlyOne(err, outcomes...)
-				if oerr != nil {
-					t.Fatalf("%s cut at %d, item %d: %v", dir, n, i, oerr)
-				}
-				seen[outcome]++
-				switch {
-				case outcome == fencedwrite.ErrRolledBack && !untouched,
-					outcome == fencedwrite.ErrAlreadySettled && !settled:
-					t.Fatalf("%s cut at %d, item %d: %v, but the job is %s", dir, n, i, err, state)
-				case outcome == fencedwrite.ErrRolledBack, outcome == fencedwrite.ErrAlreadySettled, outcome == fencedwrite.ErrCommitUnknown:
-				default:
-					t.Fatalf("%s cut at %d, item %d: unexpected %v", dir, n, i, err)
 				}
 			}
 			if done == len(items) {
 				t.Logf("%s: %d cuts, outcomes %v", dir, n/cutStep, seen)
 				break
 			}
-		}
-	}
-	// The stride may step over the COMMIT's reply: lose it on purpose.
-	var (
-		ids   []int64
-		items []ent.RefundJobBatchItem
-	)
-	for i := range 3 {
-		key := fmt.Sprintf("cut-batch-commit-%d", i)
-		job, l := e.claim(key)
-		ids = append(ids, job.ID)
-		items = append(items, ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
-	}
-	proxy := dbtest.NewProxy(t, e.db)
-	c := dbtest.ClientOn(t, proxy.FirstConnectionDB(fencedwrite.DSNOptions{}))
-	ctx := fencedrt.WithHooks(fencedrt.WithDeferredRows(t.Context()), fencedrt.Hooks{BeforeCommit: proxy.CutReplies})
-	for i, err := range c.RefundJob.ApplyBatch(ctx, items) {
-		wantOutcome(t, err, fencedwrite.ErrAlreadySettled)
-		if state, _, ledgerStatus := e.lockedRow(ids[i]); state != fencedwrite.StateSucceeded || ledgerStatus != string(refund.StatusRefunded) {
-			t.Fatalf("item %d: already settled, but the job is %s and its ledger %s", i, state, ledgerStatus)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package fencedwrite_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +39,30 @@ func (e *env) claim(key string) (*ent.RefundJob, *ent.RefundJobLease) {
 		e.t.Fatal(err)
 	}
 	return job, l
+}
+
+// completions claims a job for each key and returns their ids and the
+// batch items that complete them with their ledger rows (refund id
+// "re_<key>").
+func (e *env) completions(keys ...string) ([]int64, []ent.RefundJobBatchItem) {
+	e.t.Helper()
+	ids := make([]int64, len(keys))
+	items := make([]ent.RefundJobBatchItem, len(keys))
+	for i, key := range keys {
+		job, l := e.claim(key)
+		ids[i] = job.ID
+		items[i] = ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)}
+	}
+	return ids, items
+}
+
+// keys returns n keys prefix-0, prefix-1, ...
+func keys(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
 }
 
 // A callback cannot end the runner's transaction behind its back, so the

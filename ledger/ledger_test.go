@@ -23,16 +23,28 @@ type env struct {
 
 func (e *env) claimed(key string) *ent.RefundJobLease {
 	e.t.Helper()
-	p := ent.RefundJobEnqueue{OperationKey: key, PaymentRef: "pay-" + key, AmountMinor: 100, Currency: "EUR"}
-	job, _, err := e.c.RefundJob.Enqueue(e.t.Context(), p, ledger.Open(p))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	l, err := e.c.RefundJob.Claim(e.t.Context(), job.ID, fencedwrite.ClaimOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	_, l := e.claim(key, true, fencedwrite.ClaimOptions{})
 	return l
+}
+
+// claim enqueues key's job, with its ledger row when open, and claims it
+// with o.
+func (e *env) claim(key string, open bool, o fencedwrite.ClaimOptions) (*ent.RefundJob, *ent.RefundJobLease) {
+	e.t.Helper()
+	p := ent.RefundJobEnqueue{OperationKey: key, PaymentRef: "pay-" + key, AmountMinor: 100, Currency: "EUR"}
+	var fn func(context.Context, *ent.Tx) error
+	if open {
+		fn = ledger.Open(p)
+	}
+	job, _, err := e.c.RefundJob.Enqueue(e.t.Context(), p, fn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	l, err := e.c.RefundJob.Claim(e.t.Context(), job.ID, o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return job, l
 }
 
 func (e *env) row(key string) *ent.Refund {
@@ -202,15 +214,7 @@ func TestDeferredLedgerRowsSettleTogether(t *testing.T) {
 		}
 	})
 	t.Run("a row that cannot settle takes only its item out", func(t *testing.T) {
-		p := ent.RefundJobEnqueue{OperationKey: "rowless", PaymentRef: "pay-rowless", AmountMinor: 100, Currency: "EUR"}
-		job, _, err := e.c.RefundJob.Enqueue(t.Context(), p, nil) // no ledger row
-		if err != nil {
-			t.Fatal(err)
-		}
-		rowless, err := e.c.RefundJob.Claim(t.Context(), job.ID, fencedwrite.ClaimOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		job, rowless := e.claim("rowless", false, fencedwrite.ClaimOptions{}) // no ledger row
 		items := []ent.RefundJobBatchItem{{Transition: rowless.Complete("re_rowless"), Then: ledger.Refunded("rowless", "re_rowless")}}
 		for _, key := range []string{"fine-0", "fine-1"} {
 			items = append(items, ent.RefundJobBatchItem{Transition: e.claimed(key).Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
@@ -229,15 +233,7 @@ func TestDeferredLedgerRowsSettleTogether(t *testing.T) {
 		}
 	})
 	t.Run("a zombie's completion in a deferred batch writes nothing, not even its ledger row", func(t *testing.T) {
-		p := ent.RefundJobEnqueue{OperationKey: "zombie", PaymentRef: "pay-zombie", AmountMinor: 100, Currency: "EUR"}
-		job, _, err := e.c.RefundJob.Enqueue(t.Context(), p, ledger.Open(p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		zombie, err := e.c.RefundJob.Claim(t.Context(), job.ID, fencedwrite.ClaimOptions{Lease: time.Microsecond})
-		if err != nil {
-			t.Fatal(err)
-		}
+		job, zombie := e.claim("zombie", true, fencedwrite.ClaimOptions{Lease: time.Microsecond})
 		var expired bool
 		if err := d.RawDB().QueryRow("SELECT lease_until < "+fencedrt.ClockUTC+" FROM refund_jobs WHERE id = ?", job.ID).Scan(&expired); err != nil || !expired {
 			t.Fatalf("the lease has not expired on the database clock (%v)", err)
