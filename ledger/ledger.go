@@ -114,16 +114,14 @@ func settle(key, status, jobState, providerRefundID string) func(context.Context
 // settledHere checks that this transaction's runner applied a transition
 // that left key's job in jobState (with providerRefundID, when given).
 func settledHere(ctx context.Context, tx *ent.Tx, key, jobState, providerRefundID string) error {
-	for _, a := range fencedrt.AppliedInRun(ctx) {
+	for _, a := range fencedrt.AppliedInRunFor(ctx, key) {
 		if a.Table != ent.RefundJobFencedTable || a.To != jobState {
 			continue
 		}
 		if providerRefundID != "" && a.Values[fencedrt.ParamProviderRef] != providerRefundID {
 			continue
 		}
-		if a.Key == key {
-			return nil
-		}
+		return nil
 	}
 	return fmt.Errorf("%w: a ledger row settles only in the transaction that leaves its job %s (with the same provider refund id)",
 		fencedwrite.ErrInvalid, jobState)

@@ -333,7 +333,7 @@ func fenceGroups[T Tx](ctx context.Context, exec dialect.ExecQuerier, r *run, it
 		}
 		r.mu.Lock()
 		for _, i := range members {
-			r.applied = append(r.applied, items[i].W)
+			r.add(items[i].W)
 			applied[i] = true
 		}
 		r.mu.Unlock()
@@ -385,7 +385,7 @@ func fenceOne(ctx context.Context, exec dialect.ExecQuerier, r *run, w *Write) (
 	switch n {
 	case 1:
 		r.mu.Lock()
-		r.applied = append(r.applied, w)
+		r.add(w)
 		r.mu.Unlock()
 		return fenceApplied, nil
 	case 0:

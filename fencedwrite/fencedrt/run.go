@@ -40,8 +40,9 @@ type run struct {
 	done       bool
 	committing bool
 	applied    []*Write
-	missed     *Write // matched no row
-	refused    *Write // the database fence refused it
+	byKey      map[string][]*Write // applied, by the job's operation key
+	missed     *Write              // matched no row
+	refused    *Write              // the database fence refused it
 	refusal    error
 	batch      bool // RunBatch: callbacks do not call Fence
 	deferRows  bool // RunBatch with WithDeferredRows: DeferRow takes rows
@@ -87,10 +88,42 @@ func AppliedInRun(ctx context.Context) []Applied {
 	defer r.mu.Unlock()
 	out := make([]Applied, 0, len(r.applied))
 	for _, w := range r.applied {
-		key, _ := w.vals[ParamKey].(string)
-		out = append(out, Applied{Table: w.table.Name(), ID: w.id, Key: key, Op: w.op, To: w.transition().To, Attempt: w.toAttempt(), Values: w.vals})
+		out = append(out, w.applied())
 	}
 	return out
+}
+
+// AppliedInRunFor is AppliedInRun's writes to the job with operation key
+// key, found without reading the others: each callback of a batch of n asks
+// for its own job, and n whole lists would cost n² in the batch.
+func AppliedInRunFor(ctx context.Context, key string) []Applied {
+	r, _ := ctx.Value(runKey{}).(*run)
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Applied
+	for _, w := range r.byKey[key] {
+		out = append(out, w.applied())
+	}
+	return out
+}
+
+// add records w as applied in the run; r.mu is held.
+func (r *run) add(w *Write) {
+	r.applied = append(r.applied, w)
+	if key, ok := w.vals[ParamKey].(string); ok {
+		if r.byKey == nil {
+			r.byKey = map[string][]*Write{}
+		}
+		r.byKey[key] = append(r.byKey[key], w)
+	}
+}
+
+func (w *Write) applied() Applied {
+	key, _ := w.vals[ParamKey].(string)
+	return Applied{Table: w.table.Name(), ID: w.id, Key: key, Op: w.op, To: w.transition().To, Attempt: w.toAttempt(), Values: w.vals}
 }
 
 // Run runs fn in a transaction it owns, on one connection, and runs the
@@ -244,7 +277,7 @@ func Fence(ctx context.Context, exec dialect.ExecQuerier, w *Write) error {
 	}
 	switch n {
 	case 1:
-		r.applied = append(r.applied, w)
+		r.add(w)
 		return nil
 	case 0:
 		r.missed = w
