@@ -82,7 +82,13 @@ type report struct {
 	FencekitJobsPerCPUS float64 `json:"fencekit_jobs_per_cpu_s"`
 	RiverJobsPerCPUS    float64 `json:"river_jobs_per_cpu_s"`
 	RiverCPURatio       float64 `json:"river_cpu_ratio"`
-	CeilingRatio        float64 `json:"ceiling_ratio"`
+	// The diagnostic burn-down: fencekit on a schema whose triggers were
+	// dropped after the jobs were loaded (not a configuration fencekit
+	// ships), alternating with the two above. What the database fence costs
+	// on this server, and what the rest of fencekit reaches without it.
+	NoTriggersJobsPerS float64 `json:"fencekit_without_triggers_jobs_per_s"`
+	NoTriggersRatio    float64 `json:"river_ratio_without_triggers"`
+	CeilingRatio       float64 `json:"ceiling_ratio"`
 	// StatementsPerJob is what the worker sent per job in the burn-down
 	// against River, counted by the server on the worker's sessions.
 	StatementsPerJob float64 `json:"statements_per_job"`
@@ -101,6 +107,7 @@ type report struct {
 	Conns      int             `json:"fencekit_pool_conns"`
 	Rounds     int             `json:"rounds"`
 	Fencekit   []throughput    `json:"fencekit_rounds,omitempty"`
+	NoTriggers []throughput    `json:"fencekit_without_triggers_rounds,omitempty"`
 	River      []throughput    `json:"river_rounds,omitempty"`
 	Sweep      []sweepPoint    `json:"sweep,omitempty"`
 	Ceiling    *ceilingResult  `json:"ceiling,omitempty"`
@@ -220,15 +227,19 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 		}
 		defer pg.close()
 		r.Machine.PostgreSQL = pg.version(ctx)
+		const noTriggers = "fencekit without triggers"
 		burn := func(queue string, n, workers int) (throughput, error) {
 			progress("%s: %d jobs, %d workers", queue, n, workers)
-			if queue == "fencekit" {
-				return fencekitRound(ctx, n, workers, o.conns, instantProvider{})
+			switch queue {
+			case "fencekit":
+				return fencekitRound(ctx, n, workers, o.conns, instantProvider{}, true)
+			case noTriggers:
+				return fencekitRound(ctx, n, workers, o.conns, instantProvider{}, false)
 			}
 			return riverRound(ctx, pg, n, workers)
 		}
 		for round := range o.rounds {
-			queues := []string{"fencekit", "river"}
+			queues := []string{"fencekit", "river", noTriggers}
 			if round%2 == 1 {
 				slices.Reverse(queues)
 			}
@@ -237,9 +248,12 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s round %d: %w", q, round+1, err)
 				}
-				if q == "fencekit" {
+				switch q {
+				case "fencekit":
 					r.Fencekit = append(r.Fencekit, t)
-				} else {
+				case noTriggers:
+					r.NoTriggers = append(r.NoTriggers, t)
+				default:
 					r.River = append(r.River, t)
 				}
 			}
@@ -261,6 +275,12 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 		say("   CPU ms per job: fencekit worker %.3f + MariaDB %.3f; River client %.3f + PostgreSQL %.3f; machine busy %.0f%% / %.0f%% of its cores",
 			cf.Client, cf.MariaDB, cr.Client, cr.Postgres, busy(r.Fencekit, r.Machine.Cores), busy(r.River, r.Machine.Cores))
 		say("   jobs per CPU-second of queue + server: fencekit %.0f, River %.0f; ratio %.2f×", r.FencekitJobsPerCPUS, r.RiverJobsPerCPUS, r.RiverCPURatio)
+		nt := perSecond(r.NoTriggers)
+		r.NoTriggersJobsPerS = median(nt)
+		r.NoTriggersRatio = r.NoTriggersJobsPerS / r.RiverJobsPerS
+		cn := cpuPerJob(r.NoTriggers)
+		say("   diagnostic: fencekit with the schema's triggers dropped %7.0f jobs/s  rounds %s  ratio %.2f× River; CPU ms per job: worker %.3f + MariaDB %.3f",
+			r.NoTriggersJobsPerS, list(nt), r.NoTriggersRatio, cn.Client, cn.MariaDB)
 
 		counts := slices.DeleteFunc(slices.Clone(o.sweep), func(w int) bool { return w == o.workers })
 		for i, w := range counts {
