@@ -76,26 +76,11 @@ type Applied struct {
 	Values  Values
 }
 
-// AppliedInRun returns the fenced writes applied so far in the run whose
-// callback passed ctx, for business writes that must pair with one (the
-// ledger settles only with the job's completion).
-func AppliedInRun(ctx context.Context) []Applied {
-	r, _ := ctx.Value(runKey{}).(*run)
-	if r == nil {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]Applied, 0, len(r.applied))
-	for _, w := range r.applied {
-		out = append(out, w.applied())
-	}
-	return out
-}
-
-// AppliedInRunFor is AppliedInRun's writes to the job with operation key
-// key, found without reading the others: each callback of a batch of n asks
-// for its own job, and n whole lists would cost n² in the batch.
+// AppliedInRunFor returns the fenced writes applied so far, to the job with
+// operation key key, in the run whose callback passed ctx: for business
+// writes that must pair with one (the ledger settles only with the job's
+// completion). The run indexes them by key, so that each callback of a
+// batch of n finds its own job's without reading the others'.
 func AppliedInRunFor(ctx context.Context, key string) []Applied {
 	r, _ := ctx.Value(runKey{}).(*run)
 	if r == nil {
@@ -113,12 +98,11 @@ func AppliedInRunFor(ctx context.Context, key string) []Applied {
 // add records w as applied in the run; r.mu is held.
 func (r *run) add(w *Write) {
 	r.applied = append(r.applied, w)
-	if key, ok := w.vals[ParamKey].(string); ok {
-		if r.byKey == nil {
-			r.byKey = map[string][]*Write{}
-		}
-		r.byKey[key] = append(r.byKey[key], w)
+	if r.byKey == nil {
+		r.byKey = map[string][]*Write{}
 	}
+	key, _ := w.vals[ParamKey].(string)
+	r.byKey[key] = append(r.byKey[key], w)
 }
 
 func (w *Write) applied() Applied {
