@@ -47,6 +47,28 @@ func (e *env) claim(key string, open bool, o fencedwrite.ClaimOptions) (*ent.Ref
 	return job, l
 }
 
+// completing claims each key's job and returns batch items that complete
+// it as re_<key> and settle its ledger row with that refund id.
+func (e *env) completing(keys ...string) []ent.RefundJobBatchItem {
+	e.t.Helper()
+	var items []ent.RefundJobBatchItem
+	for _, key := range keys {
+		items = append(items, ent.RefundJobBatchItem{Transition: e.claimed(key).Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
+	}
+	return items
+}
+
+// wantRefunded checks, as t, that each key's ledger row settled as
+// refunded with refund id re_<key>.
+func (e *env) wantRefunded(t *testing.T, keys ...string) {
+	t.Helper()
+	for _, key := range keys {
+		if r := e.row(key); r.Status != refund.StatusRefunded || deref(r.ProviderRefundID) != "re_"+key {
+			t.Errorf("ledger row %s is %s with %q", key, r.Status, deref(r.ProviderRefundID))
+		}
+	}
+}
+
 func (e *env) row(key string) *ent.Refund {
 	e.t.Helper()
 	r, err := e.c.Refund.Query().Where(refund.OperationKey(key)).Only(e.t.Context())
@@ -215,19 +237,13 @@ func TestDeferredLedgerRowsSettleTogether(t *testing.T) {
 	})
 	t.Run("a row that cannot settle takes only its item out", func(t *testing.T) {
 		job, rowless := e.claim("rowless", false, fencedwrite.ClaimOptions{}) // no ledger row
-		items := []ent.RefundJobBatchItem{{Transition: rowless.Complete("re_rowless"), Then: ledger.Refunded("rowless", "re_rowless")}}
-		for _, key := range []string{"fine-0", "fine-1"} {
-			items = append(items, ent.RefundJobBatchItem{Transition: e.claimed(key).Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
-		}
+		items := append([]ent.RefundJobBatchItem{{Transition: rowless.Complete("re_rowless"), Then: ledger.Refunded("rowless", "re_rowless")}},
+			e.completing("fine-0", "fine-1")...)
 		errs := e.c.RefundJob.ApplyBatch(ctx, items)
 		if !errors.Is(errs[0], fencedwrite.ErrRolledBack) || errs[1] != nil || errs[2] != nil {
 			t.Fatalf("outcomes %v: want the rowless item rolled back and the others settled", errs)
 		}
-		for _, key := range []string{"fine-0", "fine-1"} {
-			if r := e.row(key); r.Status != refund.StatusRefunded || deref(r.ProviderRefundID) != "re_"+key {
-				t.Errorf("ledger row %s is %s with %q", key, r.Status, deref(r.ProviderRefundID))
-			}
-		}
+		e.wantRefunded(t, "fine-0", "fine-1")
 		if j, err := e.c.RefundJob.Get(t.Context(), job.ID); err != nil || j.State != refundjob.StateRunning {
 			t.Fatalf("the rowless item's job is %v (%v), want still running: its batch entry rolled back", j, err)
 		}
@@ -243,10 +259,8 @@ func TestDeferredLedgerRowsSettleTogether(t *testing.T) {
 		}
 		// The zombie's completion is at attempt 1, as the others are: all
 		// three share one fenced UPDATE, which matches two rows.
-		items := []ent.RefundJobBatchItem{{Transition: zombie.Complete("re_zombie"), Then: ledger.Refunded("zombie", "re_zombie")}}
-		for _, key := range []string{"alive-0", "alive-1"} {
-			items = append(items, ent.RefundJobBatchItem{Transition: e.claimed(key).Complete("re_" + key), Then: ledger.Refunded(key, "re_"+key)})
-		}
+		items := append([]ent.RefundJobBatchItem{{Transition: zombie.Complete("re_zombie"), Then: ledger.Refunded("zombie", "re_zombie")}},
+			e.completing("alive-0", "alive-1")...)
 		errs := e.c.RefundJob.ApplyBatch(ctx, items)
 		if !errors.Is(errs[0], fencedwrite.ErrSuperseded) || errs[1] != nil || errs[2] != nil {
 			t.Fatalf("outcomes %v: want the zombie superseded and the others settled", errs)
@@ -257,11 +271,7 @@ func TestDeferredLedgerRowsSettleTogether(t *testing.T) {
 		if j, err := e.c.RefundJob.Get(t.Context(), job.ID); err != nil || j.State != refundjob.StateRunning || j.Attempt != 2 {
 			t.Fatalf("the job is %v (%v), want running at attempt 2 under its new holder", j, err)
 		}
-		for _, key := range []string{"alive-0", "alive-1"} {
-			if r := e.row(key); r.Status != refund.StatusRefunded || deref(r.ProviderRefundID) != "re_"+key {
-				t.Errorf("ledger row %s is %s with %q", key, r.Status, deref(r.ProviderRefundID))
-			}
-		}
+		e.wantRefunded(t, "alive-0", "alive-1")
 	})
 	t.Run("settling one row twice in one item rolls the item back", func(t *testing.T) {
 		l := e.claimed("twice")

@@ -26,6 +26,20 @@ func TestTableRefusesUnfencedOrMisboundStatements(t *testing.T) {
 		spec.Stmts[op] = s
 		return spec
 	}
+	// Mutations that break a single-row statement and its many-row form
+	// alike.
+	noAttemptPredicate := func(s *fencedrt.Stmt) {
+		s.SQL = strings.Replace(s.SQL, " AND `attempt` = ?", "", 1)
+		s.Params = s.Params[:len(s.Params)-1]
+	}
+	noAttemptPlusOne := func(s *fencedrt.Stmt) {
+		s.SQL = strings.Replace(s.SQL, "`attempt` = ?, ", "", 1)
+		s.Params = s.Params[1:]
+	}
+	selfDeclaredWriter := func(s *fencedrt.Stmt) {
+		s.SQL = strings.Replace(s.SQL, "`writer_attempt` = ?", "`writer_attempt` = `attempt`", 1)
+		s.Params = slices.DeleteFunc(s.Params, func(p fencedrt.Param) bool { return p == fencedrt.ParamWriter })
+	}
 	for name, tc := range map[string]struct {
 		spec fencedrt.TableSpec
 		want string
@@ -40,33 +54,21 @@ func TestTableRefusesUnfencedOrMisboundStatements(t *testing.T) {
 			i := slices.Index(s.Params, fencedrt.ParamWriter)
 			s.Params[i] = fencedrt.ParamNewAttempt
 		}), "must declare the writer attempt"},
-		"no attempt predicate": {edit(fencedrt.OpWakeUp, func(s *fencedrt.Stmt) {
-			s.SQL = strings.Replace(s.SQL, " AND `attempt` = ?", "", 1)
-			s.Params = s.Params[:len(s.Params)-1]
-		}), "must end with the fence"},
+		"no attempt predicate": {edit(fencedrt.OpWakeUp, noAttemptPredicate), "must end with the fence"},
 		"the lease as a fence": {edit(fencedrt.OpComplete, func(s *fencedrt.Stmt) {
 			s.SQL += " AND `lease_until` > UTC_TIMESTAMP(6)"
 		}), "must end with the fence"},
 		"no FORCE INDEX (PRIMARY)": {edit(fencedrt.OpComplete, func(s *fencedrt.Stmt) {
 			s.SQL = strings.Replace(s.SQL, " FORCE INDEX (PRIMARY)", "", 1)
 		}), "lock by primary key only"},
-		"a claim without attempt+1": {edit(fencedrt.OpClaimSend, func(s *fencedrt.Stmt) {
-			s.SQL = strings.Replace(s.SQL, "`attempt` = ?, ", "", 1)
-			s.Params = s.Params[1:]
-		}), "attempt+1 is true in the state machine but false"},
-		"the writer declaring the row's own attempt": {edit(fencedrt.OpComplete, func(s *fencedrt.Stmt) {
-			s.SQL = strings.Replace(s.SQL, "`writer_attempt` = ?", "`writer_attempt` = `attempt`", 1)
-			s.Params = slices.DeleteFunc(s.Params, func(p fencedrt.Param) bool { return p == fencedrt.ParamWriter })
-		}), "declare the writer attempt"},
+		"a claim without attempt+1":                  {edit(fencedrt.OpClaimSend, noAttemptPlusOne), "attempt+1 is true in the state machine but false"},
+		"the writer declaring the row's own attempt": {edit(fencedrt.OpComplete, selfDeclaredWriter), "declare the writer attempt"},
 		"an UPDATE hidden in a read": {edit(fencedrt.OpRead, func(s *fencedrt.Stmt) {
 			//fencelint:allow proves the runtime refuses a table that smuggles an unfenced UPDATE
 			s.SQL = "UPDATE `refund_jobs` SET `state` = 'ready' WHERE `id` = ?"
 		}), "only transitions may write"},
-		"an unknown argument": {edit(fencedrt.OpFail, func(s *fencedrt.Stmt) { s.Params[0] = "amount" }), "unknown argument"},
-		"a many-row claim without the attempt predicate": {edit(fencedrt.OpClaimSendMany, func(s *fencedrt.Stmt) {
-			s.SQL = strings.Replace(s.SQL, " AND `attempt` = ?", "", 1)
-			s.Params = s.Params[:len(s.Params)-1]
-		}), "must end with the fence"},
+		"an unknown argument":                            {edit(fencedrt.OpFail, func(s *fencedrt.Stmt) { s.Params[0] = "amount" }), "unknown argument"},
+		"a many-row claim without the attempt predicate": {edit(fencedrt.OpClaimSendMany, noAttemptPredicate), "must end with the fence"},
 		"a many-row claim fenced on one id": {edit(fencedrt.OpTakeoverMany, func(s *fencedrt.Stmt) {
 			s.SQL = strings.Replace(s.SQL, "`id` IN (?)", "`id` = ?", 1)
 			s.Params[len(s.Params)-2] = fencedrt.ParamID
@@ -82,14 +84,8 @@ func TestTableRefusesUnfencedOrMisboundStatements(t *testing.T) {
 		"a many-row completion with its lists swapped": {edit(fencedrt.OpCompleteMany, func(s *fencedrt.Stmt) {
 			s.Params[0], s.Params[1] = s.Params[1], s.Params[0]
 		}), "must set provider_refund_id per row"},
-		"a many-row claim without attempt+1": {edit(fencedrt.OpClaimSendMany, func(s *fencedrt.Stmt) {
-			s.SQL = strings.Replace(s.SQL, "`attempt` = ?, ", "", 1)
-			s.Params = s.Params[1:]
-		}), "attempt+1 is true in the state machine but false"},
-		"a many-row claim declaring the row's own attempt": {edit(fencedrt.OpClaimReconcileMany, func(s *fencedrt.Stmt) {
-			s.SQL = strings.Replace(s.SQL, "`writer_attempt` = ?", "`writer_attempt` = `attempt`", 1)
-			s.Params = slices.DeleteFunc(s.Params, func(p fencedrt.Param) bool { return p == fencedrt.ParamWriter })
-		}), "declare the writer attempt"},
+		"a many-row claim without attempt+1":               {edit(fencedrt.OpClaimSendMany, noAttemptPlusOne), "attempt+1 is true in the state machine but false"},
+		"a many-row claim declaring the row's own attempt": {edit(fencedrt.OpClaimReconcileMany, selfDeclaredWriter), "declare the writer attempt"},
 	} {
 		_, err := fencedrt.NewTable(tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
