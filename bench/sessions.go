@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fencekit/fencedwrite"
 )
@@ -37,7 +36,7 @@ func openCounted(dsn string, c *sessionCounts) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := mysql.NewConnector(cfg)
+	conn, err := fencedwrite.NewConnector(cfg)
 	if err != nil {
 		return nil, err
 	}

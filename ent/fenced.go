@@ -777,7 +777,7 @@ func (c *RefundJobClient) Enqueue(ctx context.Context, p RefundJobEnqueue, fn fu
 		fencedrt.RequestParam("amount_minor"):  p.AmountMinor,
 		fencedrt.RequestParam("currency"):      p.Currency,
 	}
-	id, err := fencedrt.Insert(ctx, fencedRefundJob, c.beginFenced, vals, fn)
+	id, err := fencedrt.Insert(ctx, c.driver, fencedRefundJob, c.beginFenced, vals, fn)
 	switch {
 	case errors.Is(err, fencedrt.ErrKeyExists):
 		job, err := c.Query().Where(refundjob.OperationKeyEQ(key)).Only(ctx)

@@ -127,16 +127,38 @@ func TestLeasesUseTheClockNoSessionCanMove(t *testing.T) {
 }
 
 // fencedwrite.DSN refuses what would move the fence's footing, naming each
-// parameter.
+// parameter and the session variable the server would set, however the
+// parameter is spelled: the driver sends any parameter it does not know as
+// `SET key = value`, so the key is read as the server would read it.
 func TestDSNRefusesSettingsTheFenceReliesOn(t *testing.T) {
 	for _, tc := range []struct{ dsn, want string }{
-		{"app@tcp(db:3306)/p?timestamp=1700000000", "dsn parameter timestamp: refused: moves the session clock"},
-		{"app@tcp(db:3306)/p?time_zone=%27%2B09:00%27", "dsn parameter time_zone: refused"},
-		{"app@tcp(db:3306)/p?autocommit=0", "dsn parameter autocommit: refused"},
+		{"app@tcp(db:3306)/p?timestamp=1700000000", `dsn parameter "timestamp": refused: it sets the session variable timestamp: it moves the session clock`},
+		{"app@tcp(db:3306)/p?@@local.timestamp=1700000000", "session variable timestamp: it moves the session clock"},
+		{"app@tcp(db:3306)/p?time_zone=%27%2B09:00%27", `dsn parameter "time_zone": refused`},
+		{"app@tcp(db:3306)/p?autocommit=0", "session variable autocommit: the fenced layer owns its transactions"},
+		{"app@tcp(db:3306)/p?@@SESSION.autocommit=0", `dsn parameter "@@SESSION.autocommit": refused: it sets the session variable autocommit`},
+		{"app@tcp(db:3306)/p?@@session.`autocommit`=0", "session variable autocommit"},
+		{"app@tcp(db:3306)/p?AUTOCOMMIT=0", "session variable autocommit"},
+		{"app@tcp(db:3306)/p?@@GLOBAL.autocommit=0", "session variable autocommit"},
+		{"app@tcp(db:3306)/p?SESSION innodb_lock_wait_timeout=3600", "session variable innodb_lock_wait_timeout: set DSNOptions.LockWaitTimeout instead"},
 		{"app@tcp(db:3306)/p?innodb_lock_wait_timeout=3600", "set DSNOptions.LockWaitTimeout instead"},
-		{"app@tcp(db:3306)/p?unique_checks=0", "dsn parameter unique_checks: refused"},
-		{"app@tcp(db:3306)/p?multiStatements=true", "dsn parameter multiStatements: refused"},
-		{"app@tcp(db:4000)/p?tidb_sysdate_is_now=1", "dsn parameter tidb_sysdate_is_now: refused"},
+		{"app@tcp(db:3306)/p?unique_checks=0", `dsn parameter "unique_checks": refused`},
+		{"app@tcp(db:3306)/p?sql_mode=NO_BACKSLASH_ESCAPES", "session variable sql_mode"},
+		{"app@tcp(db:3306)/p?max_execution_time=1%2C%20autocommit%3D0", "session variable max_execution_time: the fenced layer accepts no session variables"},
+		{"app@tcp(db:3306)/p?@@SESSION.transaction_isolation=%27READ-UNCOMMITTED%27", "session variable transaction_isolation: the fenced layer's reads must not see uncommitted rows"},
+		{"app@tcp(db:3306)/p?multiStatements=true", `dsn parameter "multiStatements": refused`},
+		{"app@tcp(db:4000)/p?tidb_sysdate_is_now=1", `dsn parameter "tidb_sysdate_is_now": refused`},
+		{"app@tcp(db:3306)/p?strict=true", `dsn parameter "strict": refused: removed from the driver, which panics on it`},
+		{"app@tcp(db:3306)/p?allowAllFiles=true", `dsn parameter "allowAllFiles": refused`},
+		{"app@tcp(db:3306)/p?columnsWithAlias=true", `dsn parameter "columnsWithAlias": refused`},
+		// Settings the fence would otherwise override are refused, never
+		// changed behind the caller's back.
+		{"app@tcp(db:3306)/p?loc=Europe%2FParis", `dsn parameter "loc": refused: times are UTC`},
+		{"app@tcp(db:3306)/p?loc=Local", `dsn parameter "loc": refused`},
+		{"app@tcp(db:3306)/p?parseTime=false", `dsn parameter "parseTime": refused`},
+		{"app@tcp(db:3306)/p?clientFoundRows=false", `dsn parameter "clientFoundRows": refused`},
+		{"app@tcp(db:3306)/p?timeTruncate=1ms", `dsn parameter "timeTruncate": refused`},
+		{"app@tcp(db:3306)/p?readTimeout=2s", "DSNOptions.ReadTimeout: must exceed LockWaitTimeout"},
 	} {
 		_, err := fencedwrite.DSN(tc.dsn, fencedwrite.DSNOptions{})
 		if !errors.Is(err, fencedwrite.ErrInvalid) || err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -145,6 +167,11 @@ func TestDSNRefusesSettingsTheFenceReliesOn(t *testing.T) {
 		if _, err := fencedwrite.OpenDB(tc.dsn, fencedwrite.DSNOptions{}); err == nil {
 			t.Errorf("OpenDB(%s) opened a pool", tc.dsn)
 		}
+	}
+	// A timeout may come from the DSN or from the options, not from both
+	// with different values.
+	if _, err := fencedwrite.DSN("app@tcp(db:3306)/p?readTimeout=40s", fencedwrite.DSNOptions{ReadTimeout: time.Minute}); err == nil || !strings.Contains(err.Error(), `dsn parameter "readTimeout": refused`) {
+		t.Errorf("a DSN and options that disagree on readTimeout: %v, want it refused", err)
 	}
 }
 

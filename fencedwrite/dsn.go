@@ -1,9 +1,11 @@
 package fencedwrite
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,7 +29,9 @@ type DSNOptions struct {
 	// seconds. Claims and fenced writes wait at most this long for a row lock.
 	LockWaitTimeout time.Duration
 	// DialTimeout, ReadTimeout and WriteTimeout are the driver's network
-	// timeouts. ReadTimeout must exceed LockWaitTimeout.
+	// timeouts. ReadTimeout must exceed LockWaitTimeout. A DSN may set them
+	// instead (timeout, readTimeout, writeTimeout), but not both with
+	// different values.
 	DialTimeout  time.Duration
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
@@ -62,9 +66,12 @@ func (o DSNOptions) validate() error {
 	if o.WaitTimeout < time.Second || o.WaitTimeout%time.Second != 0 {
 		errs = append(errs, fieldErr("DSNOptions.WaitTimeout", "must be a whole number of seconds, at least 1s, got %v", o.WaitTimeout))
 	}
-	for name, d := range map[string]time.Duration{"DialTimeout": o.DialTimeout, "WriteTimeout": o.WriteTimeout} {
-		if d < 0 {
-			errs = append(errs, fieldErr("DSNOptions."+name, "must not be negative, got %v", d))
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"DialTimeout", o.DialTimeout}, {"WriteTimeout", o.WriteTimeout}} {
+		if d.d < 0 {
+			errs = append(errs, fieldErr("DSNOptions."+d.name, "must not be negative, got %v", d.d))
 		}
 	}
 	if o.ReadTimeout <= o.LockWaitTimeout {
@@ -73,23 +80,34 @@ func (o DSNOptions) validate() error {
 	return errors.Join(errs...)
 }
 
-// DSN rewrites a go-sql-driver/mysql DSN with the settings the fenced layer
-// needs, whatever the input says:
+// DSN checks a go-sql-driver/mysql DSN against the settings the fenced layer
+// allows and returns it with the settings the fenced layer needs:
 //
 //   - parseTime=true, loc=UTC and time_zone='+00:00': times are UTC, as the
-//     database's UTC_TIMESTAMP(6) writes them;
+//     database's clock writes them;
 //   - clientFoundRows=true: a fenced write reports matched rows, so a write
 //     that sets an unchanged value is not mistaken for a stale one;
-//   - interpolateParams=true: one round trip per statement instead of three;
+//   - interpolateParams=true unless the DSN says false: one round trip per
+//     statement instead of two. Interpolation is safe because the session's
+//     character set is utf8mb4, which the DSN cannot change and the pool
+//     that OpenDB opens verifies on every connection;
 //   - timeTruncate=1us: MySQL rounds and MariaDB truncates sub-microsecond
 //     parts; truncating first makes both store the same value;
 //   - short innodb_lock_wait_timeout, a sane wait_timeout and network
 //     timeouts, from o.
 //
-// A DSN that carries a setting the fence relies on being left alone (a
-// session clock such as timestamp=…, a time_zone, autocommit,
-// unique_checks, multiStatements=true; see refusedParams) is refused with an
-// error naming each parameter and matching ErrInvalid.
+// The DSN is read as the driver reads it, and checked against an
+// allow-list, not a deny-list: every driver option is either allowed, or
+// allowed only with the value the fence needs (parseTime=true,
+// clientFoundRows=true, loc=UTC, timeTruncate=1us, charset=utf8mb4, a
+// utf8mb4 collation, multiStatements=false), and a session variable (any
+// other parameter, which the driver would send as SET name = value) is
+// refused however it is spelled: the fenced layer sets the session itself.
+// A refused DSN gets an error that names each parameter and matches
+// ErrInvalid; nothing is changed behind the caller's back.
+//
+// A pool that connects with these settings is still not verified: OpenDB
+// (or NewConnector) opens one that is.
 func DSN(dsn string, o DSNOptions) (string, error) {
 	cfg, err := Config(dsn, o)
 	if err != nil {
@@ -98,22 +116,20 @@ func DSN(dsn string, o DSNOptions) (string, error) {
 	return cfg.FormatDSN(), nil
 }
 
-// refusedParams are the session settings a DSN may not carry, because they
-// change what the fence relies on. Each says why.
-var refusedParams = map[string]string{
-	"timestamp":                "moves the session clock (NOW(), UTC_TIMESTAMP()); leases and key windows are measured on the database's own clock",
-	"time_zone":                "the fenced layer sets time_zone to '+00:00' itself",
-	"autocommit":               "the fenced layer owns its transactions; autocommit=0 would leave single statements uncommitted",
-	"innodb_lock_wait_timeout": "set DSNOptions.LockWaitTimeout instead",
-	"wait_timeout":             "set DSNOptions.WaitTimeout instead",
-	"unique_checks":            "unique_checks=0 lets InnoDB accept a duplicate operation key",
-	"pseudo_thread_id":         "changes the session's identity",
-	"tidb_sysdate_is_now":      "on TiDB, makes SYSDATE() follow the session clock, which leases and key windows must not",
-}
-
 // Config is DSN returning the driver's parsed configuration, for callers that
-// connect through mysql.NewConnector (to set a custom dialer, say).
+// connect through their own connector (a custom dialer, say): pass the
+// result, changed or not, to NewConnector, which checks it again.
 func Config(dsn string, o DSNOptions) (*mysql.Config, error) {
+	params := rawParams(dsn)
+	var errs []error
+	for _, p := range params {
+		if err := checkParam(p.key, p.value, &o); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("fenced dsn: %w", err)
+	}
 	o = o.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, fmt.Errorf("fenced dsn: %w", err)
@@ -122,49 +138,195 @@ func Config(dsn string, o DSNOptions) (*mysql.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fenced dsn: parse: %w", err)
 	}
-	var errs []error
-	for name := range cfg.Params {
-		if why, ok := refusedParams[strings.ToLower(strings.TrimPrefix(strings.TrimPrefix(name, "@@"), "session."))]; ok {
-			errs = append(errs, fieldErr("dsn parameter "+name, "refused: %s", why))
+	interpolate := true
+	for _, p := range params {
+		if p.key == "interpolateParams" {
+			interpolate, _ = readBool(p.value)
 		}
-	}
-	if cfg.MultiStatements {
-		errs = append(errs, fieldErr("dsn parameter multiStatements", "refused: one statement per call lets the fenced runner check each one"))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("fenced dsn: %w", err)
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.ClientFoundRows = true
-	cfg.InterpolateParams = true
+	cfg.InterpolateParams = interpolate
 	if err := cfg.Apply(mysql.TimeTruncate(time.Microsecond)); err != nil {
 		return nil, fmt.Errorf("fenced dsn: %w", err)
 	}
 	cfg.Timeout = o.DialTimeout
 	cfg.ReadTimeout = o.ReadTimeout
 	cfg.WriteTimeout = o.WriteTimeout
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
-	}
-	cfg.Params["time_zone"] = "'+00:00'"
-	cfg.Params["innodb_lock_wait_timeout"] = fmt.Sprint(int64(o.LockWaitTimeout / time.Second))
-	cfg.Params["wait_timeout"] = fmt.Sprint(int64(o.WaitTimeout / time.Second))
+	cfg.Params = sessionParams(o)
 	return cfg, nil
 }
 
-// OpenDB opens a pool with DSN's settings. Idle connections are recycled
-// before the server's wait_timeout closes them.
-func OpenDB(dsn string, o DSNOptions) (*sql.DB, error) {
-	cfg, err := Config(dsn, o)
-	if err != nil {
-		return nil, err
+// sessionParams are the session variables a fenced pool sets, and the only
+// ones its configuration may hold.
+func sessionParams(o DSNOptions) map[string]string {
+	return map[string]string{
+		"time_zone":                "'+00:00'",
+		"innodb_lock_wait_timeout": fmt.Sprint(int64(o.LockWaitTimeout / time.Second)),
+		"wait_timeout":             fmt.Sprint(int64(o.WaitTimeout / time.Second)),
 	}
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+}
+
+type rawParam struct{ key, value string }
+
+// rawParams returns the parameters of dsn as the driver reads them (see
+// mysql.ParseDSN): after the first '?' that follows the last '/', split on
+// '&', then on the first '='; a part without '=' is ignored. Keys are taken
+// as they are, values are query-unescaped by the driver (checkParam
+// unescapes where the driver does).
+func rawParams(dsn string) []rawParam {
+	slash := strings.LastIndexByte(dsn, '/')
+	if slash < 0 {
+		return nil
 	}
-	db := sql.OpenDB(conn)
-	db.SetConnMaxIdleTime(o.withDefaults().WaitTimeout / 2)
-	return db, nil
+	q := strings.IndexByte(dsn[slash+1:], '?')
+	if q < 0 {
+		return nil
+	}
+	var out []rawParam
+	for part := range strings.SplitSeq(dsn[slash+1+q+1:], "&") {
+		if k, v, ok := strings.Cut(part, "="); ok {
+			out = append(out, rawParam{k, v})
+		}
+	}
+	return out
+}
+
+// The driver options a fenced DSN may carry, and what each may say.
+var (
+	// anyValue are the options the fence does not depend on.
+	anyValue = []string{
+		"tls", "serverPubKey", "allowNativePasswords", "allowCleartextPasswords", "allowFallbackToPlaintext",
+		"allowOldPasswords", "checkConnLiveness", "compress", "maxAllowedPacket", "connectionAttributes",
+		"rejectReadOnly", "interpolateParams",
+	}
+	// onlyValue are the options the fence needs at one value; giving
+	// another is refused rather than changed.
+	onlyValue = map[string]struct {
+		ok  func(string) bool
+		why string
+	}{
+		"parseTime":       {isTrue, "the fenced layer reads times as time.Time: parseTime=true"},
+		"clientFoundRows": {isTrue, "a fenced write must report matched rows, not changed rows: clientFoundRows=true"},
+		"multiStatements": {isFalse, "one statement per call lets the fenced runner judge each one: multiStatements=false"},
+		"allowAllFiles":   {isFalse, "lets a server read any local file through LOAD DATA LOCAL INFILE"},
+		"columnsWithAlias": {isFalse,
+			"renames the columns of every result, which the fenced layer reads by name"},
+		"loc": {func(v string) bool { return v == "UTC" },
+			"times are UTC, as the database's clock writes them: loc=UTC (or leave it out)"},
+		"timeTruncate": {func(v string) bool { d, err := time.ParseDuration(v); return err == nil && d == time.Microsecond },
+			"MySQL rounds and MariaDB truncates sub-microsecond parts: timeTruncate=1us (or leave it out)"},
+		"charset": {func(v string) bool { return !slices.ContainsFunc(strings.Split(v, ","), notUTF8MB4) },
+			"arguments are escaped as utf8mb4; another character set can turn an argument into SQL: charset=utf8mb4 (or leave it out)"},
+		"collation": {func(v string) bool { return utf8mb4Collation.MatchString(v) },
+			"arguments are escaped as utf8mb4; a collation of another character set can turn an argument into SQL: a utf8mb4_* collation"},
+		"strict": {func(string) bool { return false }, "removed from the driver, which panics on it"},
+	}
+	// timeouts map the driver's network timeouts to the option that sets them.
+	timeouts = map[string]func(*DSNOptions) *time.Duration{
+		"timeout":      func(o *DSNOptions) *time.Duration { return &o.DialTimeout },
+		"readTimeout":  func(o *DSNOptions) *time.Duration { return &o.ReadTimeout },
+		"writeTimeout": func(o *DSNOptions) *time.Duration { return &o.WriteTimeout },
+	}
+	utf8mb4Collation = regexp.MustCompile(`(?i)^utf8mb4_[a-z0-9_]+$`)
+)
+
+func isTrue(v string) bool  { b, ok := readBool(v); return ok && b }
+func isFalse(v string) bool { b, ok := readBool(v); return ok && !b }
+
+func notUTF8MB4(cs string) bool { return !strings.EqualFold(strings.TrimSpace(cs), "utf8mb4") }
+
+// readBool reads a boolean as the driver does.
+func readBool(v string) (value, ok bool) {
+	switch v {
+	case "1", "true", "TRUE", "True":
+		return true, true
+	case "0", "false", "FALSE", "False":
+		return false, true
+	}
+	return false, false
+}
+
+// checkParam checks one parameter of a DSN; a network timeout it carries
+// becomes o's, unless o sets another.
+func checkParam(key, value string, o *DSNOptions) error {
+	field := fmt.Sprintf("dsn parameter %q", key)
+	if slices.Contains(anyValue, key) {
+		return nil
+	}
+	if rule, ok := onlyValue[key]; ok {
+		if key == "loc" {
+			value = unescape(value)
+		}
+		if !rule.ok(value) {
+			return fieldErr(field, "refused: %s, not %q", rule.why, value)
+		}
+		return nil
+	}
+	if opt, ok := timeouts[key]; ok {
+		d, err := time.ParseDuration(value)
+		switch dst := opt(o); {
+		case err != nil:
+			return fieldErr(field, "is not a duration: %q", value)
+		case *dst != 0 && *dst != d:
+			return fieldErr(field, "refused: it says %v and the options %v; set one", d, *dst)
+		default:
+			*dst = d
+		}
+		return nil
+	}
+	v := SessionVariable(key)
+	why, ok := sessionReasons[v]
+	if !ok {
+		why = "the fenced layer accepts no session variables in its DSN; it sets time_zone, innodb_lock_wait_timeout and wait_timeout itself (DSNOptions)"
+	}
+	return fieldErr(field, "refused: it sets the session variable %s: %s", v, why)
+}
+
+func unescape(v string) string {
+	if u, err := url.QueryUnescape(v); err == nil {
+		return u
+	}
+	return v
+}
+
+// sessionReasons say why the session variables the fence relies on most
+// may not be set by a DSN. Every other session variable is refused too.
+var sessionReasons = map[string]string{
+	"timestamp":                "it moves the session clock (NOW(), UTC_TIMESTAMP()); leases and key windows are measured on the database's own clock",
+	"time_zone":                "the fenced layer sets time_zone to '+00:00' itself",
+	"autocommit":               "the fenced layer owns its transactions; autocommit=0 would leave single statements uncommitted",
+	"innodb_lock_wait_timeout": "set DSNOptions.LockWaitTimeout instead",
+	"wait_timeout":             "set DSNOptions.WaitTimeout instead",
+	"unique_checks":            "unique_checks=0 lets InnoDB accept a duplicate operation key",
+	"pseudo_thread_id":         "it changes the session's identity",
+	"tidb_sysdate_is_now":      "on TiDB, it makes SYSDATE() follow the session clock, which leases and key windows must not",
+	"character_set_client":     "arguments are escaped as utf8mb4; another character set can turn an argument into SQL",
+	"character_set_connection": "arguments are escaped as utf8mb4; another character set can turn an argument into SQL",
+	"character_set_results":    "results are read as utf8mb4",
+	"collation_connection":     "arguments are escaped as utf8mb4; another character set can turn an argument into SQL",
+	"names":                    "arguments are escaped as utf8mb4; another character set can turn an argument into SQL",
+	"sql_mode":                 "sql_mode changes how the server reads quotes and backslashes",
+	"tx_isolation":             "the fenced layer's reads must not see uncommitted rows",
+	"transaction_isolation":    "the fenced layer's reads must not see uncommitted rows",
+}
+
+// SessionVariable returns the session variable that a DSN parameter key
+// would set, as the server reads the driver's `SET key = value`: without
+// backticks, an @@ prefix, a SESSION/LOCAL/GLOBAL scope (as a keyword or a
+// prefix), and in lower case. A key that does not read as one variable is
+// returned trimmed and lower-cased, for the error message.
+func SessionVariable(key string) string {
+	v := strings.ToLower(strings.TrimSpace(key))
+	for _, scope := range []string{"session ", "local ", "global "} {
+		if strings.HasPrefix(v, scope) {
+			v = strings.TrimSpace(v[len(scope):])
+		}
+	}
+	v = strings.TrimPrefix(v, "@@")
+	for _, scope := range []string{"session.", "local.", "global."} {
+		v = strings.TrimPrefix(v, scope)
+	}
+	return strings.Trim(v, "`'\" ")
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func TestDSNForcesTheFencedSettings(t *testing.T) {
-	dsn, err := fencedwrite.DSN("app:secret@tcp(db:3306)/payments?parseTime=false&clientFoundRows=false&loc=Local", fencedwrite.DSNOptions{})
+	dsn, err := fencedwrite.DSN("app:secret@tcp(db:3306)/payments?tls=skip-verify&parseTime=true&loc=UTC&readTimeout=45s", fencedwrite.DSNOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,8 +23,11 @@ func TestDSNForcesTheFencedSettings(t *testing.T) {
 	if !cfg.ParseTime || !cfg.ClientFoundRows || !cfg.InterpolateParams || cfg.Loc != time.UTC {
 		t.Errorf("DSN %s does not force parseTime, clientFoundRows, interpolateParams and loc=UTC", dsn)
 	}
-	if cfg.Timeout != fencedwrite.DefaultDialTimeout || cfg.ReadTimeout != fencedwrite.DefaultReadTimeout || cfg.WriteTimeout != fencedwrite.DefaultWriteTimeout {
-		t.Errorf("network timeouts %v/%v/%v, want the defaults", cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout)
+	if cfg.Timeout != fencedwrite.DefaultDialTimeout || cfg.ReadTimeout != 45*time.Second || cfg.WriteTimeout != fencedwrite.DefaultWriteTimeout {
+		t.Errorf("network timeouts %v/%v/%v, want the defaults and the DSN's readTimeout", cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout)
+	}
+	if cfg.TLSConfig != "skip-verify" {
+		t.Errorf("DSN %s lost tls=skip-verify", dsn)
 	}
 	for k, want := range map[string]string{"innodb_lock_wait_timeout": "5", "wait_timeout": "600", "time_zone": "'+00:00'"} {
 		if got := cfg.Params[k]; got != want {

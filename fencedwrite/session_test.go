@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	entsql "entgo.io/ent/dialect/sql"
+
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
@@ -131,5 +133,156 @@ func TestAProviderAnswerCannotRewriteAFencedWrite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A fenced pool (OpenDB) verifies each connection and refuses, before it
+// is sent, every statement that would change the session its fence relies
+// on, however it is spelled; after a statement that may change the session
+// behind its text (CALL), it verifies the session again and discards a
+// connection that fails.
+func TestFencedPoolKeepsItsSession(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	db := e.db.FencedDB(fencedwrite.DSNOptions{})
+	db.SetMaxOpenConns(1)
+	for _, q := range []string{
+		"SET NAMES gbk", "set character set big5", "SET @@SESSION.autocommit = 0", "SET SESSION autocommit = 0",
+		"SET @@local.timestamp = 1", "SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED",
+		"/*!40101 SET NAMES sjis */", "/* note */ SET time_zone = 'SYSTEM'", "USE mysql", "SET @x = 1, autocommit = 0",
+		"SET STATEMENT max_statement_time = 1 FOR SELECT 1",
+	} {
+		if _, err := db.ExecContext(ctx, q); !errors.Is(err, fencedwrite.ErrUntrustedSession) {
+			t.Errorf("%q on a fenced pool: %v, want ErrUntrustedSession", q, err)
+		}
+	}
+	if _, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadUncommitted}); !errors.Is(err, fencedwrite.ErrUntrustedSession) {
+		t.Errorf("a READ UNCOMMITTED transaction on a fenced pool: %v, want ErrUntrustedSession", err)
+	}
+
+	// A procedure that turns autocommit off (the migration account made
+	// it; the application account may call it).
+	if _, err := e.raw.ExecContext(ctx, "CREATE PROCEDURE sneaky() BEGIN SET autocommit = 0; END"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "CALL sneaky()"); !errors.Is(err, fencedwrite.ErrUntrustedSession) || !strings.Contains(err.Error(), "autocommit") {
+		t.Errorf("CALL of a procedure that turns autocommit off: %v, want ErrUntrustedSession naming autocommit", err)
+	}
+	// The connection is gone: the next statement runs on a fresh, verified
+	// one, and what it writes is seen by everyone.
+	var ac int
+	if err := db.QueryRowContext(ctx, "SELECT @@session.autocommit").Scan(&ac); err != nil || ac != 1 {
+		t.Errorf("after the discarded connection, autocommit = %d (%v), want 1", ac, err)
+	}
+
+	// The fenced layer still writes through the pool.
+	c := dbtest.ClientOn(t, db)
+	job, lease := e.claim("still-fenced")
+	if err := c.RefundJob.Apply(ctx, lease.Complete("re_1"), ledger.Refunded(lease.Request().OperationKey, "re_1")); err != nil {
+		t.Fatal(err)
+	}
+	e.wantJob(job.ID, refundjob.StateSucceeded, 1)
+}
+
+// A pool that fencekit did not open is verified in every fenced
+// transaction before its first statement: a session that would let an
+// argument turn into SQL, leave a statement uncommitted, read uncommitted
+// rows or send several statements per call is refused, and nothing moves.
+func TestForeignPoolIsVerifiedBeforeTheFirstFencedStatement(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name   string
+		params map[string]string
+		multi  bool
+		want   string
+	}{
+		{"autocommit off", map[string]string{"autocommit": "0"}, false, "autocommit"},
+		{"dirty reads", map[string]string{"tx_isolation": "'READ-UNCOMMITTED'"}, false, "transaction isolation"},
+		{"no backslash escapes", map[string]string{"sql_mode": "'NO_BACKSLASH_ESCAPES'"}, false, "sql_mode"},
+		{"ANSI quotes", map[string]string{"sql_mode": "'ANSI'"}, false, "sql_mode"},
+		{"big5 connection", map[string]string{"character_set_connection": "big5"}, false, "character_set_connection"},
+		{"several statements per call", nil, true, "multiStatements"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := e.db.Config()
+			cfg.ParseTime, cfg.ClientFoundRows, cfg.InterpolateParams, cfg.Loc, cfg.MultiStatements = true, true, true, time.UTC, tc.multi
+			cfg.Params = tc.params
+			foreign := dbtest.ClientOn(t, dbtest.OpenDSN(t, cfg.FormatDSN()))
+			job, lease := e.claim("foreign-" + strings.ReplaceAll(tc.name, " ", "-"))
+			err := foreign.RefundJob.Apply(ctx, lease.Complete("re_1"), ledger.Refunded(lease.Request().OperationKey, "re_1"))
+			if !errors.Is(err, fencedwrite.ErrUntrustedSession) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Apply on the pool: %v, want ErrUntrustedSession naming %s", err, tc.want)
+			}
+			e.wantJob(job.ID, refundjob.StateRunning, 1)
+			if errs := foreign.RefundJob.ApplyBatch(ctx, []ent.RefundJobBatchItem{{Transition: lease.Complete("re_1")}}); !errors.Is(errs[0], fencedwrite.ErrUntrustedSession) {
+				t.Errorf("ApplyBatch on the pool: %v, want ErrUntrustedSession", errs[0])
+			}
+			if _, err := foreign.RefundJob.ClaimDue(ctx, 10, opts); !errors.Is(err, fencedwrite.ErrUntrustedSession) {
+				t.Errorf("ClaimDue on the pool: %v, want ErrUntrustedSession", err)
+			}
+			p := request("foreign-new-" + strings.ReplaceAll(tc.name, " ", "-"))
+			if _, _, err := foreign.RefundJob.Enqueue(ctx, p, ledger.Open(p)); !errors.Is(err, fencedwrite.ErrUntrustedSession) {
+				t.Errorf("Enqueue on the pool: %v, want ErrUntrustedSession", err)
+			}
+			e.wantJob(job.ID, refundjob.StateRunning, 1)
+		})
+	}
+
+	t.Run("a careful foreign pool writes", func(t *testing.T) {
+		cfg := e.db.Config()
+		cfg.ParseTime, cfg.ClientFoundRows, cfg.InterpolateParams, cfg.Loc = true, true, true, time.UTC
+		cfg.Params = map[string]string{"time_zone": "'+02:00'"}
+		foreign := dbtest.ClientOn(t, dbtest.OpenDSN(t, cfg.FormatDSN()))
+		job, lease := e.claim("foreign-careful")
+		if err := foreign.RefundJob.Apply(ctx, lease.Complete("re_1"), ledger.Refunded(lease.Request().OperationKey, "re_1")); err != nil {
+			t.Fatal(err)
+		}
+		e.wantJob(job.ID, refundjob.StateSucceeded, 1)
+	})
+}
+
+// The runner judges every statement of a packet a callback sends, not only
+// the first word: a COMMIT after a harmless statement never reaches the
+// server, so the runner's outcome stays true.
+func TestRunnerJudgesEveryStatementOfAPacket(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	for i, q := range []string{"DO 0; COMMIT", "SELECT 1 /*! ; COMMIT */", "DO 0; /*!40101 COMMIT */", "SELECT ';'; ROLLBACK"} {
+		job, lease := e.claim(fmt.Sprint("packet-", i))
+		err := e.c.RefundJob.Apply(ctx, lease.Complete("re_1"), func(ctx context.Context, tx *ent.Tx) error {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+			return errors.New("the callback fails after its statement")
+		})
+		if !errors.Is(err, fencedwrite.ErrInvalid) {
+			t.Errorf("%q: %v, want ErrInvalid (refused before it was sent)", q, err)
+		}
+		e.wantJob(job.ID, refundjob.StateRunning, 1)
+		if l := e.ledger(lease.Request().OperationKey); l.Status != "requested" {
+			t.Errorf("%q: ledger row is %s, want requested", q, l.Status)
+		}
+	}
+}
+
+// Ent's sql.WithVar sets session variables before every statement of a
+// context; a fenced transaction ignores them, so its session stays the one
+// it verified (on a fenced pool, the SET would be refused and the write
+// would fail).
+func TestSessionVariablesOfTheContextDoNotReachTheRunner(t *testing.T) {
+	e := newEnv(t)
+	ctx := entsql.WithVar(t.Context(), "character_set_client", "gbk")
+	ctx = entsql.WithVar(ctx, "autocommit", "0")
+	job, lease := e.claim("ctx-vars")
+	const payload = "re_', `state` = 'ready' -- "
+	if err := e.c.RefundJob.Apply(ctx, lease.Complete(payload), ledger.Refunded(lease.Request().OperationKey, payload)); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.wantJob(job.ID, refundjob.StateSucceeded, 1).ProviderRefundID; got == nil || *got != payload {
+		t.Errorf("the provider's refund id was not stored as it was")
+	}
+	if _, err := e.c.RefundJob.ClaimDue(ctx, 1, opts); err != nil {
+		t.Errorf("ClaimDue with session variables in its context: %v", err)
 	}
 }

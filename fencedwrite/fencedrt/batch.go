@@ -108,11 +108,21 @@ const regroup = -2
 // their business writes may hand rows to the runner (DeferRow).
 func runBatchOnce[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Context) (Begun[T], error), items []BatchItem[T], pending []int, errs []error, grouped bool) int {
 	r := &run{batch: true, deferRows: grouped && ctx.Value(deferKey{}) != nil}
-	ctx = context.WithValue(ctx, runKey{}, r)
+	ctx = context.WithValue(withoutSessionVars(ctx), runKey{}, r)
 	b, err := begin(ctx)
+	if err == nil {
+		if err = verifySession(ctx, pool, b.Exec); err != nil {
+			_ = b.Raw.rollback()
+			err = sessionOutcome(err)
+		}
+	}
 	if err != nil {
 		for _, i := range pending {
-			errs[i] = items[i].W.fail(fencedwrite.ErrRolledBack, row{}, fmt.Errorf("begin: %w", err))
+			outcome := fencedwrite.ErrRolledBack
+			if errors.Is(err, fencedwrite.ErrInvalid) {
+				outcome = fencedwrite.ErrInvalid
+			}
+			errs[i] = items[i].W.fail(outcome, row{}, fmt.Errorf("begin: %w", err))
 		}
 		return -1
 	}
@@ -186,7 +196,7 @@ func runBatchOnce[T Tx](ctx context.Context, pool dialect.Driver, begin func(con
 	}
 	for _, i := range missed {
 		w := items[i].W
-		found, rerr := readRow(ctx, pool, w.table, OpRead, w.id)
+		found, rerr := reRead(ctx, pool, w.table, OpRead, w.id)
 		if rerr != nil {
 			errs[i] = w.fail(fencedwrite.ErrUnexpectedState, row{}, fmt.Errorf("matched no row, and the re-read failed: %w", rerr))
 			continue
@@ -202,48 +212,29 @@ func callFn[T Tx](ctx context.Context, b Begun[T], fn func(context.Context, T) e
 
 // commitBatch commits the batch and sets the outcome of every applied item.
 func commitBatch[T Tx](ctx context.Context, pool dialect.Driver, b Begun[T], r *run, items []BatchItem[T], applied []int, errs []error) {
-	setAll := func(outcome error, cause error) {
-		for _, i := range applied {
-			errs[i] = items[i].W.fail(outcome, row{}, cause)
-		}
-	}
-	if berr := b.Raw.Broken(); berr != nil {
-		_ = b.Raw.rollback()
-		setAll(fencedwrite.ErrRolledBack, fmt.Errorf("the server rolled back the transaction: %w", berr))
-		return
-	}
-	r.mu.Lock()
-	r.committing = true
-	r.mu.Unlock()
-	b.Raw.allowEnd()
-	hooksOf(ctx).call(hookBeforeCommit)
-	cerr := b.Tx.Commit()
-	switch {
-	case !b.Raw.sentCommit():
-		_ = b.Raw.rollback()
-		if cerr == nil {
-			cerr = errors.New("a commit hook returned without calling the next one")
-		}
-		setAll(fencedwrite.ErrRolledBack, fmt.Errorf("commit hook: nothing was committed: %w", cerr))
-	case cerr == nil:
+	done, cerr := commit(ctx, b, r)
+	switch done {
+	case committed:
 		for _, i := range applied {
 			errs[i] = nil
 		}
-	case !CommitMayHaveLanded(cerr):
-		setAll(fencedwrite.ErrRolledBack, cerr)
-	default:
-		hooksOf(ctx).call(hookBeforeReRead)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reReadTimeout)
-		defer cancel()
+		return
+	case notCommitted:
 		for _, i := range applied {
-			w := items[i].W
-			found, rerr := readRowLocked(rctx, pool, w.table, w.id)
-			if rerr != nil {
-				errs[i] = w.fail(fencedwrite.ErrCommitUnknown, row{}, errors.Join(cerr, fmt.Errorf("re-read: %w", rerr)))
-				continue
-			}
-			errs[i] = w.classify(found, true, cerr)
+			errs[i] = items[i].W.fail(fencedwrite.ErrRolledBack, row{}, cerr)
 		}
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reReadTimeout)
+	defer cancel()
+	for _, i := range applied {
+		w := items[i].W
+		found, rerr := readRowLocked(rctx, pool, w.table, w.id)
+		if rerr != nil {
+			errs[i] = w.fail(fencedwrite.ErrCommitUnknown, row{}, errors.Join(cerr, fmt.Errorf("re-read: %w", rerr)))
+			continue
+		}
+		errs[i] = w.classify(found, true, cerr)
 	}
 }
 

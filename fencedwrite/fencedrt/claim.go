@@ -72,9 +72,10 @@ func claim(ctx context.Context, drv dialect.Driver, t *Table, op Op, id int64, o
 		return Claimed{}, fmt.Errorf("%s %s#%d: %w", op, t.Name(), id, err)
 	}
 	o = o.WithDefaults()
-	tx, err := drv.Tx(ctx)
+	ctx = withoutSessionVars(ctx)
+	tx, err := beginVerified(ctx, drv)
 	if err != nil {
-		return Claimed{}, fmt.Errorf("%s %s#%d: begin: %w: %w", op, t.Name(), id, fencedwrite.ErrRolledBack, err)
+		return Claimed{}, fmt.Errorf("%s %s#%d: begin: %w", op, t.Name(), id, sessionOutcome(err))
 	}
 	c, err := claimTx(ctx, tx, t, op, id, o)
 	if err != nil {
@@ -158,9 +159,10 @@ func claimBatch(ctx context.Context, drv dialect.Driver, t *Table, scan, op Op, 
 		return nil, nil
 	}
 	o = o.WithDefaults()
-	tx, err := drv.Tx(ctx)
+	ctx = withoutSessionVars(ctx)
+	tx, err := beginVerified(ctx, drv)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: begin: %w: %w", scan, t.Name(), fencedwrite.ErrRolledBack, err)
+		return nil, fmt.Errorf("%s %s: begin: %w", scan, t.Name(), sessionOutcome(err))
 	}
 	claimed, err := batchTx(ctx, tx, t, scan, op, limit, o, true)
 	if errors.Is(err, errMovedSinceRead) {
@@ -169,13 +171,15 @@ func claimBatch(ctx context.Context, drv dialect.Driver, t *Table, scan, op Op, 
 		// and another claimer moved some. Which ones is not worth guessing:
 		// nothing is committed, so start over, one row per statement.
 		if err = tx.Rollback(); err == nil {
-			if tx, err = drv.Tx(ctx); err == nil {
+			if tx, err = beginVerified(ctx, drv); err == nil {
 				claimed, err = batchTx(ctx, tx, t, scan, op, limit, o, false)
 			}
 		}
 	}
 	if err != nil {
-		_ = tx.Rollback()
+		if tx != nil {
+			_ = tx.Rollback()
+		}
 		return nil, fmt.Errorf("%s %s: %w", scan, t.Name(), claimOutcome(err))
 	}
 	if len(claimed) == 0 {

@@ -6,13 +6,13 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"entgo.io/ent/dialect"
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/internal/sqltext"
 )
 
 // Guard wraps the pool a runner starts its transaction from. The
@@ -206,50 +206,25 @@ var allowed = map[string]bool{
 	"VALUES": true, "TABLE": true, "DO": true, "SHOW": true, "EXPLAIN": true, "DESCRIBE": true, "DESC": true,
 }
 
-// CheckStatement refuses a statement that a callback of the runner must not
-// run in the runner's transaction; see allowed. The error matches
+// CheckStatement refuses a packet that a callback of the runner must not
+// send in the runner's transaction: it judges every statement of the
+// packet (a pool with multiStatements=true runs them all), and refuses any
+// statement not in allowed, and any executable comment (/*! … */), whose
+// text the server runs though it reads as a comment. The error matches
 // fencedwrite.ErrInvalid.
 func CheckStatement(query string) error {
-	word, executable := leadingWord(query)
-	if executable {
-		return fmt.Errorf("%w: statement starts with an executable comment (/*! … */), which the fenced runner cannot check: %.60q", fencedwrite.ErrInvalid, query)
+	stmts := sqltext.Split(query)
+	if len(stmts) == 0 {
+		return fmt.Errorf("%w: an empty statement: %.60q", fencedwrite.ErrInvalid, query)
 	}
-	if !allowed[strings.ToUpper(word)] {
-		return fmt.Errorf("%w: %s statements may end or change the fenced runner's transaction; the runner owns BEGIN, COMMIT and ROLLBACK: %.60q",
-			fencedwrite.ErrInvalid, strings.ToUpper(word), query)
-	}
-	return nil
-}
-
-// leadingWord returns the first keyword of query after white space,
-// comments and opening parentheses, and whether an executable comment came
-// first.
-func leadingWord(q string) (string, bool) {
-	for {
-		q = strings.TrimLeft(q, " \t\r\n\f(")
-		switch {
-		case strings.HasPrefix(q, "/*!"), strings.HasPrefix(q, "/*M!"), strings.HasPrefix(q, "/*+"):
-			return "", true
-		case strings.HasPrefix(q, "/*"):
-			end := strings.Index(q, "*/")
-			if end < 0 {
-				return "", false
-			}
-			q = q[end+2:]
-		case strings.HasPrefix(q, "#"), strings.HasPrefix(q, "--"):
-			end := strings.IndexByte(q, '\n')
-			if end < 0 {
-				return "", false
-			}
-			q = q[end+1:]
-		default:
-			end := strings.IndexFunc(q, func(r rune) bool {
-				return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '_')
-			})
-			if end < 0 {
-				return q, false
-			}
-			return q[:end], false
+	for _, s := range stmts {
+		if s.Executable {
+			return fmt.Errorf("%w: statement holds an executable comment (/*! … */), which the fenced runner cannot check: %.60q", fencedwrite.ErrInvalid, s.Text)
+		}
+		if !allowed[s.Keyword] {
+			return fmt.Errorf("%w: %s statements may end or change the fenced runner's transaction; the runner owns BEGIN, COMMIT and ROLLBACK: %.60q",
+				fencedwrite.ErrInvalid, s.Keyword, s.Text)
 		}
 	}
+	return nil
 }

@@ -28,40 +28,30 @@ var ErrKeyExists = errors.New("idempotency key already enqueued")
 // On ErrCommitUnknown the job may or may not exist. Enqueueing is idempotent
 // by key, so calling the generated Enqueue again with the same parameters is
 // the way to find out.
-func Insert[T Tx](ctx context.Context, t *Table, begin func(context.Context) (Begun[T], error), vals Values, fn func(context.Context, T) error) (int64, error) {
+func Insert[T Tx](ctx context.Context, pool dialect.Driver, t *Table, begin func(context.Context) (Begun[T], error), vals Values, fn func(context.Context, T) error) (int64, error) {
 	r := &run{}
-	ctx = context.WithValue(ctx, runKey{}, r)
+	ctx = context.WithValue(withoutSessionVars(ctx), runKey{}, r)
 	b, err := begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("begin: %w: %w", fencedwrite.ErrRolledBack, err)
+	}
+	if err := verifySession(ctx, pool, b.Exec); err != nil {
+		_ = b.Raw.rollback()
+		return 0, fmt.Errorf("begin: %w", sessionOutcome(err))
 	}
 	id, err := insertTx(ctx, b, t, vals, fn)
 	if err != nil {
 		_ = b.Raw.rollback()
 		return 0, err
 	}
-	if berr := b.Raw.Broken(); berr != nil {
-		_ = b.Raw.rollback()
-		return 0, fmt.Errorf("%w: the server rolled back the transaction: %w", fencedwrite.ErrRolledBack, berr)
-	}
-	r.mu.Lock()
-	r.committing = true
-	r.mu.Unlock()
-	b.Raw.allowEnd()
-	cerr := b.Tx.Commit()
-	switch {
-	case !b.Raw.sentCommit():
-		_ = b.Raw.rollback()
-		if cerr == nil {
-			cerr = errors.New("a commit hook returned without calling the next one")
-		}
-		return 0, fmt.Errorf("commit hook: %w: nothing was committed: %w", fencedwrite.ErrRolledBack, cerr)
-	case cerr == nil:
+	done, cerr := commit(ctx, b, r)
+	switch done {
+	case committed:
 		return id, nil
-	case CommitMayHaveLanded(cerr):
-		return 0, fmt.Errorf("commit: %w: enqueue again with the same parameters to learn whether the job exists: %w", fencedwrite.ErrCommitUnknown, cerr)
-	default:
+	case notCommitted:
 		return 0, fmt.Errorf("commit: %w: %w", fencedwrite.ErrRolledBack, cerr)
+	default:
+		return 0, fmt.Errorf("commit: %w: enqueue again with the same parameters to learn whether the job exists: %w", fencedwrite.ErrCommitUnknown, cerr)
 	}
 }
 

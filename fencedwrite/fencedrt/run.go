@@ -123,10 +123,14 @@ func (w *Write) applied() Applied {
 // while the old transaction still holds it, so the row it shows is final.
 func Run[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Context) (Begun[T], error), fn func(context.Context, T) error) error {
 	r := &run{}
-	ctx = context.WithValue(ctx, runKey{}, r)
+	ctx = context.WithValue(withoutSessionVars(ctx), runKey{}, r)
 	b, err := begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin fenced transaction: %w: %w", fencedwrite.ErrRolledBack, err)
+	}
+	if err := verifySession(ctx, pool, b.Exec); err != nil {
+		_ = b.Raw.rollback()
+		return fmt.Errorf("begin fenced transaction: %w", sessionOutcome(err))
 	}
 	r.mu.Lock()
 	r.exec = b.Exec
@@ -140,7 +144,7 @@ func Run[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Cont
 	switch {
 	case missed != nil:
 		_ = b.Raw.rollback()
-		found, rerr := readRow(ctx, pool, missed.table, OpRead, missed.id)
+		found, rerr := reRead(ctx, pool, missed.table, OpRead, missed.id)
 		if rerr != nil {
 			return missed.fail(fencedwrite.ErrUnexpectedState, row{}, fmt.Errorf("matched no row, and the re-read failed: %w", rerr))
 		}
@@ -166,32 +170,13 @@ func Run[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Cont
 		return fmt.Errorf("%w: %w", fencedwrite.ErrInvalid, fencedwrite.ErrNoFencedWrite)
 	}
 	w := applied[0]
-	if berr := b.Raw.Broken(); berr != nil {
-		_ = b.Raw.rollback()
-		return w.fail(fencedwrite.ErrRolledBack, row{}, fmt.Errorf("the server rolled back the transaction: %w", berr))
-	}
-	r.mu.Lock()
-	r.committing = true
-	r.mu.Unlock()
-	b.Raw.allowEnd()
-	hooksOf(ctx).call(hookBeforeCommit)
-	cerr := b.Tx.Commit()
-	if !b.Raw.sentCommit() {
-		// A commit hook failed, or returned without calling the next one:
-		// COMMIT was never sent. Roll back now, or the row stays locked.
-		_ = b.Raw.rollback()
-		if cerr == nil {
-			cerr = errors.New("a commit hook returned without calling the next one")
-		}
-		return w.fail(fencedwrite.ErrRolledBack, row{}, fmt.Errorf("commit hook: nothing was committed: %w", cerr))
-	}
-	if cerr == nil {
+	done, cerr := commit(ctx, b, r)
+	switch done {
+	case committed:
 		return nil
-	}
-	if !CommitMayHaveLanded(cerr) {
+	case notCommitted:
 		return w.fail(fencedwrite.ErrRolledBack, row{}, cerr)
 	}
-	hooksOf(ctx).call(hookBeforeReRead)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reReadTimeout)
 	defer cancel()
 	found, rerr := readRowLocked(rctx, pool, w.table, w.id)
@@ -199,6 +184,52 @@ func Run[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Cont
 		return w.fail(fencedwrite.ErrCommitUnknown, row{}, errors.Join(cerr, fmt.Errorf("re-read: %w", rerr)))
 	}
 	return w.classify(found, true, cerr)
+}
+
+// commitResult is how the runner's COMMIT went.
+type commitResult int
+
+const (
+	committed     commitResult = iota // acknowledged
+	notCommitted                       // nothing is in place
+	mayHaveLanded                      // COMMIT was sent and its reply lost: re-read
+)
+
+// commit ends the transaction b of run r: the one place where a runner
+// (Run, RunBatch, Insert) commits. It refuses to commit a transaction the
+// server already rolled back, lets the runner's own COMMIT through Ent's
+// commit hooks (fn's cannot), calls the BeforeCommit test signal, and rolls
+// back at once when a commit hook failed or never sent the COMMIT, so no
+// row stays locked. The error says why the transaction did not commit, or
+// is the lost reply's (mayHaveLanded, after the BeforeReRead signal).
+func commit[T Tx](ctx context.Context, b Begun[T], r *run) (commitResult, error) {
+	if berr := b.Raw.Broken(); berr != nil {
+		_ = b.Raw.rollback()
+		return notCommitted, fmt.Errorf("the server rolled back the transaction: %w", berr)
+	}
+	r.mu.Lock()
+	r.committing = true
+	r.mu.Unlock()
+	b.Raw.allowEnd()
+	hooksOf(ctx).call(hookBeforeCommit)
+	cerr := b.Tx.Commit()
+	switch {
+	case !b.Raw.sentCommit():
+		// A commit hook failed, or returned without calling the next one:
+		// COMMIT was never sent. Roll back now, or the row stays locked.
+		_ = b.Raw.rollback()
+		if cerr == nil {
+			cerr = errors.New("a commit hook returned without calling the next one")
+		}
+		return notCommitted, fmt.Errorf("commit hook: nothing was committed: %w", cerr)
+	case cerr == nil:
+		return committed, nil
+	case !CommitMayHaveLanded(cerr):
+		return notCommitted, cerr
+	default:
+		hooksOf(ctx).call(hookBeforeReRead)
+		return mayHaveLanded, cerr
+	}
 }
 
 // reReadTimeout bounds the locking re-read after a lost COMMIT reply.
@@ -373,12 +404,26 @@ func readRow(ctx context.Context, q dialect.ExecQuerier, t *Table, op Op, id int
 	return r, rows.Err()
 }
 
+// readRowLocked re-reads a job under its row lock, in a transaction of its
+// own on a fresh connection of pool: the lock is granted only once every
+// other transaction that holds it has ended, so the row it shows is final.
 func readRowLocked(ctx context.Context, pool dialect.Driver, t *Table, id int64) (row, error) {
-	tx, err := pool.Tx(ctx)
+	return reRead(ctx, pool, t, OpReadLocked, id)
+}
+
+// reRead reads job id afresh with statement op (OpRead after a write that
+// matched no row, once its transaction is rolled back; OpReadLocked after a
+// lost COMMIT reply), in a verified transaction of its own unless pool is a
+// fenced pool and the read takes no lock.
+func reRead(ctx context.Context, pool dialect.Driver, t *Table, op Op, id int64) (row, error) {
+	if op == OpRead && infoOf(pool).trusted {
+		return readRow(ctx, pool, t, op, id)
+	}
+	tx, err := beginVerified(ctx, pool)
 	if err != nil {
 		return row{}, err
 	}
-	r, err := readRow(ctx, tx, t, OpReadLocked, id)
+	r, err := readRow(ctx, tx, t, op, id)
 	if err != nil {
 		_ = tx.Rollback()
 		return row{}, err

@@ -154,14 +154,17 @@ func TestBindByName(t *testing.T) {
 // ends or changes the transaction.
 func TestCheckStatement(t *testing.T) {
 	for _, ok := range []string{"SELECT 1", "  select 1", "(SELECT 1) UNION (SELECT 2)", "/* note */ INSERT INTO t VALUES (1)",
-		"-- note\nUPDATE t SET a = 1", "WITH x AS (SELECT 1) SELECT * FROM x", "DELETE FROM t", "replace into t values (1)"} {
+		"-- note\nUPDATE t SET a = 1", "WITH x AS (SELECT 1) SELECT * FROM x", "DELETE FROM t", "replace into t values (1)",
+		"SELECT ';COMMIT'", "SELECT 1;", "SELECT 1 -- ; COMMIT", `SELECT 'a\'; COMMIT'`} {
 		if err := fencedrt.CheckStatement(ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"COMMIT", "rollback", "ROLLBACK TO s", "BEGIN", "START TRANSACTION", "SET autocommit=1", "SET @x = 1",
 		"CREATE TEMPORARY TABLE t (a int)", "ALTER TABLE t ADD c int", "CALL p()", "LOCK TABLES t READ", "/*!40101 COMMIT */",
-		"/*M!100100 COMMIT */", "# c\nCOMMIT", "XA END 'x'", "KILL CONNECTION_ID()", "SAVEPOINT s", "", "   "} {
+		"/*M!100100 COMMIT */", "# c\nCOMMIT", "XA END 'x'", "KILL CONNECTION_ID()", "SAVEPOINT s", "", "   ",
+		"DO 0; COMMIT", "SELECT 1; ROLLBACK", "SELECT 1 /*! ; COMMIT */", "SELECT 1 /*!99999 , 2 */", "SELECT ';' ; SET autocommit = 0",
+		"UPDATE t SET a = 1 -- x\n; COMMIT"} {
 		if err := fencedrt.CheckStatement(bad); err == nil {
 			t.Errorf("%q let through", bad)
 		}

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/devdb"
@@ -42,7 +41,7 @@ func (d *DB) CountedDB(o fencedwrite.DSNOptions) (db *sql.DB, s *Statements) {
 		}
 		return &countingConn{Conn: c, s: s}, nil
 	}
-	conn, err := mysql.NewConnector(cfg)
+	conn, err := fencedwrite.NewConnector(cfg)
 	if err != nil {
 		d.t.Fatal(err)
 	}

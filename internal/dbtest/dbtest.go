@@ -123,10 +123,16 @@ func (d *DB) RawDB() *sql.DB {
 	return d.open(c.FormatDSN())
 }
 
-// FencedDB opens a pool with the fenced layer's settings.
+// FencedDB opens a fenced pool (fencedwrite.OpenDB), closed when the test
+// ends.
 func (d *DB) FencedDB(o fencedwrite.DSNOptions) *sql.DB {
 	d.t.Helper()
-	return d.open(d.DSN(o))
+	db, err := fencedwrite.OpenDB(devdb.DSN(d.cfg, d.Name), o)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 func (d *DB) open(dsn string) *sql.DB {

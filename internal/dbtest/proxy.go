@@ -101,7 +101,7 @@ func (p *Proxy) FirstConnectionDB(o fencedwrite.DSNOptions) *sql.DB {
 		mu.Unlock()
 		return d.DialContext(ctx, network, addr)
 	}
-	conn, err := mysql.NewConnector(cfg)
+	conn, err := fencedwrite.NewConnector(cfg)
 	if err != nil {
 		p.t.Fatal(err)
 	}
