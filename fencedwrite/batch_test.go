@@ -438,6 +438,46 @@ func TestApplyBatch(t *testing.T) {
 			t.Errorf("%d statements, want 16: the many-row UPDATE that did not hold, then one statement per item", n)
 		}
 	})
+	t.Run("a stale and a live lease of one job in one batch: the live write lands, the stale one is superseded, in either order", func(t *testing.T) {
+		for _, staleFirst := range []bool{true, false} {
+			key := fmt.Sprintf("both-leases-%v", staleFirst)
+			job := e.enqueue(key)
+			// The same process holds both: its paused goroutine's lease at
+			// attempt 1, and its own takeover at attempt 2.
+			stale, err := e.c.RefundJob.Claim(ctx, job.ID, instant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.wantLeaseExpired(job.ID)
+			live, err := e.c.RefundJob.Takeover(ctx, job.ID, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			staleItem := ent.RefundJobBatchItem{Transition: stale.Reschedule(refundjob.NextActionRefund, 0, "", "stale"), Then: nil}
+			liveItem := ent.RefundJobBatchItem{Transition: live.Complete("re_live"), Then: ledger.Refunded(key, "re_live")}
+			items, si, li := []ent.RefundJobBatchItem{staleItem, liveItem}, 0, 1
+			if !staleFirst {
+				items, si, li = []ent.RefundJobBatchItem{liveItem, staleItem}, 1, 0
+			}
+			errs := e.c.RefundJob.ApplyBatch(ctx, items)
+			if errs[li] != nil {
+				t.Fatalf("stale first %v: the live lease's completion: %v", staleFirst, errs[li])
+			}
+			wantOutcome(t, errs[si], fencedwrite.ErrSuperseded)
+			e.wantJob(job.ID, refundjob.StateSucceeded, 2)
+			if l := e.ledger(key); l.Status != "refunded" || l.ProviderRefundID == nil || *l.ProviderRefundID != "re_live" {
+				t.Fatalf("stale first %v: ledger row %+v, want refunded with re_live", staleFirst, l)
+			}
+		}
+		// The same lease twice is a caller's mistake, not a race.
+		job, l := e.claim("same-lease-twice")
+		errs := e.c.RefundJob.ApplyBatch(ctx, []ent.RefundJobBatchItem{{Transition: l.Complete("re_1")}, {Transition: l.Fail("no", "")}})
+		if errs[0] != nil {
+			t.Fatalf("the first item: %v", errs[0])
+		}
+		wantOutcome(t, errs[1], fencedwrite.ErrInvalid)
+		e.wantJob(job.ID, refundjob.StateSucceeded, 1)
+	})
 	t.Run("two batches completing one job at once: it settles once, each other job with its own", func(t *testing.T) {
 		keys := []string{"both-0", "both-1", "both-2"}
 		var (

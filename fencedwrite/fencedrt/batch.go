@@ -39,11 +39,27 @@ const maxBatchTries = 4
 //     item still in the batch; a COMMIT whose reply was lost is re-read item
 //     by item under a row lock, as Run does.
 //
-// Items must name distinct jobs: a job takes one transition per
-// transaction.
+// A job takes one transition per transaction: when several items name
+// one job at different attempts (a process that holds a paused
+// goroutine's lease and its own takeover's), the newest runs and each
+// older one is re-read after the batch (ErrSuperseded, as its fence would
+// say); two items at the same attempt are ErrInvalid for the second.
 func RunBatch[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Context) (Begun[T], error), items []BatchItem[T]) []error {
 	errs := make([]error, len(items))
-	var pending []int
+	// A process may hold two leases of one job (a paused goroutine's and
+	// its own takeover's): the newest runs, and the older ones, which a
+	// committed takeover has superseded, are re-read and classified once
+	// the batch is done.
+	newest := map[*Table]map[int64]int64{}
+	for _, it := range items {
+		if it.W != nil && it.W.table != nil && it.W.err == nil {
+			if newest[it.W.table] == nil {
+				newest[it.W.table] = map[int64]int64{}
+			}
+			newest[it.W.table][it.W.id] = max(newest[it.W.table][it.W.id], it.W.attempt)
+		}
+	}
+	var pending, older []int
 	seen := map[*Table]map[int64]bool{}
 	for i, it := range items {
 		switch {
@@ -51,8 +67,10 @@ func RunBatch[T Tx](ctx context.Context, pool dialect.Driver, begin func(context
 			errs[i] = fmt.Errorf("fence: %w: the transition is nil or was not built by the generated API", fencedwrite.ErrInvalid)
 		case it.W.err != nil:
 			errs[i] = it.W.err
+		case it.W.attempt < newest[it.W.table][it.W.id]:
+			older = append(older, i)
 		case seen[it.W.table][it.W.id]:
-			errs[i] = it.W.fail(fencedwrite.ErrInvalid, row{}, fmt.Errorf("%s#%d appears twice in one batch: one transition per job per transaction", it.W.table.Name(), it.W.id))
+			errs[i] = it.W.fail(fencedwrite.ErrInvalid, row{}, fmt.Errorf("%s#%d appears twice in one batch at attempt %d: one transition per job per transaction", it.W.table.Name(), it.W.id, it.W.attempt))
 		default:
 			if seen[it.W.table] == nil {
 				seen[it.W.table] = map[int64]bool{}
@@ -61,13 +79,29 @@ func RunBatch[T Tx](ctx context.Context, pool dialect.Driver, begin func(context
 			pending = append(pending, i)
 		}
 	}
+	runBatch(ctx, pool, begin, items, pending, errs)
+	for _, i := range older {
+		w := items[i].W
+		found, err := reRead(ctx, pool, w.table, OpRead, w.id)
+		if err != nil {
+			errs[i] = w.fail(fencedwrite.ErrUnexpectedState, row{}, fmt.Errorf("a newer lease of the job was in the batch, and the re-read failed: %w", err))
+			continue
+		}
+		errs[i] = w.classify(found, false, nil)
+	}
+	return errs
+}
+
+// runBatch runs the items of pending, starting over without an item whose
+// business write failed, and sets their outcomes in errs.
+func runBatch[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Context) (Begun[T], error), items []BatchItem[T], pending []int, errs []error) {
 	grouped := true
 	for try := 0; len(pending) > 0; try++ {
 		if try == maxBatchTries {
 			for _, i := range pending {
 				errs[i] = items[i].W.fail(fencedwrite.ErrRolledBack, row{}, errors.New("the batch was started over too often; try again"))
 			}
-			return errs
+			return
 		}
 		failed := runBatchOnce(ctx, pool, begin, items, pending, errs, grouped)
 		if failed == regroup {
@@ -78,11 +112,10 @@ func RunBatch[T Tx](ctx context.Context, pool dialect.Driver, begin func(context
 			continue
 		}
 		if failed < 0 {
-			return errs
+			return
 		}
 		pending = removeIndex(pending, failed)
 	}
-	return errs
 }
 
 func removeIndex(s []int, v int) []int {
