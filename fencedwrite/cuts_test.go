@@ -187,24 +187,40 @@ func TestEveryCutOfAGroupedBatchHasOneTrueOutcomePerItem(t *testing.T) {
 }
 
 // A COMMIT still in flight on the wire when the runner gives up waiting for
-// its reply: the runner's locking re-read waits for it to land or not, and
-// never reports "rolled back" for a write that then lands.
+// its reply: the runner's re-read takes the row lock, so it waits for the
+// held COMMIT to land or not, and never reports "rolled back" for a write
+// that then lands. The COMMIT is held until the re-read is in flight and
+// blocked behind the old transaction's lock: a re-read without the lock
+// would answer at once from the row before the COMMIT.
 func TestCommitInFlightDuringTheReRead(t *testing.T) {
 	e := newEnv(t)
 	const key = "in-flight"
 	job, l := e.claim(key)
 	proxy := dbtest.NewProxy(t, e.db)
-	// Short network timeouts, so the client stops waiting for the reply
-	// while the COMMIT is still held on the wire.
-	o := fencedwrite.DSNOptions{LockWaitTimeout: time.Second, ReadTimeout: 2 * time.Second}
+	// A short read timeout, so the client stops waiting for the reply while
+	// the COMMIT is still held on the wire; a lock wait long enough for the
+	// test to see the re-read wait.
+	o := fencedwrite.DSNOptions{LockWaitTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second}
 	c := dbtest.ClientOn(t, proxy.FirstConnectionDB(o))
+	applied := make(chan struct{})
+	released := make(chan bool, 1)
 	ctx := fencedrt.WithHooks(t.Context(), fencedrt.Hooks{
 		BeforeCommit: func() { proxy.Delay(time.Hour) },
-		// The client gave up; let the held COMMIT through now, racing the
-		// runner's re-read.
-		BeforeReRead: proxy.Undelay,
+		// The client gave up. Let the held COMMIT through only once the
+		// runner's re-read waits for the row lock the COMMIT still holds.
+		BeforeReRead: func() {
+			go func() {
+				waited := dbtest.AwaitLockWait(e.raw, "SELECT `state`, `attempt`", applied)
+				proxy.Undelay()
+				released <- waited
+			}()
+		},
 	})
 	err := c.RefundJob.Apply(ctx, l.Complete("re_1"), ledger.Refunded(key, "re_1"))
+	close(applied)
+	if !<-released {
+		t.Error("the runner's re-read never waited for the row lock of the held COMMIT: it read without the lock")
+	}
 	state, _, ledgerStatus := e.lockedRow(job.ID)
 	switch {
 	case errors.Is(err, fencedwrite.ErrRolledBack) && state != fencedwrite.StateRunning:

@@ -209,3 +209,31 @@ func IsTriggerRefusal(err error, want string) bool {
 	}
 	return me.Number == 1644 && strings.Contains(me.Message, want)
 }
+
+// AwaitLockWait returns true once a transaction on raw's server waits for a
+// row lock in a statement that starts with prefix, or false when stop is
+// closed first. A test uses it to release a held statement exactly when a
+// competing one is blocked behind it. It reads the server's own state: on
+// MySQL and MariaDB information_schema.INNODB_TRX, every 110 ms, because
+// InnoDB refreshes that table only when nobody read it for the last 100 ms
+// (a tighter loop would never see the wait); on TiDB, whose statements are
+// shown normalised, information_schema.DATA_LOCK_WAITS.
+func AwaitLockWait(raw *sql.DB, prefix string, stop <-chan struct{}) bool {
+	query, args := "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE CONCAT(?, '%')", []any{prefix}
+	if e, err := engineOf(context.Background(), raw); err == nil && e.TiDB() {
+		query, args = "SELECT COUNT(*) FROM information_schema.DATA_LOCK_WAITS", nil
+	}
+	tick := time.NewTicker(110 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var n int
+		if err := raw.QueryRow(query, args...).Scan(&n); err == nil && n > 0 {
+			return true
+		}
+		select {
+		case <-stop:
+			return false
+		case <-tick.C:
+		}
+	}
+}
