@@ -34,7 +34,7 @@ type workerSettings struct {
 }
 
 // maxBurst keeps a pass's grant within what one batch claim takes
-// (fencedrt.MaxBatch): the worker asks TakeoverExpired for every token it
+// (fencedwrite.MaxBatch): the worker asks TakeoverExpired for every token it
 // was granted.
 const maxBurst = 1_000
 

@@ -10,7 +10,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fencekit/ent"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
+	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/devdb"
 	"github.com/fencekit/fencekit/migrations"
 )
@@ -117,11 +117,11 @@ func enqueue(ctx context.Context, db *sql.DB, first, n int) error {
 		hi := min(lo+insertBatch, first+n)
 		stmts := []struct{ head, row string }{
 			{"INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) VALUES ",
-				"(?, ?, ?, ?, " + fencedrt.ClockUTC + ")"},
+				"(?, ?, ?, ?, " + fencedwrite.ClockUTC + ")"},
 			{"INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, state, attempt, next_action, next_run_at, created_at, updated_at) VALUES ",
-				"(?, ?, ?, ?, 'ready', 0, 'refund', " + fencedrt.ClockUTC + ", " + fencedrt.ClockUTC + ", " + fencedrt.ClockUTC + ")"},
+				"(?, ?, ?, ?, 'ready', 0, 'refund', " + fencedwrite.ClockUTC + ", " + fencedwrite.ClockUTC + ", " + fencedwrite.ClockUTC + ")"},
 			{"INSERT INTO refunds (operation_key, payment_ref, amount_minor, currency, created_at, updated_at) VALUES ",
-				"(?, ?, ?, ?, " + fencedrt.ClockUTC + ", " + fencedrt.ClockUTC + ")"},
+				"(?, ?, ?, ?, " + fencedwrite.ClockUTC + ", " + fencedwrite.ClockUTC + ")"},
 		}
 		for _, s := range stmts {
 			var b strings.Builder

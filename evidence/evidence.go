@@ -22,7 +22,6 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 )
 
 // Source says where a piece of evidence came from.
@@ -112,7 +111,7 @@ func (o Observation) DedupKey() string {
 
 const insertObservation = "INSERT INTO refund_observations " +
 	"(dedup_key, operation_key, job_id, attempt, source, provider_refund_id, provider_status, payload, received_at) " +
-	"VALUES (?, ?, ?, ?, ?, ?, ?, ?, " + fencedrt.ClockUTC + ")"
+	"VALUES (?, ?, ?, ?, ?, ?, ?, ?, " + fencedwrite.ClockUTC + ")"
 
 // Record appends o to the log, stamped with the database's time, unless the
 // same evidence is already there. It returns the row's id and whether this
@@ -206,7 +205,7 @@ var ErrAlreadyProcessed = errors.New("evidence already processed")
 // as the action (the fenced transition's callback), so the mark and the
 // action commit together; a second reconciler gets ErrAlreadyProcessed.
 func MarkProcessed(ctx context.Context, db DB, id int64) error {
-	res, err := db.ExecContext(ctx, "UPDATE refund_observations SET processed_at = "+fencedrt.ClockUTC+" WHERE id = ? AND processed_at IS NULL", id)
+	res, err := db.ExecContext(ctx, "UPDATE refund_observations SET processed_at = "+fencedwrite.ClockUTC+" WHERE id = ? AND processed_at IS NULL", id)
 	if err != nil {
 		return fmt.Errorf("mark evidence %d processed: %w", id, err)
 	}

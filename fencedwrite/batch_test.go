@@ -56,7 +56,7 @@ func TestClaimDueAndTakeoverExpired(t *testing.T) {
 		if leases, err := e.c.RefundJob.ClaimDue(ctx, 0, opts); err != nil || len(leases) != 0 {
 			t.Fatalf("limit 0: %v %v", leases, err)
 		}
-		_, err := e.c.RefundJob.ClaimDue(ctx, fencedrt.MaxBatch+1, opts)
+		_, err := e.c.RefundJob.ClaimDue(ctx, fencedwrite.MaxBatch+1, opts)
 		if !strings.Contains(fmt.Sprint(err), "limit: must be between 0 and") {
 			t.Fatalf("limit too large: %v", err)
 		}
@@ -236,7 +236,7 @@ func TestLostBatchClaimCommitReplyMeansStop(t *testing.T) {
 	}
 	proxy := dbtest.NewProxy(t, e.db)
 	c := dbtest.ClientOn(t, dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{})))
-	leases, err := c.RefundJob.ClaimDue(fencedrt.WithHooks(t.Context(), fencedrt.Hooks{BeforeClaimCommit: proxy.CutReplies}), 3, opts)
+	leases, err := c.RefundJob.ClaimDue(fencedwrite.WithHooks(t.Context(), fencedwrite.Hooks{BeforeClaimCommit: proxy.CutReplies}), 3, opts)
 	if leases != nil {
 		t.Fatalf("a batch whose COMMIT reply was lost returned leases: %v", leases)
 	}
@@ -501,7 +501,7 @@ func TestApplyBatch(t *testing.T) {
 				defer done.Done()
 				c := dbtest.ClientOn(t, e.db.FencedDB(fencedwrite.DSNOptions{}))
 				start.Wait()
-				errs[b] = c.RefundJob.ApplyBatch(fencedrt.WithDeferredRows(ctx), batches[b])
+				errs[b] = c.RefundJob.ApplyBatch(fencedwrite.WithDeferredRows(ctx), batches[b])
 			}()
 		}
 		start.Done()
@@ -525,9 +525,9 @@ func TestApplyBatch(t *testing.T) {
 			ids, items := e.completions(keys(fmt.Sprintf("lost-%v", deferred), 3)...)
 			proxy := dbtest.NewProxy(t, e.db)
 			c := dbtest.ClientOn(t, proxy.FirstConnectionDB(fencedwrite.DSNOptions{}))
-			ctx := fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeCommit: proxy.CutReplies})
+			ctx := fencedwrite.WithHooks(ctx, fencedwrite.Hooks{BeforeCommit: proxy.CutReplies})
 			if deferred {
-				ctx = fencedrt.WithDeferredRows(ctx)
+				ctx = fencedwrite.WithDeferredRows(ctx)
 			}
 			for i, err := range c.RefundJob.ApplyBatch(ctx, items) {
 				wantOutcome(t, err, fencedwrite.ErrAlreadySettled)
@@ -539,11 +539,11 @@ func TestApplyBatch(t *testing.T) {
 	}
 }
 
-// recordKind is a fencedrt.RowBatch that writes nothing and records the
+// recordKind is a fencedwrite.RowBatch that writes nothing and records the
 // rows the runner hands it.
-type recordKind struct{ got *[][]fencedrt.BatchRow }
+type recordKind struct{ got *[][]fencedwrite.BatchRow }
 
-func (k recordKind) ExecRows(_ context.Context, _ dialect.ExecQuerier, rows []fencedrt.BatchRow) (int64, error) {
+func (k recordKind) ExecRows(_ context.Context, _ dialect.ExecQuerier, rows []fencedwrite.BatchRow) (int64, error) {
 	*k.got = append(*k.got, rows)
 	return int64(len(rows)), nil
 }
@@ -551,7 +551,7 @@ func (k recordKind) ExecRows(_ context.Context, _ dialect.ExecQuerier, rows []fe
 // sliceKind cannot key a map: it is never deferred.
 type sliceKind []int
 
-func (sliceKind) ExecRows(context.Context, dialect.ExecQuerier, []fencedrt.BatchRow) (int64, error) {
+func (sliceKind) ExecRows(context.Context, dialect.ExecQuerier, []fencedwrite.BatchRow) (int64, error) {
 	panic("a kind that cannot key a map was deferred")
 }
 
@@ -561,20 +561,20 @@ func (sliceKind) ExecRows(context.Context, dialect.ExecQuerier, []fencedrt.Batch
 func TestDeferRowOnlyInADeferringBatch(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	var got [][]fencedrt.BatchRow
+	var got [][]fencedwrite.BatchRow
 	kind := recordKind{&got}
-	if fencedrt.DeferRow(fencedrt.WithDeferredRows(ctx), kind, "k") {
+	if e.c.RefundJob.DeferRow(fencedwrite.WithDeferredRows(ctx), kind, "k") {
 		t.Fatal("deferred outside any run")
 	}
 	deferred := map[string]bool{}
-	try := func(key string, k fencedrt.RowBatch) func(context.Context, *ent.Tx) error {
+	try := func(key string, k fencedwrite.RowBatch) func(context.Context, *ent.Tx) error {
 		return func(ctx context.Context, tx *ent.Tx) error {
-			deferred[key] = fencedrt.DeferRow(ctx, k, key, "v-"+key)
+			deferred[key] = tx.RefundJob.DeferRow(ctx, k, key, "v-"+key)
 			return ledger.Refunded(key, "re_"+key)(ctx, tx)
 		}
 	}
 	_, l := e.claim("single")
-	if err := e.c.RefundJob.Apply(fencedrt.WithDeferredRows(ctx), l.Complete("re_single"), try("single", kind)); err != nil || deferred["single"] {
+	if err := e.c.RefundJob.Apply(fencedwrite.WithDeferredRows(ctx), l.Complete("re_single"), try("single", kind)); err != nil || deferred["single"] {
 		t.Fatalf("Apply: %v, deferred %v: a single run never defers", err, deferred["single"])
 	}
 	_, l = e.claim("plain")
@@ -584,13 +584,13 @@ func TestDeferRowOnlyInADeferringBatch(t *testing.T) {
 	var items []ent.RefundJobBatchItem
 	for _, key := range []string{"d-0", "d-1", "odd"} {
 		_, l := e.claim(key)
-		k := fencedrt.RowBatch(kind)
+		k := fencedwrite.RowBatch(kind)
 		if key == "odd" {
 			k = sliceKind{1}
 		}
 		items = append(items, ent.RefundJobBatchItem{Transition: l.Complete("re_" + key), Then: try(key, k)})
 	}
-	for i, err := range e.c.RefundJob.ApplyBatch(fencedrt.WithDeferredRows(ctx), items) {
+	for i, err := range e.c.RefundJob.ApplyBatch(fencedwrite.WithDeferredRows(ctx), items) {
 		if err != nil {
 			t.Fatalf("item %d: %v", i, err)
 		}

@@ -36,7 +36,7 @@ func sessionSkew(d time.Duration) map[string]string {
 // real one, in seconds.
 func (e *env) skew(c *ent.Client) int64 {
 	e.t.Helper()
-	rows, err := c.QueryContext(e.t.Context(), "SELECT TIMESTAMPDIFF(SECOND, "+fencedrt.ClockUTC+", UTC_TIMESTAMP(6))")
+	rows, err := c.QueryContext(e.t.Context(), "SELECT TIMESTAMPDIFF(SECOND, "+fencedwrite.ClockUTC+", UTC_TIMESTAMP(6))")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestLeasesUseTheClockNoSessionCanMove(t *testing.T) {
 			t.Fatal(err)
 		}
 		var micros int64
-		if err := e.raw.QueryRow("SELECT "+fencedrt.Micros("lease_until")+" FROM refund_jobs WHERE id = ?", job.ID).Scan(&micros); err != nil {
+		if err := e.raw.QueryRow("SELECT "+fencedwrite.Micros("lease_until")+" FROM refund_jobs WHERE id = ?", job.ID).Scan(&micros); err != nil {
 			t.Fatal(err)
 		}
 		if want := time.UnixMicro(micros); !l.LeaseUntil().Equal(want) {
@@ -120,7 +120,7 @@ func TestLeasesUseTheClockNoSessionCanMove(t *testing.T) {
 			t.Fatal(err)
 		}
 		var drift int64
-		if err := e.raw.QueryRow("SELECT ABS(TIMESTAMPDIFF(SECOND, updated_at, "+fencedrt.ClockUTC+")) FROM refund_jobs WHERE id = ?", job.ID).Scan(&drift); err != nil || drift > 5 {
+		if err := e.raw.QueryRow("SELECT ABS(TIMESTAMPDIFF(SECOND, updated_at, "+fencedwrite.ClockUTC+")) FROM refund_jobs WHERE id = ?", job.ID).Scan(&drift); err != nil || drift > 5 {
 			t.Fatalf("updated_at is %ds off the server's UTC clock (%v)", drift, err)
 		}
 	})

@@ -8,7 +8,6 @@ import (
 
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/ledger"
 )
@@ -169,7 +168,7 @@ func TestEveryCutOfAGroupedBatchHasOneTrueOutcomePerItem(t *testing.T) {
 			proxy := dbtest.NewProxy(t, e.db)
 			proxy.CutAfter(dir, n)
 			c := dbtest.ClientOn(t, proxy.FirstConnectionDB(fencedwrite.DSNOptions{}))
-			errs := c.RefundJob.ApplyBatch(fencedrt.WithDeferredRows(t.Context()), items)
+			errs := c.RefundJob.ApplyBatch(fencedwrite.WithDeferredRows(t.Context()), items)
 			_ = c.Close()
 			proxy.Close()
 			done := 0
@@ -204,7 +203,7 @@ func TestCommitInFlightDuringTheReRead(t *testing.T) {
 	c := dbtest.ClientOn(t, proxy.FirstConnectionDB(o))
 	applied := make(chan struct{})
 	released := make(chan bool, 1)
-	ctx := fencedrt.WithHooks(t.Context(), fencedrt.Hooks{
+	ctx := fencedwrite.WithHooks(t.Context(), fencedwrite.Hooks{
 		BeforeCommit: func() { proxy.Delay(time.Hour) },
 		// The client gave up. Let the held COMMIT through only once the
 		// runner's re-read waits for the row lock the COMMIT still holds.

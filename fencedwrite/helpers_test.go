@@ -12,7 +12,6 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/ledger"
 )
@@ -72,7 +71,7 @@ var instant = fencedwrite.ClaimOptions{Lease: time.Microsecond}
 func (e *env) wantLeaseExpired(id int64) {
 	e.t.Helper()
 	var expired bool
-	if err := e.raw.QueryRow("SELECT lease_until < "+fencedrt.ClockUTC+" FROM refund_jobs WHERE id = ?", id).Scan(&expired); err != nil {
+	if err := e.raw.QueryRow("SELECT lease_until < "+fencedwrite.ClockUTC+" FROM refund_jobs WHERE id = ?", id).Scan(&expired); err != nil {
 		e.t.Fatal(err)
 	}
 	if !expired {

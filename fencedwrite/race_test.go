@@ -13,7 +13,6 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/ledger"
 )
@@ -217,7 +216,7 @@ func TestLostClaimCommitReplyMeansStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := dbtest.ClientOn(t, db)
-	lease, err := a.RefundJob.Claim(fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeClaimCommit: proxy.CutReplies}), job.ID, opts)
+	lease, err := a.RefundJob.Claim(fencedwrite.WithHooks(ctx, fencedwrite.Hooks{BeforeClaimCommit: proxy.CutReplies}), job.ID, opts)
 	if lease != nil {
 		t.Fatalf("a claim whose COMMIT reply was lost returned a lease: %v", lease)
 	}

@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/ledger"
 )
@@ -285,4 +287,48 @@ func TestSessionVariablesOfTheContextDoNotReachTheRunner(t *testing.T) {
 	if _, err := e.c.RefundJob.ClaimDue(ctx, 1, opts); err != nil {
 		t.Errorf("ClaimDue with session variables in its context: %v", err)
 	}
+}
+
+// Write rights come from a committed claim only. The runtime builds a
+// running job's transition from a lease its claims minted, never from an
+// attempt read off the row: a caller that reaches for the runtime itself
+// (which fencelint reports outside generated code) still cannot complete
+// another worker's job.
+func TestOnlyAClaimMintsAWriteRight(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	job, lease := e.claim("somebody-elses")
+	table, ok := fencedrt.Registered(ent.RefundJobFencedTable)
+	if !ok {
+		t.Fatal("refund_jobs is not registered")
+	}
+	read := e.job(job.ID)
+	vals := fencedrt.Values{fencedrt.ParamKey: read.OperationKey, fencedrt.ParamProviderRef: "re_forged"}
+	forged := map[string]*fencedrt.Write{
+		"a completion built from the attempt read off the row": fencedrt.ReadWrite(table, fencedrt.OpComplete, job.ID, read.Attempt, vals),
+		"a reschedule built from the attempt read off the row": fencedrt.ReadWrite(table, fencedrt.OpReschedule, job.ID, read.Attempt, vals),
+		"a completion built from a zero lease":                 fencedrt.LeaseWrite(fencedrt.Lease{}, fencedrt.OpComplete, vals),
+		"a completion built from a claim made up by hand": fencedrt.LeaseWrite(fencedrt.Claimed{ID: job.ID, Attempt: read.Attempt}.Lease,
+			fencedrt.OpComplete, vals),
+	}
+	drv := entsql.OpenDB(dialect.MySQL, e.db.FencedDB(fencedwrite.DSNOptions{}))
+	for name, w := range forged {
+		guard := fencedrt.Guard(drv)
+		begin := func(ctx context.Context) (fencedrt.Begun[*ent.Tx], error) {
+			tx, err := ent.NewClient(ent.Driver(guard)).Tx(ctx)
+			return fencedrt.Begun[*ent.Tx]{Tx: tx, Exec: guard.Started(), Raw: guard.Started()}, err
+		}
+		err := fencedrt.Run(ctx, drv, begin, func(ctx context.Context, _ *ent.Tx) error {
+			return fencedrt.Fence(ctx, guard.Started(), w)
+		})
+		if !errors.Is(err, fencedwrite.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+		e.wantJob(job.ID, refundjob.StateRunning, 1)
+	}
+	// The holder's own lease still writes.
+	if err := e.c.RefundJob.Apply(ctx, lease.Complete("re_1"), ledger.Refunded(read.OperationKey, "re_1")); err != nil {
+		t.Fatal(err)
+	}
+	e.wantJob(job.ID, refundjob.StateSucceeded, 1)
 }

@@ -22,7 +22,6 @@ import (
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 )
 
 // Open returns the Enqueue callback that creates the request's ledger row,
@@ -62,15 +61,15 @@ func Failed(key string) func(context.Context, *ent.Tx) error {
 // stamps them again and checks the job once more; on TiDB, which has no
 // triggers, the statement's own stamps are the ones kept.
 const settleRow = "UPDATE `refunds` SET `status` = ?, `provider_refund_id` = ?, " +
-	"`settled_at` = " + fencedrt.ClockUTC + ", `updated_at` = " + fencedrt.ClockUTC +
+	"`settled_at` = " + fencedwrite.ClockUTC + ", `updated_at` = " + fencedwrite.ClockUTC +
 	" WHERE `operation_key` = ? AND `status` = 'requested'"
 
 // settleRows settles the ledger rows of several jobs with one statement: a
 // batch's runner makes the rows that settle callbacks deferred to it
-// (fencedrt.DeferRow), each row's provider refund id picked by its key.
+// (the generated DeferRow), each row's provider refund id picked by its key.
 type settleRows struct{ status string }
 
-func (k settleRows) ExecRows(ctx context.Context, exec dialect.ExecQuerier, rows []fencedrt.BatchRow) (int64, error) {
+func (k settleRows) ExecRows(ctx context.Context, exec dialect.ExecQuerier, rows []fencedwrite.BatchRow) (int64, error) {
 	keys := make([]any, len(rows))
 	refs := make([]any, len(rows))
 	for i, r := range rows {
@@ -78,7 +77,7 @@ func (k settleRows) ExecRows(ctx context.Context, exec dialect.ExecQuerier, rows
 	}
 	list := strings.Repeat("?, ", len(rows)-1) + "?"
 	query := "UPDATE `refunds` SET `status` = ?, `provider_refund_id` = ELT(FIELD(`operation_key`, " + list + "), " + list + "), " +
-		"`settled_at` = " + fencedrt.ClockUTC + ", `updated_at` = " + fencedrt.ClockUTC +
+		"`settled_at` = " + fencedwrite.ClockUTC + ", `updated_at` = " + fencedwrite.ClockUTC +
 		" WHERE `operation_key` IN (" + list + ") AND `status` = 'requested'"
 	args := append(append(append([]any{k.status}, keys...), refs...), keys...)
 	var res stdsql.Result
@@ -97,7 +96,7 @@ func settle(key, status, jobState, providerRefundID string) func(context.Context
 		if providerRefundID != "" {
 			ref = providerRefundID
 		}
-		if fencedrt.DeferRow(ctx, settleRows{status}, key, ref) {
+		if tx.RefundJob.DeferRow(ctx, settleRows{status}, key, ref) {
 			return nil // the batch's runner settles it with the others
 		}
 		res, err := tx.ExecContext(ctx, settleRow, status, ref, key)
@@ -114,11 +113,11 @@ func settle(key, status, jobState, providerRefundID string) func(context.Context
 // settledHere checks that this transaction's runner applied a transition
 // that left key's job in jobState (with providerRefundID, when given).
 func settledHere(ctx context.Context, tx *ent.Tx, key, jobState, providerRefundID string) error {
-	for _, a := range fencedrt.AppliedInRunFor(ctx, key) {
+	for _, a := range tx.RefundJob.AppliedInRun(ctx, key) {
 		if a.Table != ent.RefundJobFencedTable || a.To != jobState {
 			continue
 		}
-		if providerRefundID != "" && a.Values[fencedrt.ParamProviderRef] != providerRefundID {
+		if providerRefundID != "" && a.Values[fencedwrite.ValueProviderRefundID] != providerRefundID {
 			continue
 		}
 		return nil

@@ -10,7 +10,6 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/ledger"
 )
@@ -78,13 +77,13 @@ func (e *env) row(key string) *ent.Refund {
 	return r
 }
 
-// dbNow reads the database's clock as microseconds: fencedrt.ClockUTC is a
+// dbNow reads the database's clock as microseconds: fencedwrite.ClockUTC is a
 // DATETIME on MySQL and MariaDB but text on TiDB, and would not scan into a
 // time.Time there.
 func (e *env) dbNow() time.Time {
 	e.t.Helper()
 	var micros int64
-	if err := e.d.RawDB().QueryRow("SELECT " + fencedrt.ClockMicros).Scan(&micros); err != nil {
+	if err := e.d.RawDB().QueryRow("SELECT " + fencedwrite.ClockMicros).Scan(&micros); err != nil {
 		e.t.Fatal(err)
 	}
 	return time.UnixMicro(micros).UTC()
@@ -191,14 +190,14 @@ func TestLedgerRowSettlesOnce(t *testing.T) {
 	}
 }
 
-// In a batch run with fencedrt.WithDeferredRows, the ledger rows of the
+// In a batch run with fencedwrite.WithDeferredRows, the ledger rows of the
 // batch's jobs settle in one statement per status, each with its own job's
 // refund id; a row that cannot settle takes only its own item out, as it
 // does without deferring.
 func TestDeferredLedgerRowsSettleTogether(t *testing.T) {
 	d := dbtest.New(t)
 	e := &env{t: t, d: d, c: d.Client()}
-	ctx := fencedrt.WithDeferredRows(t.Context())
+	ctx := fencedwrite.WithDeferredRows(t.Context())
 
 	t.Run("one statement per status, each row with its own refund id", func(t *testing.T) {
 		db, sent := d.CountedDB(fencedwrite.DSNOptions{})
@@ -251,7 +250,7 @@ func TestDeferredLedgerRowsSettleTogether(t *testing.T) {
 	t.Run("a zombie's completion in a deferred batch writes nothing, not even its ledger row", func(t *testing.T) {
 		job, zombie := e.claim("zombie", true, fencedwrite.ClaimOptions{Lease: time.Microsecond})
 		var expired bool
-		if err := d.RawDB().QueryRow("SELECT lease_until < "+fencedrt.ClockUTC+" FROM refund_jobs WHERE id = ?", job.ID).Scan(&expired); err != nil || !expired {
+		if err := d.RawDB().QueryRow("SELECT lease_until < "+fencedwrite.ClockUTC+" FROM refund_jobs WHERE id = ?", job.ID).Scan(&expired); err != nil || !expired {
 			t.Fatalf("the lease has not expired on the database clock (%v)", err)
 		}
 		if _, err := e.c.RefundJob.Takeover(t.Context(), job.ID, fencedwrite.ClaimOptions{}); err != nil {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
+	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/dbtest"
 )
 
@@ -24,7 +24,7 @@ import (
 // directive.
 
 // clock is the server's real time, which no session can move.
-const clock = fencedrt.ClockUTC
+const clock = fencedwrite.ClockUTC
 
 func mustExec(t *testing.T, db execer, query string, args ...any) {
 	t.Helper()

@@ -19,7 +19,6 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/internal/devdb"
 	"github.com/fencekit/fencekit/ledger"
@@ -94,7 +93,7 @@ func TestLeastPrivilegeAccounts(t *testing.T) {
 
 	t.Run("the fleet's budget works", func(t *testing.T) {
 		// The statements of worker/internal/budget: create, settle, take, return.
-		mustExec(t, appDB, "INSERT INTO provider_budgets (name, tokens, capacity, rate, refilled_at) VALUES ('stripe', 5, 5, 1, "+fencedrt.ClockUTC+") "+
+		mustExec(t, appDB, "INSERT INTO provider_budgets (name, tokens, capacity, rate, refilled_at) VALUES ('stripe', 5, 5, 1, "+fencedwrite.ClockUTC+") "+
 			"ON DUPLICATE KEY UPDATE tokens = LEAST(VALUES(capacity), tokens), capacity = VALUES(capacity), rate = VALUES(rate)")
 		tx, err := appDB.BeginTx(ctx, nil)
 		if err != nil {

@@ -140,18 +140,18 @@ type Hooks struct {
 	// or an error matching a fencedwrite outcome).
 	WroteBack func(Job, error)
 	// WriteBackContext, when set, derives the write-back's context: tests
-	// attach the data layer's own signals (fencedrt.WithHooks) to cut the
+	// attach the data layer's own signals (fencedwrite.WithHooks) to cut the
 	// COMMIT's reply, say.
 	WriteBackContext func(context.Context, Job) context.Context
 	// ClaimContext, when set, derives the context of each claim ("claim")
-	// or takeover ("takeover") batch: attach fencedrt.WithHooks to see the
+	// or takeover ("takeover") batch: attach fencedwrite.WithHooks to see the
 	// claims before their COMMIT, or to cut its reply.
 	ClaimContext func(ctx context.Context, what string) context.Context
 	// Claimed runs after each claim or takeover batch, with the context
 	// ClaimContext derived, the jobs it leased and its error.
 	Claimed func(ctx context.Context, what string, jobs []Job, err error)
 	// BatchContext, when set, derives the context of each batched
-	// write-back transaction (fencedrt.WithHooks: its COMMIT).
+	// write-back transaction (fencedwrite.WithHooks: its COMMIT).
 	BatchContext func(context.Context) context.Context
 	// BeforeWriteBack runs once the write-back's transition is decided
 	// (Job.Transition and Job.To are set), before it is applied.

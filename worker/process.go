@@ -14,7 +14,6 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/worker/internal/decide"
@@ -120,7 +119,7 @@ func transition(l *ent.RefundJobLease, d decide.Decision) (*ent.RefundJobTransit
 // not land keeps what the provider said as evidence.
 func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d decide.Decision, log *slog.Logger) error {
 	tr, fn := transition(l, d)
-	job.Transition, job.To = tr.Op(), fencedrt.Transitions[fencedrt.Op(tr.Op())].To
+	job.Transition, job.To = tr.Op(), string(tr.To())
 	if c.hooks.BeforeWriteBack != nil {
 		c.hooks.BeforeWriteBack(*job)
 	}
@@ -354,7 +353,7 @@ func (c *Client) batchWriteBacks() {
 		ctx, cancel := context.WithTimeout(context.Background(), writeBackTimeout)
 		// The ledger rows of a batch settle in one statement per status;
 		// the worker's callbacks never read what another one wrote.
-		ctx = fencedrt.WithDeferredRows(ctx)
+		ctx = fencedwrite.WithDeferredRows(ctx)
 		if c.hooks.BatchContext != nil {
 			ctx = c.hooks.BatchContext(ctx)
 		}

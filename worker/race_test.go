@@ -12,7 +12,6 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 	"github.com/fencekit/fencekit/worker"
@@ -192,7 +191,7 @@ func TestWorkerCommitAcknowledgedToNobody(t *testing.T) {
 	_, ev := f.worker("A", func(c *worker.Config) {
 		c.DB = dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{}))
 		c.Hooks.WriteBackContext = func(ctx context.Context, j worker.Job) context.Context {
-			return fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeCommit: proxy.CutReplies})
+			return fencedwrite.WithHooks(ctx, fencedwrite.Hooks{BeforeCommit: proxy.CutReplies})
 		}
 		c.Hooks.WroteBack = func(j worker.Job, err error) {
 			proxy.Restore()
@@ -233,7 +232,7 @@ func TestWorkerLostClaimCommitSendsNothing(t *testing.T) {
 			if what != "claim" {
 				return ctx
 			}
-			return fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeClaimCommit: proxy.CutReplies})
+			return fencedwrite.WithHooks(ctx, fencedwrite.Hooks{BeforeClaimCommit: proxy.CutReplies})
 		}
 		c.Hooks.Claimed = func(_ context.Context, what string, jobs []worker.Job, err error) {
 			if what == "claim" {

@@ -10,7 +10,6 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 )
 
 // reconcileBatch bounds the evidence one reconciler pass reads.
@@ -137,7 +136,7 @@ func (c *Client) alert(log interface{ Warn(string, ...any) }, kind string) {
 
 // oldestUnfinished is the age of the oldest job not yet settled, on the
 // database clock.
-const oldestUnfinished = "SELECT COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), " + fencedrt.ClockUTC + "), 0) " +
+const oldestUnfinished = "SELECT COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), " + fencedwrite.ClockUTC + "), 0) " +
 	"FROM refund_jobs WHERE state IN ('" + fencedwrite.StateReady + "', '" + fencedwrite.StateRunning + "')"
 
 func (c *Client) reportOldest(ctx context.Context) {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/worker/internal/budget"
 )
 
@@ -238,8 +237,8 @@ func (c *Client) pass() time.Duration {
 	if free <= 0 {
 		return c.cfg.ScanInterval // a job that finishes wakes the scheduler
 	}
-	// A batch claim takes at most fencedrt.MaxBatch jobs.
-	granted, retryIn, err := c.bucket.Take(ctx, min(free, fencedrt.MaxBatch))
+	// A batch claim takes at most fencedwrite.MaxBatch jobs.
+	granted, retryIn, err := c.bucket.Take(ctx, min(free, fencedwrite.MaxBatch))
 	if err != nil {
 		c.log.Error("take outbound budget", "err", err)
 		return c.cfg.ScanInterval
@@ -267,7 +266,7 @@ func (c *Client) pass() time.Duration {
 		c.jobs.Add(1)
 		go c.run(l)
 	}
-	if len(taken)+len(due) == granted && granted < min(free, fencedrt.MaxBatch) {
+	if len(taken)+len(due) == granted && granted < min(free, fencedwrite.MaxBatch) {
 		// The budget, not the work, was the limit: look again when the next
 		// token is due.
 		return min(max(retryIn, time.Millisecond), c.cfg.ScanInterval)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/history"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -115,7 +114,7 @@ func (a *chaosAgent) hooks() worker.Hooks {
 		ClaimContext: func(ctx context.Context, what string) context.Context {
 			b := &claimBatch{ids: map[int64]int64{}}
 			ctx = context.WithValue(ctx, claimBatchKey{}, b)
-			return fencedrt.WithHooks(ctx, fencedrt.Hooks{ClaimsCommitting: func(cs []fencedrt.Claimed) {
+			return fencedwrite.WithHooks(ctx, fencedwrite.Hooks{ClaimsCommitting: func(cs []fencedwrite.Claiming) {
 				b.mu.Lock()
 				for _, c := range cs {
 					b.ids[c.ID] = a.rec.Call(history.Event{Op: what, Job: c.ID, Attempt: c.Attempt})
@@ -175,7 +174,7 @@ func (a *chaosAgent) hooks() worker.Hooks {
 			a.step(chaosStep{Step: stepBusinessWrite, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition})
 		},
 		BatchContext: func(ctx context.Context) context.Context {
-			return fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeCommit: func() { a.step(chaosStep{Step: stepWriteCommit}) }})
+			return fencedwrite.WithHooks(ctx, fencedwrite.Hooks{BeforeCommit: func() { a.step(chaosStep{Step: stepWriteCommit}) }})
 		},
 		WroteBack: func(j worker.Job, err error) {
 			a.mu.Lock()

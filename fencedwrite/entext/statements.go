@@ -66,7 +66,7 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 	var (
 		t     = quote(table)
 		pk    = quote(id)
-		clock = fencedrt.ClockUTC
+		clock = fencedwrite.ClockUTC
 		keys  = quote(KeysTable(table))
 	)
 	compared := []string{a.ProviderRef, a.NextAction, a.LastError, a.ReviewReason, a.ReviewEvidence}
@@ -80,12 +80,12 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 	// the claim decides on and the lease carries, times as microseconds
 	// (never through the driver's loc), and the database clock last.
 	locked := strings.Join([]string{pk, quote(a.State), quote(a.Token), quote(a.NextAction),
-		fencedrt.Micros(quote(a.NextRunAt)), fencedrt.Micros(quote(a.LeaseUntil)), fencedrt.Micros(quote(a.KeyFirstUsedAt)),
-		fencedrt.Micros(quote(a.LastSendAt)), quote(a.ProviderRef)}, ", ")
+		fencedwrite.Micros(quote(a.NextRunAt)), fencedwrite.Micros(quote(a.LeaseUntil)), fencedwrite.Micros(quote(a.KeyFirstUsedAt)),
+		fencedwrite.Micros(quote(a.LastSendAt)), quote(a.ProviderRef)}, ", ")
 	for _, p := range params {
 		locked += ", " + quote(p.StorageKey())
 	}
-	locked += ", " + fencedrt.ClockMicros
+	locked += ", " + fencedwrite.ClockMicros
 
 	transition := func(op fencedrt.Op, name string, body func(u *update)) Stmt {
 		tr := fencedrt.Transitions[op]

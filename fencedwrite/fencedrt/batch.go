@@ -137,10 +137,10 @@ const regroup = -2
 // business write failed (the caller starts over without it), regroup, or
 // -1 when every item of pending has its outcome in errs. With grouped, the
 // items that a many-row statement can move together are fenced in one
-// statement first (fenceGroups), and, when ctx carries WithDeferredRows,
+// statement first (fenceGroups), and, when ctx carries fencedwrite.WithDeferredRows,
 // their business writes may hand rows to the runner (DeferRow).
 func runBatchOnce[T Tx](ctx context.Context, pool dialect.Driver, begin func(context.Context) (Begun[T], error), items []BatchItem[T], pending []int, errs []error, grouped bool) int {
-	r := &run{batch: true, deferRows: grouped && ctx.Value(deferKey{}) != nil}
+	r := &run{batch: true, deferRows: grouped && fencedwrite.DefersRows(ctx)}
 	ctx = context.WithValue(withoutSessionVars(ctx), runKey{}, r)
 	b, err := begin(ctx)
 	if err == nil {

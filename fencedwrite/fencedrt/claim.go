@@ -18,6 +18,9 @@ import (
 // It carries what the holder needs to act, read under the row lock, so that
 // no second read is needed.
 type Claimed struct {
+	// Lease is the write right the claim minted: build the holder's
+	// transitions from it (LeaseWrite).
+	Lease      Lease
 	ID         int64
 	Attempt    int64     // the new attempt: the fencing token of the lease
 	Action     string    // fencedwrite.ActionRefund or fencedwrite.ActionReconcile
@@ -37,7 +40,7 @@ type Claimed struct {
 }
 
 // lockedJob is what a claim's locking read saw, every time read on the
-// database clock that no session can move (see ClockMicros).
+// database clock that no session can move (see fencedwrite.ClockMicros).
 type lockedJob struct {
 	id          int64
 	state       string
@@ -87,7 +90,13 @@ func claim(ctx context.Context, drv dialect.Driver, t *Table, op Op, id int64, o
 	if err := tx.Commit(); err != nil {
 		return Claimed{}, commitOutcome(op, t, id, c.Attempt, err)
 	}
-	return c, nil
+	return mint(t, c), nil
+}
+
+// mint gives a claim whose COMMIT was acknowledged its write right.
+func mint(t *Table, c Claimed) Claimed {
+	c.Lease = Lease{&leased{table: t, id: c.ID, attempt: c.Attempt}}
+	return c
 }
 
 // claimOutcome makes err, which ended a claim's transaction before its
@@ -107,7 +116,7 @@ func claimOutcome(err error) error {
 }
 
 func commitOutcome(op Op, t *Table, id, attempt int64, err error) error {
-	if CommitMayHaveLanded(err) {
+	if fencedwrite.CommitMayHaveLanded(err) {
 		return fmt.Errorf("%s %s#%d at attempt %d: %w: do not call the provider; the next scheduler pass reads the truth: %w",
 			op, t.Name(), id, attempt, fencedwrite.ErrCommitUnknown, err)
 	}
@@ -129,9 +138,6 @@ func claimTx(ctx context.Context, tx dialect.Tx, t *Table, op Op, id int64, o fe
 	return c, moveClaims(ctx, tx, t, next, []Claimed{c}, jobs[0].attempt)
 }
 
-// MaxBatch bounds how many jobs one batch claim takes.
-const MaxBatch = 1000
-
 // ClaimDue claims up to limit due ready jobs, oldest first, in one short
 // transaction; see the generated ClaimDue. Each job moves with the fenced
 // UPDATE and the rules of a single claim. Its errors are Claim's, for the
@@ -152,8 +158,8 @@ func claimBatch(ctx context.Context, drv dialect.Driver, t *Table, scan, op Op, 
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", scan, t.Name(), err)
 	}
-	if limit < 0 || limit > MaxBatch {
-		return nil, fmt.Errorf("%s %s: %w", scan, t.Name(), &fencedwrite.FieldError{Field: "limit", Problem: fmt.Sprintf("must be between 0 and %d, got %d", MaxBatch, limit)})
+	if limit < 0 || limit > fencedwrite.MaxBatch {
+		return nil, fmt.Errorf("%s %s: %w", scan, t.Name(), &fencedwrite.FieldError{Field: "limit", Problem: fmt.Sprintf("must be between 0 and %d, got %d", fencedwrite.MaxBatch, limit)})
 	}
 	if limit == 0 {
 		return nil, nil
@@ -189,6 +195,9 @@ func claimBatch(ctx context.Context, drv dialect.Driver, t *Table, scan, op Op, 
 	hooksOf(ctx).call(hookBeforeClaimCommit)
 	if err := tx.Commit(); err != nil {
 		return nil, commitOutcome(scan, t, 0, 0, err)
+	}
+	for i := range claimed {
+		claimed[i] = mint(t, claimed[i])
 	}
 	return claimed, nil
 }

@@ -60,7 +60,7 @@ func TestClassifyIsSound(t *testing.T) {
 		op := rapid.SampledFrom(transitions).Draw(t, "op")
 		tr := fencedrt.Transitions[op]
 		attempt := rapid.Int64Range(1, 20).Draw(t, "attempt")
-		w := fencedrt.NewWrite(table, op, 1, attempt, drawValues(t, "write"))
+		w := fencedrt.NewTestWrite(table, op, 1, attempt, drawValues(t, "write"))
 		cols := map[string]*string{}
 		for _, c := range spec.Compared {
 			if rapid.Bool().Draw(t, c+" set") {
@@ -127,7 +127,7 @@ func TestClassifyIsSound(t *testing.T) {
 func TestClassifyComparesTheWholeWrite(t *testing.T) {
 	table := refundJobs(t)
 	str := func(s string) *string { return &s }
-	complete := fencedrt.NewWrite(table, fencedrt.OpComplete, 1, 3, fencedrt.Values{fencedrt.ParamProviderRef: "re_2"})
+	complete := fencedrt.NewTestWrite(table, fencedrt.OpComplete, 1, 3, fencedrt.Values{fencedrt.ParamProviderRef: "re_2"})
 	landed := fencedrt.NewTestRow(true, fencedwrite.StateSucceeded, 3, map[string]*string{"provider_refund_id": str("re_1")})
 	if err := complete.Classify(landed, false, nil); !errors.Is(err, fencedwrite.ErrUnexpectedState) {
 		t.Errorf("complete re_2 over a completion with re_1: %v, want ErrUnexpectedState", err)
@@ -136,7 +136,7 @@ func TestClassifyComparesTheWholeWrite(t *testing.T) {
 	if err := complete.Classify(same, false, nil); !errors.Is(err, fencedwrite.ErrAlreadySettled) {
 		t.Errorf("complete re_2 over itself: %v, want ErrAlreadySettled", err)
 	}
-	resched := fencedrt.NewWrite(table, fencedrt.OpReschedule, 1, 3, fencedrt.Values{fencedrt.ParamNextAction: "refund",
+	resched := fencedrt.NewTestWrite(table, fencedrt.OpReschedule, 1, 3, fencedrt.Values{fencedrt.ParamNextAction: "refund",
 		fencedrt.ParamDelay: int64(0), fencedrt.ParamProviderRef: nil, fencedrt.ParamLastError: nil})
 	other := fencedrt.NewTestRow(true, fencedwrite.StateReady, 3, map[string]*string{"next_action": str("reconcile")})
 	if err := resched.Classify(other, true, nil); !errors.Is(err, fencedwrite.ErrUnexpectedState) {
@@ -156,7 +156,7 @@ func TestCommitMayHaveLanded(t *testing.T) {
 		{"transaction already done", sql.ErrTxDone, false},
 		{"nothing was sent", driver.ErrBadConn, false},
 	} {
-		if got := fencedrt.CommitMayHaveLanded(tc.err); got != tc.want {
+		if got := fencedwrite.CommitMayHaveLanded(tc.err); got != tc.want {
 			t.Errorf("%s: CommitMayHaveLanded = %v, want %v", tc.name, got, tc.want)
 		}
 	}

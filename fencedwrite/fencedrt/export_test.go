@@ -15,3 +15,9 @@ func (w *Write) Classify(r TestRow, afterCommit bool, cause error) error {
 
 // SameWrite exposes sameWrite.
 func (w *Write) SameWrite(r TestRow) bool { return w.sameWrite(r) }
+
+// NewTestWrite builds a write the way LeaseWrite and ReadWrite do, for any
+// transition, without a lease: the classification tests draw them.
+func NewTestWrite(t *Table, op Op, id, attempt int64, vals Values) *Write {
+	return newWrite(t, op, id, attempt, vals)
+}

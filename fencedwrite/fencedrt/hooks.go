@@ -1,32 +1,12 @@
 package fencedrt
 
-import "context"
+import (
+	"context"
 
-// Hooks are test signals: functions the runtime calls at the moments a test
-// needs to order actors around, instead of sleeping. They travel in the
-// context of one call, so concurrent workers each have their own.
-type Hooks struct {
-	// BeforeClaimCommit runs right before a claim's or a takeover's COMMIT
-	// is sent.
-	BeforeClaimCommit func()
-	// ClaimsCommitting runs right before BeforeClaimCommit with the claims
-	// the COMMIT is about to make: when its reply is lost, these are the
-	// jobs whose claim may or may not have landed.
-	ClaimsCommitting func([]Claimed)
-	// BeforeCommit runs right before the runner's COMMIT goes through Ent's
-	// commit hooks.
-	BeforeCommit func()
-	// BeforeReRead runs after a COMMIT whose reply was lost, right before
-	// the runner's locking re-read.
-	BeforeReRead func()
-}
+	"github.com/fencekit/fencekit/fencedwrite"
+)
 
-type hooksKey struct{}
-
-// WithHooks returns ctx carrying h for the runtime's calls made with it.
-func WithHooks(ctx context.Context, h Hooks) context.Context {
-	return context.WithValue(ctx, hooksKey{}, h)
-}
+// The test signals (fencedwrite.Hooks) travel in the context of one call.
 
 type hook int
 
@@ -36,18 +16,22 @@ const (
 	hookBeforeReRead
 )
 
-func hooksOf(ctx context.Context) Hooks {
-	h, _ := ctx.Value(hooksKey{}).(Hooks)
-	return h
-}
+type hooks fencedwrite.Hooks
 
-func (h Hooks) claimsCommitting(c []Claimed) {
-	if h.ClaimsCommitting != nil {
-		h.ClaimsCommitting(c)
+func hooksOf(ctx context.Context) hooks { return hooks(fencedwrite.HooksOf(ctx)) }
+
+func (h hooks) claimsCommitting(cs []Claimed) {
+	if h.ClaimsCommitting == nil {
+		return
 	}
+	out := make([]fencedwrite.Claiming, len(cs))
+	for i, c := range cs {
+		out[i] = fencedwrite.Claiming{ID: c.ID, Attempt: c.Attempt}
+	}
+	h.ClaimsCommitting(out)
 }
 
-func (h Hooks) call(which hook) {
+func (h hooks) call(which hook) {
 	var f func()
 	switch which {
 	case hookBeforeClaimCommit:

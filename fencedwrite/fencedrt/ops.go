@@ -106,7 +106,7 @@ const (
 	ParamLeaseUntil  Param = "lease until" // UTC, as text
 	ParamNow         Param = "now"         // UTC, as text: the claim's reading of the database clock
 	ParamKeyWindow   Param = "key window"  // microseconds
-	ParamProviderRef Param = "provider refund id"
+	ParamProviderRef Param = fencedwrite.ValueProviderRefundID
 	ParamNextAction  Param = "next action"
 	ParamDelay       Param = "delay" // microseconds
 	ParamLastError   Param = "last error"

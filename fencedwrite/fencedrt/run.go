@@ -3,7 +3,6 @@ package fencedrt
 import (
 	"context"
 	stdsql "database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -45,7 +44,7 @@ type run struct {
 	refused    *Write              // the database fence refused it
 	refusal    error
 	batch      bool // RunBatch: callbacks do not call Fence
-	deferRows  bool // RunBatch with WithDeferredRows: DeferRow takes rows
+	deferRows  bool // RunBatch with fencedwrite.WithDeferredRows: DeferRow takes rows
 	deferred   []deferredRow
 }
 
@@ -65,30 +64,19 @@ func CheckCommit(ctx context.Context) error {
 	return nil
 }
 
-// Applied describes a fenced write applied in the current run.
-type Applied struct {
-	Table   string
-	ID      int64
-	Key     string // the job's operation key
-	Op      Op
-	To      string
-	Attempt int64 // the attempt the row is left at
-	Values  Values
-}
-
 // AppliedInRunFor returns the fenced writes applied so far, to the job with
 // operation key key, in the run whose callback passed ctx: for business
 // writes that must pair with one (the ledger settles only with the job's
 // completion). The run indexes them by key, so that each callback of a
 // batch of n finds its own job's without reading the others'.
-func AppliedInRunFor(ctx context.Context, key string) []Applied {
+func AppliedInRunFor(ctx context.Context, key string) []fencedwrite.Applied {
 	r, _ := ctx.Value(runKey{}).(*run)
 	if r == nil {
 		return nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []Applied
+	var out []fencedwrite.Applied
 	for _, w := range r.byKey[key] {
 		out = append(out, w.applied())
 	}
@@ -105,9 +93,13 @@ func (r *run) add(w *Write) {
 	r.byKey[key] = append(r.byKey[key], w)
 }
 
-func (w *Write) applied() Applied {
+func (w *Write) applied() fencedwrite.Applied {
 	key, _ := w.vals[ParamKey].(string)
-	return Applied{Table: w.table.Name(), ID: w.id, Key: key, Op: w.op, To: w.transition().To, Attempt: w.toAttempt(), Values: w.vals}
+	vals := make(map[string]any, len(w.vals))
+	for p, v := range w.vals {
+		vals[string(p)] = v
+	}
+	return fencedwrite.Applied{Table: w.table.Name(), ID: w.id, Key: key, Op: string(w.op), To: w.transition().To, Attempt: w.toAttempt(), Values: vals}
 }
 
 // Run runs fn in a transaction it owns, on one connection, and runs the
@@ -191,8 +183,8 @@ type commitResult int
 
 const (
 	committed     commitResult = iota // acknowledged
-	notCommitted                       // nothing is in place
-	mayHaveLanded                      // COMMIT was sent and its reply lost: re-read
+	notCommitted                      // nothing is in place
+	mayHaveLanded                     // COMMIT was sent and its reply lost: re-read
 )
 
 // commit ends the transaction b of run r: the one place where a runner
@@ -224,7 +216,7 @@ func commit[T Tx](ctx context.Context, b Begun[T], r *run) (commitResult, error)
 		return notCommitted, fmt.Errorf("commit hook: nothing was committed: %w", cerr)
 	case cerr == nil:
 		return committed, nil
-	case !CommitMayHaveLanded(cerr):
+	case !fencedwrite.CommitMayHaveLanded(cerr):
 		return notCommitted, cerr
 	default:
 		hooksOf(ctx).call(hookBeforeReRead)
@@ -345,31 +337,6 @@ func (w *Write) classify(r row, afterCommit bool, cause error) error {
 		return w.fail(fencedwrite.ErrSuperseded, r, cause)
 	default:
 		return w.fail(fencedwrite.ErrUnexpectedState, r, cause)
-	}
-}
-
-// CommitMayHaveLanded reports whether err, returned by COMMIT, leaves the
-// outcome open. A server error reply, or an error raised before anything was
-// sent, means the transaction did not commit; a broken connection after the
-// COMMIT was sent (mysql.ErrInvalidConn, an I/O error) means it may have.
-// When in doubt it says true: the caller then re-reads, or reports the
-// outcome unknown.
-func CommitMayHaveLanded(err error) bool {
-	var me *mysql.MySQLError
-	switch {
-	case err == nil:
-		return false
-	case errors.As(err, &me):
-		return false
-	case errors.Is(err, stdsql.ErrTxDone), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// database/sql checks the context before sending COMMIT and rolls
-		// back instead.
-		return false
-	case errors.Is(err, driver.ErrBadConn):
-		// The MySQL driver returns ErrBadConn only when nothing was sent.
-		return false
-	default:
-		return true
 	}
 }
 

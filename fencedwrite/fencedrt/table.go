@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/fencekit/fencekit/fencedwrite"
 )
 
 // Stmt is one statement of a fenced table, with the names of its arguments
@@ -304,8 +306,8 @@ func (t *Table) Bind(op Op, vals Values) (string, []any, error) {
 		switch {
 		case n >= 0 && len(list) != n:
 			return "", nil, fmt.Errorf("%s %s: argument %q holds %d values, another list %d: one per id", op, t.spec.Name, p, len(list), n)
-		case len(list) == 0 || len(list) > MaxBatch:
-			return "", nil, fmt.Errorf("%s %s: argument %q must hold 1 to %d values, got %d", op, t.spec.Name, p, MaxBatch, len(list))
+		case len(list) == 0 || len(list) > fencedwrite.MaxBatch:
+			return "", nil, fmt.Errorf("%s %s: argument %q must hold 1 to %d values, got %d", op, t.spec.Name, p, fencedwrite.MaxBatch, len(list))
 		}
 		n = len(list)
 		at := placeholderAt(query, i)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 )
 
@@ -120,7 +121,7 @@ func TestBindByName(t *testing.T) {
 			!slices.Equal(args, []any{int64(3), "l", "n", int64(2), int64(5), int64(6), int64(7), int64(2)}) {
 			t.Fatalf("takeover many binds %v to %s", args, query)
 		}
-		for _, bad := range []any{[]int64{}, int64(5), []string{"5"}, make([]int64, fencedrt.MaxBatch+1)} {
+		for _, bad := range []any{[]int64{}, int64(5), []string{"5"}, make([]int64, fencedwrite.MaxBatch+1)} {
 			vals[fencedrt.ParamIDs] = bad
 			if _, _, err := table.Bind(fencedrt.OpTakeoverMany, vals); err == nil || !strings.Contains(err.Error(), `argument "ids" must`) {
 				t.Errorf("ids %T: %v, want an error naming the argument", bad, err)

@@ -19,12 +19,64 @@ type Write struct {
 	err     error // returned instead of running: the write could not be built
 }
 
-// NewWrite builds transition op of job id, fenced on attempt, with the
-// transition's own values (the fence's arguments are added here).
-func NewWrite(t *Table, op Op, id, attempt int64, vals Values) *Write {
-	if _, ok := Transitions[op]; !ok {
-		return Invalid(t, op, id, attempt, fmt.Errorf("%w: %q is not a transition", fencedwrite.ErrInvalid, op))
+// Lease is the write right of one committed claim or takeover: an opaque
+// handle that only the runtime's claims mint (Claimed.Lease), after their
+// COMMIT was acknowledged. Its job, attempt and table cannot be set or
+// changed by anyone, and a zero Lease holds no right: a transition of a
+// running job can only be built from a Lease (LeaseWrite), so an attempt
+// read off the row never becomes a write right.
+type Lease struct{ l *leased }
+
+type leased struct {
+	table   *Table
+	id      int64
+	attempt int64
+}
+
+// ID is the leased job's id (0 for a zero Lease).
+func (l Lease) ID() int64 {
+	if l.l == nil {
+		return 0
 	}
+	return l.l.id
+}
+
+// Attempt is the fencing token the lease holds (0 for a zero Lease).
+func (l Lease) Attempt() int64 {
+	if l.l == nil {
+		return 0
+	}
+	return l.l.attempt
+}
+
+// LeaseWrite builds the holder's transition op (Complete, Reschedule,
+// ManualReview or Fail: a move out of running) of the job l leases, fenced
+// on l's attempt, with the transition's own values. A zero Lease gives a
+// write that fails with fencedwrite.ErrInvalidLease.
+func LeaseWrite(l Lease, op Op, vals Values) *Write {
+	if l.l == nil {
+		return Invalid(nil, op, 0, 0, fencedwrite.ErrInvalidLease)
+	}
+	if tr, ok := Transitions[op]; !ok || tr.From != fencedwrite.StateRunning || tr.Bump {
+		return Invalid(l.l.table, op, l.l.id, l.l.attempt, fmt.Errorf("%w: %q is not a transition a lease holder makes", fencedwrite.ErrInvalid, op))
+	}
+	return newWrite(l.l.table, op, l.l.id, l.l.attempt, vals)
+}
+
+// ReadWrite builds transition op of job id fenced on the attempt the caller
+// read (seen): a wake-up of a waiting job, or an operator's resolution of a
+// job in manual review. No other transition can be built from a read: a
+// running job is written only through its lease (LeaseWrite).
+func ReadWrite(t *Table, op Op, id, seen int64, vals Values) *Write {
+	if tr, ok := Transitions[op]; !ok || tr.From == fencedwrite.StateRunning || tr.From == fencedwrite.StateReady && tr.To != fencedwrite.StateReady {
+		return Invalid(t, op, id, seen, fmt.Errorf("%w: %q is not a transition built from a read; a running job is written only through its lease", fencedwrite.ErrInvalid, op))
+	}
+	return newWrite(t, op, id, seen, vals)
+}
+
+// newWrite builds transition op of job id, fenced on attempt, with the
+// transition's own values (the fence's arguments are added here).
+func newWrite(t *Table, op Op, id, attempt int64, vals Values) *Write {
 	all := make(Values, len(vals)+4)
 	for k, v := range vals {
 		all[k] = v

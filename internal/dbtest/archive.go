@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
+	"github.com/fencekit/fencekit/fencedwrite"
 )
 
 // Archive moves the terminal jobs last changed before cutoff (an SQL
@@ -38,7 +38,7 @@ func archive(ctx context.Context, db *sql.DB, cutoff string) error {
 	// The cutoff is read once, as microseconds on the server's real clock,
 	// and must be at least 30 days old by that clock.
 	var at, limit int64
-	if err := tx.QueryRowContext(ctx, "SELECT "+fencedrt.Micros(cutoff)+", "+fencedrt.ClockMicros+" - 30 * 86400 * 1000000").Scan(&at, &limit); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT "+fencedwrite.Micros(cutoff)+", "+fencedwrite.ClockMicros+" - 30 * 86400 * 1000000").Scan(&at, &limit); err != nil {
 		return err
 	}
 	if at > limit {

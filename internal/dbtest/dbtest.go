@@ -210,21 +210,26 @@ func IsTriggerRefusal(err error, want string) bool {
 	return me.Number == 1644 && strings.Contains(me.Message, want)
 }
 
-// AwaitLockWait returns true once a transaction on raw's server waits for a
-// row lock in a statement that starts with prefix, or false when stop is
-// closed first. A test uses it to release a held statement exactly when a
-// competing one is blocked behind it. It reads the server's own state: on
-// MySQL and MariaDB information_schema.INNODB_TRX, every 110 ms, because
-// InnoDB refreshes that table only when nobody read it for the last 100 ms
-// (a tighter loop would never see the wait); on TiDB, whose statements are
-// shown normalised, information_schema.DATA_LOCK_WAITS.
+// AwaitLockWait returns true once a statement on raw's server that starts
+// with prefix waits for a row lock, or false when stop is closed first. A
+// test uses it to release a held statement exactly when a competing one is
+// blocked behind it. It reads the server's live state, not InnoDB's
+// INNODB_TRX (refreshed only when nobody read it for 100 ms, so a poll can
+// starve it): on MariaDB the processlist, where a statement blocked by a
+// lock has run for more than 50 ms (a read that takes no lock answers in
+// well under a millisecond, and one seen late still reads the old row, so
+// the test fails either way); on TiDB information_schema.DATA_LOCK_WAITS;
+// on MySQL performance_schema.data_lock_waits.
 func AwaitLockWait(raw *sql.DB, prefix string, stop <-chan struct{}) bool {
-	query, args := "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE CONCAT(?, '%')", []any{prefix}
-	if e, err := engineOf(context.Background(), raw); err == nil && e.TiDB() {
+	var version string
+	_ = raw.QueryRow("SELECT VERSION()").Scan(&version)
+	query, args := "SELECT COUNT(*) FROM performance_schema.data_lock_waits w JOIN performance_schema.events_statements_current s ON s.THREAD_ID = w.REQUESTING_THREAD_ID WHERE s.SQL_TEXT LIKE CONCAT(?, '%')", []any{prefix}
+	switch {
+	case strings.Contains(version, "MariaDB"):
+		query = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND TIME_MS > 50 AND INFO LIKE CONCAT(?, '%')"
+	case strings.Contains(version, "TiDB"):
 		query, args = "SELECT COUNT(*) FROM information_schema.DATA_LOCK_WAITS", nil
 	}
-	tick := time.NewTicker(110 * time.Millisecond)
-	defer tick.Stop()
 	for {
 		var n int
 		if err := raw.QueryRow(query, args...).Scan(&n); err == nil && n > 0 {
@@ -233,7 +238,7 @@ func AwaitLockWait(raw *sql.DB, prefix string, stop <-chan struct{}) bool {
 		select {
 		case <-stop:
 			return false
-		case <-tick.C:
+		default:
 		}
 	}
 }

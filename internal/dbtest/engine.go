@@ -51,13 +51,13 @@ type Engine struct {
 	// only the chosen path is shown). Explain reads both.
 	ExplainFormat string
 
-	// ClockIsText: fencedrt.ClockUTC, TIMESTAMPADD(MICROSECOND, …,
+	// ClockIsText: fencedwrite.ClockUTC, TIMESTAMPADD(MICROSECOND, …,
 	// TIMESTAMP'1970-01-01 00:00:00'), comes back as text (VARCHAR), not as a
 	// DATETIME: TiDB's TIMESTAMPADD returns a string whatever its operands,
 	// and drops the fraction on a whole second. In comparisons with a
 	// DATETIME column TiDB casts it to DATETIME(6), and assignments convert
 	// it, so the fenced statements behave the same; code that reads the
-	// clock reads fencedrt.ClockMicros.
+	// clock reads fencedwrite.ClockMicros.
 	ClockIsText bool
 
 	// SessionMovesSysdate: a session can make SYSDATE() follow its own

@@ -7,7 +7,6 @@ import (
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 )
 
@@ -127,7 +126,7 @@ func TestEngineIsWhatTheSuiteStates(t *testing.T) {
 		}
 	})
 	t.Run("ClockIsText: the clock's type, and comparisons that hold either way", func(t *testing.T) {
-		rows, err := raw.Query("SELECT " + fencedrt.ClockUTC)
+		rows, err := raw.Query("SELECT " + fencedwrite.ClockUTC)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +142,7 @@ func TestEngineIsWhatTheSuiteStates(t *testing.T) {
 		var least string
 		if err := raw.QueryRow("SELECT CAST('2026-12-03 07:00:05.000000' AS DATETIME(6)) <= "+second+
 			", CAST('2026-12-03 07:00:05.000000' AS DATETIME(6)) < "+second+
-			", "+fencedrt.Micros("LEAST(CAST('2026-12-03 07:00:05.000001' AS DATETIME(6)), "+second+")")).Scan(&le, &lt, &least); err != nil {
+			", "+fencedwrite.Micros("LEAST(CAST('2026-12-03 07:00:05.000001' AS DATETIME(6)), "+second+")")).Scan(&le, &lt, &least); err != nil {
 			t.Fatal(err)
 		}
 		if !le || lt || least != "1796281205000000" {
@@ -158,7 +157,7 @@ func TestEngineIsWhatTheSuiteStates(t *testing.T) {
 			_, err = one.Exec("SET timestamp = 1000000")
 		}
 		var micros int64
-		if err := one.QueryRow("SELECT " + fencedrt.ClockMicros).Scan(&micros); err != nil {
+		if err := one.QueryRow("SELECT " + fencedwrite.ClockMicros).Scan(&micros); err != nil {
 			t.Fatal(err)
 		}
 		if moved := micros < 2_000_000_000_000; moved != e.SessionMovesSysdate {

@@ -5,7 +5,7 @@
 // Every provider call costs one token: first sends, resends and reconciles
 // alike, and a takeover adds no quota (DESIGN.md, "Scheduling and budgets").
 // The bucket refills continuously at its rate, up to its capacity, measured
-// on the database's real clock (fencedrt.ClockMicros), which neither a
+// on the database's real clock (fencedwrite.ClockMicros), which neither a
 // worker's clock nor a session's SET timestamp can move.
 //
 // Tokens are taken in a short transaction of their own, never inside a
@@ -28,7 +28,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 )
 
 // MaxNameLen is the longest budget name, in characters (provider_budgets.name).
@@ -96,7 +95,7 @@ func Open(ctx context.Context, db *sql.DB, name string, rate float64, burst int)
 	// old one. If a Take moves refilled_at past it meanwhile, GREATEST keeps
 	// refilled_at where the Take left it and no refill is counted twice.
 	var now int64
-	if err := db.QueryRowContext(ctx, "SELECT "+fencedrt.ClockMicros).Scan(&now); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT "+fencedwrite.ClockMicros).Scan(&now); err != nil {
 		return nil, fmt.Errorf("open budget %q: read the database clock: %w", name, err)
 	}
 	capacity := float64(burst)
@@ -108,7 +107,7 @@ func Open(ctx context.Context, db *sql.DB, name string, rate float64, burst int)
 	if _, err := db.ExecContext(ctx, "INSERT INTO `provider_budgets` (`name`, `tokens`, `capacity`, `rate`, `refilled_at`) "+
 		"VALUES (?, ?, ?, ?, "+fromMicros("?")+") ON DUPLICATE KEY UPDATE "+
 		"`tokens` = LEAST(VALUES(`capacity`), `capacity`, `tokens` + `rate` * GREATEST(0, "+
-		fencedrt.Micros("VALUES(`refilled_at`)")+" - "+fencedrt.Micros("`refilled_at`")+") / 1000000), "+
+		fencedwrite.Micros("VALUES(`refilled_at`)")+" - "+fencedwrite.Micros("`refilled_at`")+") / 1000000), "+
 		"`refilled_at` = GREATEST(`refilled_at`, VALUES(`refilled_at`)), "+
 		"`capacity` = VALUES(`capacity`), `rate` = VALUES(`rate`)",
 		name, capacity, capacity, rate, now); err != nil {
@@ -174,7 +173,7 @@ func (b *Bucket) take(ctx context.Context, n int) (grant, error) {
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after COMMIT
 	var r row
-	err = tx.QueryRowContext(ctx, "SELECT `tokens`, `capacity`, `rate`, "+fencedrt.Micros("`refilled_at`")+", "+fencedrt.ClockMicros+
+	err = tx.QueryRowContext(ctx, "SELECT `tokens`, `capacity`, `rate`, "+fencedwrite.Micros("`refilled_at`")+", "+fencedwrite.ClockMicros+
 		" FROM `provider_budgets` WHERE `name` = ? FOR UPDATE", b.name).Scan(&r.tokens, &r.capacity, &r.rate, &r.refilledAt, &r.now)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -189,7 +188,7 @@ func (b *Bucket) take(ctx context.Context, n int) (grant, error) {
 	}
 	hooksOf(ctx).call(hookBeforeCommit)
 	if err := tx.Commit(); err != nil {
-		if fencedrt.CommitMayHaveLanded(err) {
+		if fencedwrite.CommitMayHaveLanded(err) {
 			return grant{}, fmt.Errorf("%w: make no call on these tokens and do not return them: %w", ErrCommitUnknown, err)
 		}
 		return grant{}, fmt.Errorf("%w: commit: %w", ErrRolledBack, err)
@@ -233,7 +232,7 @@ func statementNeverRan(err error) bool {
 }
 
 // fromMicros is the SQL of a UTC DATETIME(6) from microseconds since the
-// epoch (the inverse of fencedrt.Micros), independent of the session's
+// epoch (the inverse of fencedwrite.Micros), independent of the session's
 // time zone and the driver's loc.
 func fromMicros(expr string) string {
 	return "TIMESTAMPADD(MICROSECOND, " + expr + ", TIMESTAMP'1970-01-01 00:00:00')"

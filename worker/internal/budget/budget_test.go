@@ -15,7 +15,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/migrations"
 	"github.com/fencekit/fencekit/worker/internal/budget"
@@ -67,7 +66,7 @@ func (e *env) row(name string) budgetRow {
 	}
 	defer func() { _ = tx.Rollback() }()
 	var r budgetRow
-	if err := tx.QueryRow("SELECT tokens, capacity, rate, "+fencedrt.Micros("refilled_at")+", "+fencedrt.ClockMicros+
+	if err := tx.QueryRow("SELECT tokens, capacity, rate, "+fencedwrite.Micros("refilled_at")+", "+fencedwrite.ClockMicros+
 		" FROM provider_budgets WHERE name = ? FOR UPDATE", name).Scan(&r.tokens, &r.capacity, &r.rate, &r.refilledAt, &r.now); err != nil {
 		e.t.Fatalf("read budget %q: %v", name, err)
 	}
@@ -79,7 +78,7 @@ func (e *env) row(name string) budgetRow {
 // test data only, the server clock never moves.
 func (e *env) age(name string, tokens float64, ago time.Duration) {
 	e.t.Helper()
-	if _, err := e.raw.Exec("UPDATE provider_budgets SET tokens = ?, refilled_at = TIMESTAMPADD(MICROSECOND, "+fencedrt.ClockMicros+
+	if _, err := e.raw.Exec("UPDATE provider_budgets SET tokens = ?, refilled_at = TIMESTAMPADD(MICROSECOND, "+fencedwrite.ClockMicros+
 		" - ?, TIMESTAMP'1970-01-01 00:00:00') WHERE name = ?", tokens, ago.Microseconds(), name); err != nil {
 		e.t.Fatal(err)
 	}
