@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-
 	"github.com/fencekit/fencekit/fencedwrite"
 )
 

@@ -36,7 +36,9 @@ func (e *SessionError) Error() string {
 }
 
 // Is makes a SessionError match ErrUntrustedSession and ErrInvalid.
-func (e *SessionError) Is(target error) bool { return target == ErrUntrustedSession || target == ErrInvalid }
+func (e *SessionError) Is(target error) bool {
+	return target == ErrUntrustedSession || target == ErrInvalid
+}
 
 // SessionRules are what VerifySession requires of a session beyond the
 // rules every session follows.
@@ -173,7 +175,9 @@ func NewConnector(cfg *mysql.Config) (driver.Connector, error) {
 // checkConfig checks a configuration the way Config checks a DSN.
 func checkConfig(cfg *mysql.Config) error {
 	var errs []error
-	bad := func(field, problem string, args ...any) { errs = append(errs, fieldErr("config "+field, problem, args...)) }
+	bad := func(field, problem string, args ...any) {
+		errs = append(errs, fieldErr("config "+field, problem, args...))
+	}
 	if !cfg.ParseTime || !cfg.ClientFoundRows || cfg.Loc != time.UTC {
 		bad("ParseTime, ClientFoundRows, Loc", "must be true, true and UTC, as Config sets them")
 	}

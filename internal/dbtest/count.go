@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/devdb"
 )
