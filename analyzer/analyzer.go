@@ -23,16 +23,19 @@ attempt (SET writer_attempt = attempt), REPLACE and upserts of a fenced
 table, SQL it cannot read that is shaped like such a write, and calls of
 Ent's generic update and upsert builders of a fenced entity. Suppress a
 justified exception with "//fencelint:allow <reason>" on the line or the
-line above.`
+line above. It also reports imports of the fenced layer's runtime
+(default github.com/fencekit/fencekit/fencedwrite/fencedrt) outside generated
+code and the fenced layer's own packages.`
 
-// Analyzer reports unfenced writes of fenced tables. It is configured by
-// its flags, -tables, -delete and -sinks.
+// Analyzer reports unfenced writes of fenced tables, and uses of the fenced
+// layer's runtime outside generated code. It is configured by its flags,
+// -tables, -delete, -sinks and -runtime.
 var Analyzer = &analysis.Analyzer{
 	Name: "fencelint",
 	Doc:  doc,
 	URL:  "https://pkg.go.dev/github.com/fencekit/fencekit/analyzer",
 	Run: func(pass *analysis.Pass) (any, error) {
-		o, err := Options{Tables: tablesFlag, Delete: deleteFlag, Sinks: sinksFlag}.parse()
+		o, err := Options{Tables: tablesFlag, Delete: deleteFlag, Sinks: sinksFlag, Runtime: &runtimeFlag}.parse()
 		if err != nil {
 			return nil, err
 		}
@@ -46,9 +49,10 @@ var Analyzer = &analysis.Analyzer{
 var factTypes = []analysis.Fact{new(sinkFact), new(returnFact)}
 
 var (
-	tablesFlag = sqlcheck.DefaultTables
-	deleteFlag bool
-	sinksFlag  string
+	tablesFlag  = sqlcheck.DefaultTables
+	deleteFlag  bool
+	sinksFlag   string
+	runtimeFlag = DefaultRuntime
 )
 
 func init() {
@@ -58,6 +62,8 @@ func init() {
 		"also report unfenced DELETE statements and Ent delete builders of fenced tables")
 	Analyzer.Flags.StringVar(&sinksFlag, "sinks", "",
 		"comma-separated extra SQL sinks whose first string parameter is a query: Name (any function or method), path/to/pkg.Func, or path/to/pkg.Type.Method")
+	Analyzer.Flags.StringVar(&runtimeFlag, "runtime", runtimeFlag,
+		"import path of the fenced layer's runtime, whose use outside generated code (and the fenced layer's own packages) is reported; empty turns the check off")
 }
 
 // Options configure an analyzer made with [NewWithOptions]. The fields
@@ -66,6 +72,9 @@ type Options struct {
 	Tables string // "" means the default, refund_jobs:state:attempt:lease_until:writer_attempt
 	Delete bool
 	Sinks  string
+	// Runtime is the import path of the fenced layer's runtime; nil means
+	// DefaultRuntime, and a pointer to "" turns its check off.
+	Runtime *string
 }
 
 // New returns a fencelint analyzer with a fixed configuration and no
@@ -92,8 +101,9 @@ func NewWithOptions(opts Options) (*analysis.Analyzer, error) {
 
 // options is the validated configuration of one analyzer.
 type options struct {
-	sql   *sqlcheck.Config
-	sinks []sinkSpec
+	sql     *sqlcheck.Config
+	sinks   []sinkSpec
+	runtime string
 }
 
 func (opts Options) parse() (*options, error) {
@@ -109,7 +119,11 @@ func (opts Options) parse() (*options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fencelint -sinks: %w", err)
 	}
-	return &options{sql: &sqlcheck.Config{Tables: ts, Delete: opts.Delete}, sinks: sinks}, nil
+	runtime := DefaultRuntime
+	if opts.Runtime != nil {
+		runtime = *opts.Runtime
+	}
+	return &options{sql: &sqlcheck.Config{Tables: ts, Delete: opts.Delete}, sinks: sinks, runtime: runtime}, nil
 }
 
 // finding is a diagnostic before suppression.
@@ -126,7 +140,7 @@ func run(pass *analysis.Pass, o *options) (any, error) {
 	c.walk()
 	c.settle()
 	c.exportFacts()
-	report(pass, c.findings)
+	report(pass, append(c.findings, runtimeUses(pass, o.runtime)...))
 	return nil, nil
 }
 

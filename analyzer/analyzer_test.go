@@ -16,12 +16,15 @@ import (
 //   - notsql: log and error text, reads, discarded and unused constants;
 //   - dynamic: queries built at run time that reach SQL sinks;
 //   - suppress: //fencelint:allow directives;
-//   - entuse, example.com/app/ent: Ent's generic builders.
+//   - entuse, example.com/app/ent: Ent's generic builders;
+//   - runtimeuse, example.com/gen, …/fencedwrite/entext: the runtime is for
+//     generated code and the fenced layer only.
 func TestAnalyzer(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer,
 		"sqlconst", "queries", "heads", "notsql", "dynamic", "suppress", "entuse", "example.com/app/ent",
 		"wrappers", "sqlhelp", "edits", "unreadable", "variants", "selfdeclare", "embedded", "libsinks",
-		"sqbuild", "goqubuild", "gormbuild", "entbuild", "generatednames")
+		"sqbuild", "goqubuild", "gormbuild", "entbuild", "generatednames",
+		"runtimeuse", "example.com/gen", "github.com/fencekit/fencekit/fencedwrite/entext")
 }
 
 // withFlag runs the analyzer with one flag set, restoring it afterwards.
