@@ -319,6 +319,8 @@ func queryRow(ctx context.Context, q driver.QueryerContext, query string, dest .
 			switch v := vals[i].(type) {
 			case int64:
 				*d = v
+			case uint64:
+				*d = int64(v)
 			case []byte:
 				if _, err := fmt.Sscan(string(v), d); err != nil {
 					return fmt.Errorf("column %d: %w", i, err)
