@@ -70,3 +70,37 @@ func TestTheGoLayerRefusesWithoutTheDatabaseFence(t *testing.T) {
 		})
 	}
 }
+
+// Every runner commits through the same sequence, Enqueue's too: its COMMIT
+// passes the BeforeCommit signal like Apply's and ApplyBatch's, so a test
+// (or the chaos harness) can cut or hold any of them at the same moment.
+func TestEveryRunnerCommitsThroughOneSequence(t *testing.T) {
+	e := newEnv(t)
+	var commits int
+	ctx := fencedwrite.WithHooks(t.Context(), fencedwrite.Hooks{BeforeCommit: func() { commits++ }})
+	p := request("one-sequence")
+	if _, _, err := e.c.RefundJob.Enqueue(ctx, p, ledger.Open(p)); err != nil {
+		t.Fatal(err)
+	}
+	if commits != 1 {
+		t.Fatalf("Enqueue's COMMIT passed BeforeCommit %d times, want 1", commits)
+	}
+	job, err := e.c.RefundJob.Query().Only(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.c.RefundJob.Claim(ctx, job.ID, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.RefundJob.Apply(ctx, l.Complete("re_1"), ledger.Refunded(p.OperationKey, "re_1")); err != nil {
+		t.Fatal(err)
+	}
+	_, items := e.completions("one-sequence-batch")
+	if errs := e.c.RefundJob.ApplyBatch(ctx, items); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if commits != 3 { // Enqueue, Apply, ApplyBatch (completions enqueues with its own context)
+		t.Fatalf("BeforeCommit ran %d times, want 3", commits)
+	}
+}
