@@ -110,8 +110,8 @@ func verifySession(ctx context.Context, pool dialect.Driver, tx dialect.ExecQuer
 	}
 	// The client's capability to send several statements per call is
 	// negotiated when it connects; no variable shows it. Two harmless
-	// statements in one call tell: a session without it refuses them as a
-	// syntax error (1064), and nothing runs.
+	// statements in one call tell: a session without it refuses them, and
+	// nothing runs (MySQL and MariaDB: a syntax error, 1064; TiDB: 8130).
 	var res stdsql.Result
 	err := tx.Exec(ctx, "DO 0; DO 0", []any{}, &res)
 	var me *mysql.MySQLError
@@ -119,7 +119,7 @@ func verifySession(ctx context.Context, pool dialect.Driver, tx dialect.ExecQuer
 	case err == nil:
 		return fmt.Errorf("verify session: %w", &fencedwrite.SessionError{Variable: "multiStatements (the client's capability)", Value: "on",
 			Want: "it off: a packet of several statements can end the runner's transaction behind its back"})
-	case errors.As(err, &me) && me.Number == 1064:
+	case errors.As(err, &me) && (me.Number == 1064 || me.Number == 8130):
 		pi.mu.Lock()
 		if pi.single == nil || len(pi.single) >= maxSingle {
 			pi.single = map[int64]bool{}
