@@ -481,6 +481,38 @@ func TestWorkerOutboundBudget(t *testing.T) {
 			t.Fatalf("%d provider requests, want the send only", n)
 		}
 	})
+	t.Run("a send whose reply is cut, then its reconcile, spend two tokens", func(t *testing.T) {
+		f := newFleet(t, fakeprovider.Config{})
+		const key = "budget-two"
+		f.enqueue(key)
+		f.srv.Script(key, fakeprovider.Fault{After: fakeprovider.Cut}) // executed, the answer lost
+		m := newCallKinds()
+		w, ev := f.worker("A", func(c *worker.Config) { c.BudgetRate, c.BudgetBurst, c.Metrics = 0.0001, 3, m })
+		ev.settled(t, f, key)
+		f.wantSettled(key, refundjob.StateSucceeded, 1)
+		// Stopped, the worker holds no token it took for a pass and has
+		// yet to give back: the row shows what the calls spent.
+		if err := w.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if m.get(worker.CallSend) != 1 || m.get(worker.CallReconcile) != 1 {
+			t.Fatalf("calls %v, want one send and one reconcile", m.n)
+		}
+		if left := f.budgetTokens(worker.DefaultBudgetName); left < 1 || left >= 2 {
+			t.Fatalf("%.4f tokens left of 3 after a send and a reconcile, want 1", left)
+		}
+	})
+}
+
+// budgetTokens reads the tokens a budget holds; at the tests' slow rates
+// the refill since is a few thousandths of a token.
+func (f *fleet) budgetTokens(name string) float64 {
+	f.t.Helper()
+	var tokens float64
+	if err := f.db.RawDB().QueryRow("SELECT tokens FROM provider_budgets WHERE name = ?", name).Scan(&tokens); err != nil {
+		f.t.Fatal(err)
+	}
+	return tokens
 }
 
 // Stop lets a call in flight finish and write back; StopAndCancel cuts it,
