@@ -383,6 +383,37 @@ func TestWorkerWebhooks(t *testing.T) {
 			t.Fatalf("a good webhook was not recorded once: %+v", es)
 		}
 	})
+	t.Run("a signed webhook naming an unknown refund id is evidence, not the reconcile's question", func(t *testing.T) {
+		f := newFleet(t, fakeprovider.Config{})
+		const key = "wh-unknown-id"
+		f.enqueue(key)
+		f.srv.Script(key, fakeprovider.Fault{After: fakeprovider.Cut}) // executed, the answer lost
+		f.srv.HoldWebhooks(key)                                        // the provider's own webhook never comes
+		open := make(chan struct{})
+		_, ev := f.worker("A", gate(open))
+		if w := ev.await(t, key, nil); w.err != nil || f.job(key).NextAction != refundjob.NextActionReconcile || f.job(key).ProviderRefundID != nil {
+			t.Fatalf("after the cut send: %v, job %+v; want a reconcile with no refund id known", w.err, f.job(key))
+		}
+		// A correctly signed event for the key names a refund id the
+		// provider does not know.
+		body := []byte(`{"id":"evt_unknown","type":"refund.succeeded","created":1,"refund":{"id":"re_unknown","payment":"pay-` + key +
+			`","amount":1250,"currency":"EUR","reference":"` + key + `","status":"succeeded"}}`)
+		if code := f.post(body, provider.SignWebhook(webhookSecret, time.Now(), body)); code != http.StatusOK {
+			t.Fatalf("signed webhook: HTTP %d", code)
+		}
+		close(open)
+		j := ev.settled(t, f, key)
+		f.wantSettled(key, refundjob.StateSucceeded, 1)
+		executed := f.srv.Events(key)[0].Refund.ProviderRefundID
+		if j.ProviderRefundID == nil || *j.ProviderRefundID != executed {
+			t.Fatalf("settled with refund %q, want the one that executed, %q", deref(j.ProviderRefundID), executed)
+		}
+		for _, r := range f.srv.Requests() {
+			if r.Method == http.MethodGet && r.Path == "/v1/refunds/re_unknown" {
+				t.Fatal("the reconcile asked the provider by the webhook's unknown refund id")
+			}
+		}
+	})
 	t.Run("a reversal after success raises an alert and never touches the settled job", func(t *testing.T) {
 		f := newFleet(t, fakeprovider.Config{})
 		const key = "reversed"
