@@ -43,6 +43,7 @@ const (
 	fencedRefundJobReadLocked         = "SELECT `state`, `attempt`, `provider_refund_id`, `next_action`, `last_error`, `review_reason`, `review_evidence` FROM `refund_jobs` WHERE `id` = ? FOR UPDATE"
 	fencedRefundJobClaimLock          = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `provider_refund_id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` FORCE INDEX (PRIMARY) WHERE `id` = ? FOR UPDATE"
 	fencedRefundJobDue                = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `provider_refund_id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` WHERE `state` = 'ready' AND `next_run_at` <= TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') ORDER BY `next_run_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED"
+	fencedRefundJobDueReconcile       = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `provider_refund_id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` WHERE `state` = 'ready' AND `next_action` = 'reconcile' AND `next_run_at` <= TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') ORDER BY `next_run_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED"
 	fencedRefundJobExpired            = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `provider_refund_id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` WHERE `state` = 'running' AND `lease_until` < TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') ORDER BY `lease_until`, `id` LIMIT ? FOR UPDATE SKIP LOCKED"
 	fencedRefundJobRegisterKey        = "INSERT INTO `refund_jobs_keys` (`operation_key`, `payment_ref`, `amount_minor`, `currency`, `registered_at`) VALUES (?, ?, ?, ?, TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'))"
 	fencedRefundJobReadKey            = "SELECT `payment_ref`, `amount_minor`, `currency` FROM `refund_jobs_keys` WHERE `operation_key` = ?"
@@ -88,6 +89,10 @@ var fencedRefundJob = fencedrt.MustTable(fencedrt.TableSpec{
 		},
 		fencedrt.OpDue: {
 			SQL:    fencedRefundJobDue,
+			Params: []fencedrt.Param{fencedrt.ParamLimit},
+		},
+		fencedrt.OpDueReconcile: {
+			SQL:    fencedRefundJobDueReconcile,
 			Params: []fencedrt.Param{fencedrt.ParamLimit},
 		},
 		fencedrt.OpExpired: {
@@ -369,6 +374,21 @@ func (c *RefundJobClient) ClaimDue(ctx context.Context, limit int, o fencedwrite
 		return nil, fmt.Errorf("claim due refund_jobs: %w: a claim runs in a transaction of its own", ErrTxStarted)
 	}
 	claimed, err := fencedrt.ClaimDue(ctx, c.driver, fencedRefundJob, limit, o)
+	if err != nil {
+		return nil, err
+	}
+	return newRefundJobLeases(claimed)
+}
+
+// ClaimDueReconciles is ClaimDue for the due ready jobs whose next action is
+// reconcile only, oldest first, found on their own index: the outcomes that
+// are unknown, the money at risk, which a scheduler claims before fresh
+// sends. Its errors are ClaimDue's.
+func (c *RefundJobClient) ClaimDueReconciles(ctx context.Context, limit int, o fencedwrite.ClaimOptions) ([]*RefundJobLease, error) {
+	if _, ok := c.driver.(*txDriver); ok {
+		return nil, fmt.Errorf("claim due reconciles refund_jobs: %w: a claim runs in a transaction of its own", ErrTxStarted)
+	}
+	claimed, err := fencedrt.ClaimDueReconciles(ctx, c.driver, fencedRefundJob, limit, o)
 	if err != nil {
 		return nil, err
 	}
