@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -225,7 +227,9 @@ func (c *Client) scheduler() {
 }
 
 // pass claims as many jobs as there are free slots and outbound tokens,
-// expired leases first, dispatches them, and says when to look again.
+// dispatches them, and says when to look again. Unknown outcomes go first:
+// expired leases, then due reconciles, which may spend every token; sends
+// get only the tokens above the reserve (Config.ReconcileReserve).
 func (c *Client) pass() time.Duration {
 	ctx := c.workCtx
 	free := c.cfg.Workers - int(c.inflight.Load())
@@ -239,59 +243,80 @@ func (c *Client) pass() time.Duration {
 		return c.cfg.ScanInterval // a job that finishes wakes the scheduler
 	}
 	// A batch claim takes at most fencedrt.MaxBatch jobs.
-	granted, retryIn, err := c.bucket.Take(ctx, min(free, fencedrt.MaxBatch))
+	want := min(free, fencedrt.MaxBatch)
+	g, err := c.bucket.Take(ctx, want)
 	if err != nil {
 		c.log.Error("take outbound budget", "err", err)
 		return c.cfg.ScanInterval
 	}
-	res.Tokens = granted
-	if granted == 0 {
+	res.Tokens = g.Granted
+	if g.Granted == 0 {
 		c.m.BudgetWait()
-		return min(max(retryIn, time.Millisecond), c.cfg.ScanInterval)
+		return min(max(g.RetryIn, time.Millisecond), c.cfg.ScanInterval)
 	}
-	taken, err := c.claimBatch(ctx, "takeover", granted)
-	var due []*ent.RefundJobLease
-	if rest := granted - len(taken); rest > 0 && err == nil {
-		due, err = c.claimBatch(ctx, "claim", rest)
+	taken, err := c.claimBatch(ctx, "takeover", c.ent.RefundJob.TakeoverExpired, g.Granted)
+	rest := g.Granted - len(taken)
+	var owed, due []*ent.RefundJobLease
+	if rest > 0 && err == nil {
+		owed, err = c.claimBatch(ctx, "claim", c.ent.RefundJob.ClaimDueReconciles, rest)
+		rest -= len(owed)
 	}
-	res.TakenOver, res.Claimed = len(taken), len(due)
-	if unused := granted - len(taken) - len(due); unused > 0 {
+	// The budget held g.Left + rest tokens once the unknown outcomes took
+	// theirs: sends may spend what is above the reserve.
+	reserve := c.reserve(g.Capacity)
+	sendable := max(0, min(rest, int(math.Floor(g.Left+float64(rest)-float64(reserve)))))
+	if sendable > 0 && err == nil {
+		due, err = c.claimBatch(ctx, "claim", c.ent.RefundJob.ClaimDue, sendable)
+	}
+	res.TakenOver, res.Reconciles, res.Claimed, res.Reserved = len(taken), len(owed), len(due), rest-sendable
+	unused := g.Granted - len(taken) - len(owed) - len(due)
+	if unused > 0 {
 		if err := c.bucket.Return(context.WithoutCancel(ctx), unused); err != nil {
 			c.log.Warn("return unused outbound budget", "tokens", unused, "err", err)
 		}
 	}
 	c.m.Takeovers(len(taken))
-	for _, l := range append(taken, due...) {
+	for _, l := range slices.Concat(taken, owed, due) {
 		c.m.Claims(string(l.NextAction()), 1)
 		c.inflight.Add(1)
 		c.jobs.Add(1)
 		go c.run(l)
 	}
-	if len(taken)+len(due) == granted && granted < min(free, fencedrt.MaxBatch) {
+	switch {
+	case err != nil:
+		return c.cfg.ScanInterval
+	case unused == 0 && g.Granted < want:
 		// The budget, not the work, was the limit: look again when the next
 		// token is due.
-		return min(max(retryIn, time.Millisecond), c.cfg.ScanInterval)
+		return min(max(g.RetryIn, time.Millisecond), c.cfg.ScanInterval)
+	case sendable < rest && len(due) == sendable:
+		// The reserve, not the work, held sends back: look again when a
+		// token above it is due.
+		above := float64(reserve) + 1 - (g.Left + float64(unused))
+		wait := time.Duration(math.Min(above/g.Rate*float64(time.Second), float64(c.cfg.ScanInterval)))
+		return min(max(wait, time.Millisecond), c.cfg.ScanInterval)
 	}
 	// Either nothing more is due, or the slots are full and a finishing job
 	// wakes the scheduler.
 	return c.cfg.ScanInterval
 }
 
-// claimBatch takes over expired leases ("takeover") or claims due jobs
-// ("claim"), up to limit.
-func (c *Client) claimBatch(ctx context.Context, what string, limit int) ([]*ent.RefundJobLease, error) {
+// reserve is how many of a budget of this capacity sends leave to unknown
+// outcomes.
+func (c *Client) reserve(capacity float64) int {
+	if c.cfg.ReconcileReserve <= 0 {
+		return 0
+	}
+	return int(math.Floor(c.cfg.ReconcileReserve * capacity))
+}
+
+// claimBatch runs one batch claim (what is "claim" or "takeover") of up to
+// limit jobs.
+func (c *Client) claimBatch(ctx context.Context, what string, claim func(context.Context, int, fencedwrite.ClaimOptions) ([]*ent.RefundJobLease, error), limit int) ([]*ent.RefundJobLease, error) {
 	if c.hooks.ClaimContext != nil {
 		ctx = c.hooks.ClaimContext(ctx, what)
 	}
-	var (
-		leases []*ent.RefundJobLease
-		err    error
-	)
-	if what == "takeover" {
-		leases, err = c.ent.RefundJob.TakeoverExpired(ctx, limit, c.opts)
-	} else {
-		leases, err = c.ent.RefundJob.ClaimDue(ctx, limit, c.opts)
-	}
+	leases, err := claim(ctx, limit, c.opts)
 	c.claimed(what, err)
 	if c.hooks.Claimed != nil {
 		jobs := make([]Job, len(leases))

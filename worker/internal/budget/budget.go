@@ -140,37 +140,49 @@ func validate(name string, rate float64, burst int) error {
 	return errors.Join(errs...)
 }
 
-// Take asks for n tokens (n ≥ 1), one per provider call, and returns how
-// many it granted: min(n, the whole tokens available), possibly 0. When it
-// grants fewer than n, retryIn is how long, on the database's clock, until
-// the next whole token (n larger than the capacity is never granted at once;
-// retryIn still says when the next token comes). Take never waits for
-// tokens; it only waits for the row's lock, at most the session's
-// innodb_lock_wait_timeout.
+// Grant is what a Take granted, and the budget as the Take left it.
+type Grant struct {
+	// Granted is how many tokens were taken: min(n, the whole tokens
+	// available), possibly 0.
+	Granted int
+	// RetryIn, when fewer than n were granted, is how long, on the
+	// database's clock, until the next whole token (n larger than the
+	// capacity is never granted at once; RetryIn still says when the next
+	// token comes). Zero when all were granted.
+	RetryIn time.Duration
+	// Left is the tokens the row holds after the grant, a fraction
+	// included; Capacity and Rate are the row's settings. A caller that
+	// keeps a reserve for some of its calls measures it against them.
+	Left, Capacity, Rate float64
+}
+
+// Take asks for n tokens (n ≥ 1), one per provider call, and returns the
+// Grant. Take never waits for tokens; it only waits for the row's lock, at
+// most the session's innodb_lock_wait_timeout.
 //
 // It runs one short transaction of its own: BEGIN, a SELECT … FOR UPDATE of
 // the row by primary key, an UPDATE, COMMIT. Call it outside any claim.
 //
 // Only a nil error grants tokens, and only after the server acknowledged
-// the COMMIT. On any error granted is 0 and the caller makes no provider
-// call: ErrRolledBack (nothing was taken; retry later), ErrCommitUnknown
+// the COMMIT. On any error the Grant is zero and the caller makes no
+// provider call: ErrRolledBack (nothing was taken; retry later), ErrCommitUnknown
 // (the reply of the COMMIT was lost, so the tokens may be gone; see there),
 // ErrNotFound, or an invalid n (fencedwrite.ErrInvalid).
-func (b *Bucket) Take(ctx context.Context, n int) (granted int, retryIn time.Duration, err error) {
+func (b *Bucket) Take(ctx context.Context, n int) (Grant, error) {
 	if n < 1 {
-		return 0, 0, fmt.Errorf("take from budget %q: %w", b.name, &fencedwrite.FieldError{Field: "n", Problem: fmt.Sprintf("must be at least 1, got %d", n)})
+		return Grant{}, fmt.Errorf("take from budget %q: %w", b.name, &fencedwrite.FieldError{Field: "n", Problem: fmt.Sprintf("must be at least 1, got %d", n)})
 	}
-	g, err := b.take(ctx, n)
+	g, r, err := b.take(ctx, n)
 	if err != nil {
-		return 0, 0, fmt.Errorf("take %d from budget %q: %w", n, b.name, err)
+		return Grant{}, fmt.Errorf("take %d from budget %q: %w", n, b.name, err)
 	}
-	return g.granted, g.retryIn, nil
+	return Grant{Granted: g.granted, RetryIn: g.retryIn, Left: g.tokens, Capacity: r.capacity, Rate: r.rate}, nil
 }
 
-func (b *Bucket) take(ctx context.Context, n int) (grant, error) {
+func (b *Bucket) take(ctx context.Context, n int) (grant, row, error) {
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
-		return grant{}, fmt.Errorf("%w: begin: %w", ErrRolledBack, err)
+		return grant{}, row{}, fmt.Errorf("%w: begin: %w", ErrRolledBack, err)
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after COMMIT
 	var r row
@@ -178,23 +190,23 @@ func (b *Bucket) take(ctx context.Context, n int) (grant, error) {
 		" FROM `provider_budgets` WHERE `name` = ? FOR UPDATE", b.name).Scan(&r.tokens, &r.capacity, &r.rate, &r.refilledAt, &r.now)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return grant{}, ErrNotFound
+		return grant{}, row{}, ErrNotFound
 	case err != nil:
-		return grant{}, fmt.Errorf("%w: lock the budget: %w", ErrRolledBack, err)
+		return grant{}, row{}, fmt.Errorf("%w: lock the budget: %w", ErrRolledBack, err)
 	}
 	g := r.take(n)
 	if _, err := tx.ExecContext(ctx, "UPDATE `provider_budgets` SET `tokens` = ?, `refilled_at` = "+fromMicros("?")+" WHERE `name` = ?",
 		g.tokens, g.refilledAt, b.name); err != nil {
-		return grant{}, fmt.Errorf("%w: update the budget: %w", ErrRolledBack, err)
+		return grant{}, row{}, fmt.Errorf("%w: update the budget: %w", ErrRolledBack, err)
 	}
 	hooksOf(ctx).call(hookBeforeCommit)
 	if err := tx.Commit(); err != nil {
 		if fencedrt.CommitMayHaveLanded(err) {
-			return grant{}, fmt.Errorf("%w: make no call on these tokens and do not return them: %w", ErrCommitUnknown, err)
+			return grant{}, row{}, fmt.Errorf("%w: make no call on these tokens and do not return them: %w", ErrCommitUnknown, err)
 		}
-		return grant{}, fmt.Errorf("%w: commit: %w", ErrRolledBack, err)
+		return grant{}, row{}, fmt.Errorf("%w: commit: %w", ErrRolledBack, err)
 	}
-	return g, nil
+	return g, r, nil
 }
 
 // Return gives back n unused tokens (n ≥ 0; 0 sends nothing), never filling

@@ -87,7 +87,8 @@ func (e *env) age(name string, tokens float64, ago time.Duration) {
 
 func take(t *testing.T, b *budget.Bucket, n int) (int, time.Duration) {
 	t.Helper()
-	granted, retryIn, err := b.Take(t.Context(), n)
+	g, err := b.Take(t.Context(), n)
+	granted, retryIn := g.Granted, g.RetryIn
 	if err != nil {
 		t.Fatalf("take %d: %v", n, err)
 	}
@@ -133,7 +134,10 @@ func TestTakeNeverGrantsMoreThanAvailable(t *testing.T) {
 	t.Run("a fraction of a token is not a token", func(t *testing.T) {
 		b := e.process("fraction", slow, 5)
 		e.age("fraction", 2.75, 0)
-		wantTake(t, b, 3, 2)
+		g, err := b.Take(t.Context(), 3)
+		if err != nil || g.Granted != 2 || math.Abs(g.Left-0.75) > 0.01 || g.Capacity != 5 || g.Rate != slow {
+			t.Fatalf("take 3 of 2.75: %+v, %v; want 2 granted, 0.75 left, capacity 5 at the slow rate", g, err)
+		}
 		if r := e.row("fraction"); math.Abs(r.tokens-0.75) > 0.01 {
 			t.Fatalf("%v tokens left, want the 0.75 that was not a whole token", r.tokens)
 		}
@@ -178,7 +182,8 @@ func TestBucketsOfTwoProcessesShareOneBudget(t *testing.T) {
 			<-start
 			for j := range 12 {
 				n := 1 + (i+j)%3
-				got, _, err := b.Take(ctx, n)
+				g, err := b.Take(ctx, n)
+				got := g.Granted
 				if err != nil {
 					errs <- fmt.Errorf("worker %d take %d: %w", i, n, err)
 					return
@@ -368,8 +373,8 @@ func TestOpenValidatesAndNamesFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []func() error{
-		func() error { _, _, err := b.Take(t.Context(), 0); return err },
-		func() error { _, _, err := b.Take(t.Context(), -1); return err },
+		func() error { _, err := b.Take(t.Context(), 0); return err },
+		func() error { _, err := b.Take(t.Context(), -1); return err },
 		func() error { return b.Return(t.Context(), -1) },
 	} {
 		var fe *fencedwrite.FieldError
@@ -458,7 +463,8 @@ func TestLostCommitReplyGrantsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := budget.Attach(db, "lost")
-	granted, retryIn, err := b.Take(budget.WithBeforeCommit(t.Context(), proxy.CutReplies), 3)
+	g, err := b.Take(budget.WithBeforeCommit(t.Context(), proxy.CutReplies), 3)
+	granted, retryIn := g.Granted, g.RetryIn
 	if granted != 0 || retryIn != 0 {
 		t.Fatalf("a take whose COMMIT reply was lost granted %d (retry in %v)", granted, retryIn)
 	}
@@ -509,7 +515,8 @@ func TestEveryCutOfATakeHasOneTrueOutcome(t *testing.T) {
 			proxy := dbtest.NewProxy(t, e.d)
 			proxy.CutAfter(dir, n)
 			db := dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{}))
-			granted, _, err := budget.Attach(db, name).Take(t.Context(), 2)
+			g, err := budget.Attach(db, name).Take(t.Context(), 2)
+			granted := g.Granted
 			_ = db.Close()
 			proxy.Close()
 			left := e.row(name).tokens
