@@ -58,6 +58,12 @@ type Config struct {
 	// make at once.
 	BudgetRate  float64
 	BudgetBurst int
+	// ChangeBudget lets Start change the fleet's budget to BudgetRate and
+	// BudgetBurst when its row holds others: the whole fleet's calls follow
+	// the change, which Start logs. Without it, Start refuses a budget whose
+	// settings differ (ErrBudgetDiffers) and changes nothing: one process
+	// started with another rate must not rewrite the fleet's.
+	ChangeBudget bool
 	// ReconcileReserve is the share of the fleet budget's capacity (its
 	// burst) that sends leave to takeovers and reconciles: the unknown
 	// outcomes, the money at risk. A pass claims expired leases first, then

@@ -17,6 +17,7 @@ import (
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/provider"
+	"github.com/fencekit/fencekit/worker/internal/budget"
 	"github.com/fencekit/fencekit/worker/internal/decide"
 )
 
@@ -260,7 +261,8 @@ func retryTransient(ctx context.Context, try func() error, retrying func(wait ti
 func transient(err error) bool {
 	var refused *mysql.MySQLError
 	switch {
-	case errors.Is(err, fencedwrite.ErrInvalid), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, fencedwrite.ErrInvalid), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, budget.ErrSettingsDiffer):
 		return false
 	case errors.As(err, &refused):
 		return refused.Number == 1205 || refused.Number == 1213

@@ -366,6 +366,7 @@ func TestWorkerStartWaitsOutALockedBudget(t *testing.T) {
 	// TiDB does not end this wait at the lock wait timeout; the read timeout
 	// (3 s) ends it there, which Start tries again too.
 	w, err := worker.New(worker.Config{DB: f.db.FencedDB(fencedwrite.DSNOptions{LockWaitTimeout: time.Second, ReadTimeout: 3 * time.Second}), Provider: f.srv.Client(),
+		BudgetRate: 10_000, BudgetBurst: 10_000, // the fleet's (f.worker's)
 		WebhookSecret: webhookSecret, Logger: slog.New(retrying)})
 	if err != nil {
 		t.Fatal(err)

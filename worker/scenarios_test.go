@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -416,6 +417,23 @@ func TestWorkerWebhooks(t *testing.T) {
 			if r.Method == http.MethodGet && r.Path == "/v1/refunds/re_unknown" {
 				t.Fatal("the reconcile asked the provider by the webhook's unknown refund id")
 			}
+		}
+	})
+	t.Run("an oversize body is refused with 413 and recorded nowhere", func(t *testing.T) {
+		f := newFleet(t, fakeprovider.Config{})
+		f.worker("A", nil)
+		event := `{"id":"evt_big","type":"refund.succeeded","created":1,"refund":{"id":"re_big","payment":"p","amount":1,"currency":"EUR","reference":"big","status":"succeeded"}}`
+		// Correctly signed, and one byte too long.
+		body := []byte(event + strings.Repeat(" ", 1<<20+1-len(event)))
+		if got := f.post(body, provider.SignWebhook(webhookSecret, time.Now(), body)); got != http.StatusRequestEntityTooLarge {
+			t.Fatalf("a body of %d bytes: HTTP %d, want 413", len(body), got)
+		}
+		if es := f.evidenceOf("big"); len(es) != 0 {
+			t.Fatalf("an oversize webhook was recorded: %+v", es)
+		}
+		fits := []byte(event)
+		if got := f.post(fits, provider.SignWebhook(webhookSecret, time.Now(), fits)); got != http.StatusOK {
+			t.Fatalf("the same event within the limit: HTTP %d", got)
 		}
 	})
 	t.Run("a reversal after success raises an alert and never touches the settled job", func(t *testing.T) {

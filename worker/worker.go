@@ -26,6 +26,12 @@ var (
 	ErrNotStarted     = errors.New("worker not started")
 )
 
+// ErrBudgetDiffers is Start's refusal to open the fleet's budget when its
+// row holds another rate or burst than Config's and Config.ChangeBudget is
+// not set: nothing was changed. Start the process with the fleet's
+// settings, or set ChangeBudget to change them for the whole fleet.
+var ErrBudgetDiffers = budget.ErrSettingsDiffer
+
 // Client is a worker process's queue client: a scheduler, the workers it
 // dispatches to, and a reconciler of evidence.
 type Client struct {
@@ -95,16 +101,26 @@ func (c *Client) Start(ctx context.Context) error {
 	// The budget's row is shared by the fleet: a process frozen while it
 	// holds the row's lock makes others wait, and a deploy must not fail
 	// for it. A transient error is tried again until ctx ends.
-	var b *budget.Bucket
+	var (
+		b       *budget.Bucket
+		changed *budget.Change
+	)
 	err := retryTransient(ctx, func() error {
 		var err error
-		b, err = budget.Open(ctx, c.cfg.DB, c.cfg.BudgetName, c.cfg.BudgetRate, c.cfg.BudgetBurst)
+		b, changed, err = budget.Open(ctx, c.cfg.DB, c.cfg.BudgetName, c.cfg.BudgetRate, c.cfg.BudgetBurst, c.cfg.ChangeBudget)
 		return err
 	}, func(_ time.Duration, err error) {
 		c.log.Warn("open the outbound budget: trying again", "err", err)
 	})
+	if errors.Is(err, budget.ErrSettingsDiffer) {
+		return fmt.Errorf("start worker: %w: start with the fleet's settings, or set worker.Config.ChangeBudget to change them for the whole fleet", err)
+	}
 	if err != nil {
 		return fmt.Errorf("start worker: %w", err)
+	}
+	if changed != nil {
+		c.log.Warn("changed the fleet's outbound budget: every process of the fleet follows it", "budget", c.cfg.BudgetName,
+			"from_rate", changed.FromRate, "from_burst", changed.FromCapacity, "rate", changed.ToRate, "burst", changed.ToCapacity)
 	}
 	c.bucket = b
 	c.started = true

@@ -72,49 +72,98 @@ type Bucket struct {
 // Name returns the budget's name.
 func (b *Bucket) Name() string { return b.name }
 
+// ErrSettingsDiffer means the budget's row exists with another rate or
+// capacity than the ones Open was given, and Open was not asked to change
+// them: nothing was changed. The error is a *SettingsError.
+var ErrSettingsDiffer = errors.New("budget settings differ from the fleet's")
+
+// SettingsError is Open's refusal to change a fleet's budget behind its
+// back. It matches ErrSettingsDiffer.
+type SettingsError struct {
+	Name                     string
+	Rate, Capacity           float64 // what Open was given
+	FleetRate, FleetCapacity float64 // what the row holds
+}
+
+func (e *SettingsError) Error() string {
+	return fmt.Sprintf("rate %v/s and burst %v differ from the fleet's %v/s and %v", e.Rate, e.Capacity, e.FleetRate, e.FleetCapacity)
+}
+
+func (e *SettingsError) Unwrap() error { return ErrSettingsDiffer }
+
+// Change is a change of a budget's settings that Open made.
+type Change struct {
+	FromRate, FromCapacity float64
+	ToRate, ToCapacity     float64
+}
+
 // Open returns the budget named name on db, creating its row full (burst
 // tokens) when it is missing. rate is the tokens added per second, burst
-// the capacity. When the row exists, Open keeps its tokens (a restart does
-// not refill a drained budget): it settles the refill earned so far at the
-// row's old rate and capacity, then sets the new rate and capacity, capping
-// the tokens at the new capacity. Processes opened with different settings
-// therefore take turns overwriting them; the row's settings are the ones
-// every Take uses.
+// the capacity; the row's are the ones every Take of the fleet uses.
 //
-// db should be opened with fencedwrite.DSN: a short lock wait timeout bounds
-// how long Take waits for the row, network timeouts bound a dead server, and
-// interpolateParams keeps Take at four round trips.
+// When the row exists with the same settings, Open keeps its tokens (a
+// restart does not refill a drained budget). With other settings it
+// refuses (a *SettingsError, matching ErrSettingsDiffer) and changes
+// nothing, unless change is true: then it settles the refill earned so far
+// at the row's old rate and capacity, sets the new ones, caps the tokens at
+// the new capacity, and returns what it changed (nil when nothing). One
+// process started with another rate must not rewrite the whole fleet's
+// behind its back.
+//
+// It runs one short transaction: BEGIN, an INSERT that creates the row or
+// leaves it, a locking read, an UPDATE only when it changes the settings,
+// COMMIT. db should be opened with fencedwrite.DSN: a short lock wait
+// timeout bounds how long Open waits for the row, network timeouts bound a
+// dead server, and interpolateParams keeps Take at four round trips.
 //
 // Invalid arguments return an error naming each field that matches
-// fencedwrite.ErrInvalid; nothing was sent. Any other error means the row
-// may or may not have been created or changed; calling Open again is safe.
-func Open(ctx context.Context, db *sql.DB, name string, rate float64, burst int) (*Bucket, error) {
+// fencedwrite.ErrInvalid; nothing was sent. Any other error but a
+// *SettingsError means the row may or may not have been created or
+// changed; calling Open again is safe.
+func Open(ctx context.Context, db *sql.DB, name string, rate float64, burst int, change bool) (*Bucket, *Change, error) {
 	if err := validate(name, rate, burst); err != nil {
-		return nil, fmt.Errorf("open budget %q: %w", name, err)
+		return nil, nil, fmt.Errorf("open budget %q: %w", name, err)
 	}
-	// One reading of the clock for both the new row and the settling of an
-	// old one. If a Take moves refilled_at past it meanwhile, GREATEST keeps
-	// refilled_at where the Take left it and no refill is counted twice.
-	var now int64
-	if err := db.QueryRowContext(ctx, "SELECT "+fencedrt.ClockMicros).Scan(&now); err != nil {
-		return nil, fmt.Errorf("open budget %q: read the database clock: %w", name, err)
+	c, err := open(ctx, db, name, rate, float64(burst), change)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open budget %q: %w", name, err)
 	}
-	capacity := float64(burst)
-	// Every expression of the UPDATE part reads only columns assigned after
-	// it (or itself), so it means the same whether the server assigns left to
-	// right (MySQL) or all at once (MariaDB's SIMULTANEOUS_ASSIGNMENT).
-	// VALUES() is deprecated in MySQL 8.0.20 but the only spelling both
-	// servers accept.
-	if _, err := db.ExecContext(ctx, "INSERT INTO `provider_budgets` (`name`, `tokens`, `capacity`, `rate`, `refilled_at`) "+
-		"VALUES (?, ?, ?, ?, "+fromMicros("?")+") ON DUPLICATE KEY UPDATE "+
-		"`tokens` = LEAST(VALUES(`capacity`), `capacity`, `tokens` + `rate` * GREATEST(0, "+
-		fencedrt.Micros("VALUES(`refilled_at`)")+" - "+fencedrt.Micros("`refilled_at`")+") / 1000000), "+
-		"`refilled_at` = GREATEST(`refilled_at`, VALUES(`refilled_at`)), "+
-		"`capacity` = VALUES(`capacity`), `rate` = VALUES(`rate`)",
-		name, capacity, capacity, rate, now); err != nil {
-		return nil, fmt.Errorf("open budget %q: %w", name, err)
+	return &Bucket{db: db, name: name}, c, nil
+}
+
+func open(ctx context.Context, db *sql.DB, name string, rate, capacity float64, change bool) (*Change, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
 	}
-	return &Bucket{db: db, name: name}, nil
+	defer func() { _ = tx.Rollback() }() // a no-op after COMMIT
+	// A new row starts full; an existing one is left as it is (and locked).
+	if _, err := tx.ExecContext(ctx, "INSERT INTO `provider_budgets` (`name`, `tokens`, `capacity`, `rate`, `refilled_at`) "+
+		"VALUES (?, ?, ?, ?, "+fencedrt.ClockUTC+") ON DUPLICATE KEY UPDATE `name` = `name`", name, capacity, capacity, rate); err != nil {
+		return nil, fmt.Errorf("create: %w", err)
+	}
+	var r row
+	if err := tx.QueryRowContext(ctx, "SELECT `tokens`, `capacity`, `rate`, "+fencedrt.Micros("`refilled_at`")+", "+fencedrt.ClockMicros+
+		" FROM `provider_budgets` WHERE `name` = ? FOR UPDATE", name).Scan(&r.tokens, &r.capacity, &r.rate, &r.refilledAt, &r.now); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	if r.rate == rate && r.capacity == capacity {
+		return nil, tx.Commit()
+	}
+	if !change {
+		return nil, &SettingsError{Name: name, Rate: rate, Capacity: capacity, FleetRate: r.rate, FleetCapacity: r.capacity}
+	}
+	// The refill earned so far is settled at the old rate and capacity; the
+	// new ones apply from now on.
+	g := r.take(0)
+	if _, err := tx.ExecContext(ctx, "UPDATE `provider_budgets` SET `tokens` = ?, `refilled_at` = "+fromMicros("?")+", `capacity` = ?, `rate` = ? WHERE `name` = ?",
+		min(g.tokens, capacity), g.refilledAt, capacity, rate, name); err != nil {
+		return nil, fmt.Errorf("change: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return &Change{FromRate: r.rate, FromCapacity: r.capacity, ToRate: rate, ToCapacity: capacity}, nil
 }
 
 func validate(name string, rate float64, burst int) error {
