@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,7 @@ import (
 // runFlags are refundd run's settings.
 type runFlags struct {
 	dsn, listen, operatorListen, providerURL, budgetName string
+	providerLookups                                      string
 	workers, budgetBurst                                 int
 	budgetRate, reconcileReserve                         float64
 	changeBudget, noWebhooks                             bool
@@ -56,6 +58,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noWebhooks, "no-webhooks", false, "run without the webhook endpoint (no listener, and no $FENCEKIT_WEBHOOK_SECRET needed): the reconciler finds evidence in the provider's lookups only")
 	fs.DurationVar(&f.httpTimeout, "http-timeout", 10*time.Second, "on both listeners, how long a client may take to send a request's headers, and its body, and the answer to be written")
 	fs.StringVar(&f.providerURL, "provider-url", "", "base URL of the payment provider's refund API, an absolute http(s) URL (required)")
+	fs.StringVar(&f.providerLookups, "provider-lookups", "reference,payment,refund-id", "the lookups the provider offers, comma-separated: reference (by merchant reference), payment (list the payment's refunds), refund-id; a reconcile asks them in that order (with refund-id alone, a send whose answer was lost goes to manual review)")
 	fs.BoolVar(&f.safeResend, "provider-safe-resend", true, "the provider's contract: the same key with the same parameters executes at most once while retained")
 	fs.DurationVar(&f.keyRetention, "provider-key-retention", 24*time.Hour, "how long the provider keeps an idempotency key")
 	fs.DurationVar(&f.lookupLag, "provider-lookup-lag", 0, "how long a new refund may be invisible to the provider's lookups")
@@ -88,10 +91,32 @@ func (f runFlags) check(secret string) error {
 	if err := checkProviderURL(f.providerURL); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := f.capabilities(); err != nil {
+		errs = append(errs, err)
+	}
 	if f.httpTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-http-timeout must be positive, got %v", f.httpTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// capabilities are the provider's declared contract: -provider-lookups and
+// the -provider-* settings.
+func (f runFlags) capabilities() (provider.Capabilities, error) {
+	caps := provider.Capabilities{SafeResend: f.safeResend, KeyRetention: f.keyRetention, LookupLag: f.lookupLag}
+	for _, l := range strings.Split(f.providerLookups, ",") {
+		switch strings.TrimSpace(l) {
+		case "reference":
+			caps.LookupByReference = true
+		case "payment":
+			caps.ListByPayment = true
+		case "refund-id":
+			caps.LookupByRefundID = true
+		default:
+			return caps, fmt.Errorf("-provider-lookups %q: unknown lookup %q (reference, payment, refund-id)", f.providerLookups, l)
+		}
+	}
+	return caps, nil
 }
 
 // checkProviderURL accepts an absolute http or https URL with a host and
@@ -138,8 +163,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	defer db.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	caps := provider.Capabilities{SafeResend: f.safeResend, KeyRetention: f.keyRetention, LookupByReference: true, LookupByRefundID: true,
-		ListByPayment: true, LookupLag: f.lookupLag}
+	caps, _ := f.capabilities() // checked above
 	log := slog.New(slog.NewJSONHandler(logOut, nil))
 	agent, err := f.chaos.open()
 	if err != nil {

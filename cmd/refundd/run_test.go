@@ -173,6 +173,12 @@ func TestRunRefusesToStart(t *testing.T) {
 			refused(t, []string{"-provider-url"}, "-provider-url", u)
 		})
 	}
+	for _, l := range []string{"", "reference,merchant", "by-key"} {
+		t.Run(fmt.Sprintf("with the provider lookups %q", l), func(t *testing.T) {
+			t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec")
+			refused(t, []string{"-provider-lookups"}, "-provider-url", srv.URL(), "-provider-lookups", l)
+		})
+	}
 	t.Run("with another budget rate than the fleet's", func(t *testing.T) {
 		t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec")
 		r := startRun(t, dsn, "-provider-url", srv.URL(), "-budget-rate", "50")
@@ -368,3 +374,18 @@ func TestOperatorCommands(t *testing.T) {
 }
 
 var fencedwriteOpts = fencedwrite.ClaimOptions{}
+
+// -provider-lookups declares the lookups the provider offers, and nothing
+// else: a reconcile asks only those.
+func TestRunDeclaresTheProvidersLookups(t *testing.T) {
+	for lookups, want := range map[string]provider.Capabilities{
+		"reference,payment,refund-id": {LookupByReference: true, ListByPayment: true, LookupByRefundID: true},
+		"payment":                     {ListByPayment: true},
+		" refund-id , reference":      {LookupByRefundID: true, LookupByReference: true},
+	} {
+		got, err := runFlags{providerLookups: lookups}.capabilities()
+		if err != nil || got != want {
+			t.Errorf("-provider-lookups %q: %+v, %v; want %+v", lookups, got, err, want)
+		}
+	}
+}
