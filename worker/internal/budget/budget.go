@@ -12,6 +12,9 @@
 // claim: a budget row locked by every claim would be a hot spot and a
 // deadlock risk. The worker takes tokens first, claims at most as many jobs
 // as it was granted, and gives back what it could not use.
+//
+// The row's rate and capacity are the fleet's: Open refuses other settings
+// unless asked to change them (ErrSettingsDiffer).
 package budget
 
 import (
