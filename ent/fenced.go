@@ -43,6 +43,7 @@ const (
 	fencedRefundJobReadLocked         = "SELECT `state`, `attempt`, `provider_refund_id`, `next_action`, `last_error`, `review_reason`, `review_evidence` FROM `refund_jobs` WHERE `id` = ? FOR UPDATE"
 	fencedRefundJobClaimLock          = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `provider_refund_id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` FORCE INDEX (PRIMARY) WHERE `id` = ? FOR UPDATE"
 	fencedRefundJobDue                = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `provider_refund_id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` WHERE `state` = 'ready' AND `next_run_at` <= TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') ORDER BY `next_run_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED"
+	fencedRefundJobDueReconcile       = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `provider_refund_id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` WHERE `state` = 'ready' AND `next_action` = 'reconcile' AND `next_run_at` <= TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') ORDER BY `next_run_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED"
 	fencedRefundJobExpired            = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `provider_refund_id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `refund_jobs` WHERE `state` = 'running' AND `lease_until` < TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') ORDER BY `lease_until`, `id` LIMIT ? FOR UPDATE SKIP LOCKED"
 	fencedRefundJobRegisterKey        = "INSERT INTO `refund_jobs_keys` (`operation_key`, `payment_ref`, `amount_minor`, `currency`, `registered_at`) VALUES (?, ?, ?, ?, TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'))"
 	fencedRefundJobReadKey            = "SELECT `payment_ref`, `amount_minor`, `currency` FROM `refund_jobs_keys` WHERE `operation_key` = ?"
@@ -88,6 +89,10 @@ var fencedRefundJob = fencedrt.MustTable(fencedrt.TableSpec{
 		},
 		fencedrt.OpDue: {
 			SQL:    fencedRefundJobDue,
+			Params: []fencedrt.Param{fencedrt.ParamLimit},
+		},
+		fencedrt.OpDueReconcile: {
+			SQL:    fencedRefundJobDueReconcile,
 			Params: []fencedrt.Param{fencedrt.ParamLimit},
 		},
 		fencedrt.OpExpired: {
@@ -378,6 +383,21 @@ func (c *RefundJobClient) ClaimDue(ctx context.Context, limit int, o fencedwrite
 	return newRefundJobLeases(claimed)
 }
 
+// ClaimDueReconciles is ClaimDue for the due ready jobs whose next action is
+// reconcile only, oldest first, found on their own index: the outcomes that
+// are unknown, the money at risk, which a scheduler claims before fresh
+// sends. Its errors are ClaimDue's.
+func (c *RefundJobClient) ClaimDueReconciles(ctx context.Context, limit int, o fencedwrite.ClaimOptions) ([]*RefundJobLease, error) {
+	if _, ok := c.driver.(*txDriver); ok {
+		return nil, fmt.Errorf("claim due reconciles refund_jobs: %w: a claim runs in a transaction of its own", ErrTxStarted)
+	}
+	claimed, err := fencedrt.ClaimDueReconciles(ctx, c.driver, fencedRefundJob, limit, o)
+	if err != nil {
+		return nil, err
+	}
+	return newRefundJobLeases(claimed)
+}
+
 // TakeoverExpired takes over up to limit running jobs whose leases expired
 // by the database clock, oldest lease first, in one short transaction, with
 // the rules of Takeover: every new lease reconciles. Its errors are
@@ -633,7 +653,7 @@ type RefundJobBatchItem struct {
 // business write, and runs the COMMIT itself: one transaction per batch
 // instead of one per job. Completions held at the same attempt share one
 // fenced UPDATE (`WHERE id IN (…) AND state AND attempt`, each row's own
-// values picked by its id), and with fencedrt.WithDeferredRows in ctx the
+// values picked by its id), and with fencedwrite.WithDeferredRows in ctx the
 // business writes that defer their rows (the ledger's) share one statement
 // per kind; when a shared statement does not hold for every row it names,
 // the batch rolls back and runs again with one statement per item, so each

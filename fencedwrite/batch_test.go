@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
@@ -84,6 +85,59 @@ func TestClaimDueAndTakeoverExpired(t *testing.T) {
 			t.Fatalf("nothing is due, but ClaimDue returned %v (%v)", none, err)
 		}
 	})
+}
+
+// ClaimDueReconciles claims the due jobs whose next action is reconcile, and
+// only those, oldest first, with the rules of a single claim: a scheduler
+// takes the unknown outcomes before fresh sends that have waited longer.
+func TestClaimDueReconcilesTakesOnlyDueReconciles(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	// rescheduled claims key's job, then reschedules it to next after
+	// delay.
+	rescheduled := func(key string, next refundjob.NextAction, delay time.Duration) int64 {
+		t.Helper()
+		id := e.enqueue(key).ID
+		l, err := e.c.RefundJob.Claim(ctx, id, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.c.RefundJob.Apply(ctx, l.Reschedule(next, delay, "", "outcome unknown"), nil); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	sends := []int64{e.enqueue("send-0").ID, e.enqueue("send-1").ID} // due before any reconcile
+	first := rescheduled("reconcile-0", refundjob.NextActionReconcile, 0)
+	later := rescheduled("reconcile-later", refundjob.NextActionReconcile, time.Hour)
+	resend := rescheduled("resend", refundjob.NextActionRefund, 0)
+	second := rescheduled("reconcile-1", refundjob.NextActionReconcile, 0)
+
+	var got []int64
+	for _, limit := range []int{1, 10} {
+		leases, err := e.c.RefundJob.ClaimDueReconciles(ctx, limit, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases {
+			got = append(got, l.ID())
+			if l.Attempt() != 2 || l.NextAction() != refundjob.NextActionReconcile || l.Resend() {
+				t.Errorf("lease %v: attempt %d, action %s, resend %v; want attempt 2 to reconcile", l, l.Attempt(), l.NextAction(), l.Resend())
+			}
+			e.wantJob(l.ID(), refundjob.StateRunning, 2)
+		}
+	}
+	if !slices.Equal(got, []int64{first, second}) {
+		t.Fatalf("claimed %v, want the due reconciles %v, oldest first, one per call of limit 1 then the rest", got, []int64{first, second})
+	}
+	for _, id := range sends {
+		e.wantJob(id, refundjob.StateReady, 0)
+	}
+	e.wantJob(later, refundjob.StateReady, 1)
+	e.wantJob(resend, refundjob.StateReady, 1)
+	if _, err := e.c.RefundJob.ClaimDueReconciles(ctx, fencedwrite.MaxBatch+1, opts); !strings.Contains(fmt.Sprint(err), "limit: must be between 0 and") {
+		t.Fatalf("limit too large: %v", err)
+	}
 }
 
 // claimDueWithout is ClaimDue on a copy of the generated table whose scans
@@ -250,7 +304,8 @@ func TestBatchScansUseTheirIndexes(t *testing.T) {
 		e.enqueue(fmt.Sprintf("i-%d", i))
 	}
 	table, _ := fencedrt.Registered(ent.RefundJobFencedTable)
-	for op, index := range map[fencedrt.Op]string{fencedrt.OpDue: "refund_jobs_pending", fencedrt.OpExpired: "refund_jobs_lease"} {
+	for op, index := range map[fencedrt.Op]string{fencedrt.OpDue: "refund_jobs_pending", fencedrt.OpDueReconcile: "refund_jobs_reconcile_due",
+		fencedrt.OpExpired: "refund_jobs_lease"} {
 		query, args, err := table.Bind(op, fencedrt.Values{fencedrt.ParamLimit: 10})
 		if err != nil {
 			t.Fatal(err)

@@ -342,25 +342,27 @@ const (
 	changesItOpen        // refused
 )
 
-// sessionEffect judges every statement of query.
+// sessionEffect judges the statement query. A fenced pool never sends
+// several statements per call (multiStatements is refused), so the server
+// runs query as one statement, whatever semicolons a compound body
+// (CREATE TRIGGER … BEGIN … END) holds: its first statement, read through
+// an executable comment, is what runs.
 func sessionEffect(query string) (effect, string) {
-	worst, which := keepsSession, ""
-	for _, s := range sqltext.Split(query) {
-		e := keepsSession
-		switch s.Keyword {
-		case "SET", "USE":
-			e = changesItOpen
-		case "CALL", "EXECUTE":
-			e = mayChangeIt
-		}
-		if e == keepsSession && s.Executable {
-			e = mayChangeIt
-		}
-		if e > worst {
-			worst, which = e, s.Keyword
-		}
+	stmts := sqltext.Split(query)
+	if len(stmts) == 0 {
+		return keepsSession, ""
 	}
-	return worst, which
+	s := stmts[0]
+	switch s.Keyword {
+	case "SET", "USE":
+		return changesItOpen, s.Keyword
+	case "CALL", "EXECUTE":
+		return mayChangeIt, s.Keyword
+	}
+	if s.Executable {
+		return mayChangeIt, s.Keyword
+	}
+	return keepsSession, s.Keyword
 }
 
 // before judges query: it refuses a statement that changes the session,

@@ -19,7 +19,7 @@ const maxBody = 1 << 20
 //	POST /v1/refunds                 body {payment, amount, currency, reference}, header Idempotency-Key
 //	GET  /v1/refunds?reference=KEY   {"data": [refund...]}
 //	GET  /v1/refunds?payment=REF     {"data": [refund...]}
-//	GET  /v1/refunds/{id}            refund, or 404
+//	GET  /v1/refunds/{id}            refund, or 404 resource_missing
 //
 // A refund is {id, payment, amount, currency, reference, status, reason}; an
 // error is {"error": {code, message}}.
@@ -97,43 +97,50 @@ func (c *HTTPClient) Refund(ctx context.Context, req RefundRequest) (Refund, err
 	return r, nil
 }
 
-// Lookup implements Client. It asks by provider refund id, else by
-// reference, else lists the payment's refunds and keeps those whose
-// reference is q.OperationKey (all of them when it is empty), using only
-// lookups c's capabilities declare.
+// Lookup implements Client. The question is the operation key: it asks by
+// reference, then, when that finds nothing, lists the payment's refunds and
+// keeps those whose reference is q.OperationKey, then, when that finds
+// nothing either, asks by q.ProviderRefundID. Each step runs only when c's
+// capabilities declare its lookup and q has its field; the first that finds
+// something answers. A refund id therefore never hides a refund the key's
+// own lookups show: one the provider does not know is one more "not found".
+// Every request that fails fails the Lookup (see Client.Lookup).
 func (c *HTTPClient) Lookup(ctx context.Context, q Query) ([]Refund, error) {
-	var path string
-	byID := false
-	switch {
-	case q.ProviderRefundID != "" && c.caps.LookupByRefundID:
-		path, byID = "/v1/refunds/"+url.PathEscape(q.ProviderRefundID), true
-	case q.OperationKey != "" && c.caps.LookupByReference:
-		path = "/v1/refunds?" + url.Values{"reference": {q.OperationKey}}.Encode()
-	case q.PaymentRef != "" && c.caps.ListByPayment:
-		path = "/v1/refunds?" + url.Values{"payment": {q.PaymentRef}}.Encode()
-	default:
+	asked := false
+	if q.OperationKey != "" && c.caps.LookupByReference {
+		asked = true
+		found, err := c.list(ctx, url.Values{"reference": {q.OperationKey}}, q.OperationKey)
+		if err != nil || len(found) > 0 {
+			return found, err
+		}
+	}
+	if q.PaymentRef != "" && c.caps.ListByPayment {
+		asked = true
+		found, err := c.list(ctx, url.Values{"payment": {q.PaymentRef}}, q.OperationKey)
+		if err != nil || len(found) > 0 {
+			return found, err
+		}
+	}
+	if q.ProviderRefundID != "" && c.caps.LookupByRefundID {
+		return c.byID(ctx, q.ProviderRefundID)
+	}
+	if !asked {
 		return nil, fmt.Errorf("look up refund: %w", ErrNoLookup)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	return []Refund{}, nil
+}
+
+// list asks GET /v1/refunds?query and keeps the refunds whose reference is
+// key (all of them when key is empty).
+func (c *HTTPClient) list(ctx context.Context, query url.Values, key string) ([]Refund, error) {
+	code, raw, err := c.get(ctx, "/v1/refunds?"+query.Encode())
 	if err != nil {
-		return nil, fmt.Errorf("build request: %w: %w", ErrInvalidRequest, err)
+		return nil, err
 	}
-	code, raw, err := c.do(hreq)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("look up refund: %w", err)
-	case byID && code == http.StatusNotFound && isMissing(raw):
-		return []Refund{}, nil
-	case code == http.StatusTooManyRequests:
-		return nil, fmt.Errorf("look up refund: %w", ErrRateLimited)
-	case code/100 != 2:
+	if code == http.StatusNotFound {
+		// A list is never missing: a provider that says so is not one
+		// this client can read.
 		return nil, fmt.Errorf("look up refund: provider answered %d: %w", code, ErrOutcomeUnknown)
-	case byID:
-		r, err := decodeRefund(raw)
-		if err != nil {
-			return nil, fmt.Errorf("look up refund: %w", err)
-		}
-		return []Refund{r}, nil
 	}
 	var list struct{ Data []json.RawMessage }
 	if err := json.Unmarshal(raw, &list); err != nil {
@@ -145,11 +152,49 @@ func (c *HTTPClient) Lookup(ctx context.Context, q Query) ([]Refund, error) {
 		if err != nil {
 			return nil, fmt.Errorf("look up refund: %w", err)
 		}
-		if q.OperationKey == "" || r.Reference == q.OperationKey {
+		if key == "" || r.Reference == key {
 			refunds = append(refunds, r)
 		}
 	}
 	return refunds, nil
+}
+
+// byID asks GET /v1/refunds/{id}: the refund as reported, or nothing when
+// the provider says it has no such refund.
+func (c *HTTPClient) byID(ctx context.Context, id string) ([]Refund, error) {
+	code, raw, err := c.get(ctx, "/v1/refunds/"+url.PathEscape(id))
+	if err != nil {
+		return nil, err
+	}
+	if code == http.StatusNotFound && isMissing(raw) {
+		return []Refund{}, nil
+	}
+	r, err := decodeRefund(raw)
+	if err != nil {
+		return nil, fmt.Errorf("look up refund: %w", err)
+	}
+	return []Refund{r}, nil
+}
+
+// get sends one lookup and returns a 2xx answer, or a 404 that says the
+// resource is missing; any other answer is an error.
+func (c *HTTPClient) get(ctx context.Context, path string) (int, []byte, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("build request: %w: %w", ErrInvalidRequest, err)
+	}
+	code, raw, err := c.do(hreq)
+	switch {
+	case err != nil:
+		return 0, nil, fmt.Errorf("look up refund: %w", err)
+	case code == http.StatusNotFound && isMissing(raw):
+		return code, raw, nil
+	case code == http.StatusTooManyRequests:
+		return 0, nil, fmt.Errorf("look up refund: %w", ErrRateLimited)
+	case code/100 != 2:
+		return 0, nil, fmt.Errorf("look up refund: provider answered %d: %w", code, ErrOutcomeUnknown)
+	}
+	return code, raw, nil
 }
 
 // do sends hreq and reads the whole response. Any failure to get a complete

@@ -60,12 +60,19 @@ type Refund struct {
 	Raw              []byte // the provider's response body, for the evidence log
 }
 
-// Query asks about the refund of one operation key. Fill in what is known;
-// the client uses the most specific lookup the provider offers.
+// Query asks about the refund of one operation key. The key is the
+// question: the client looks the refund up by it (the merchant reference),
+// and by listing the payment's refunds, as the provider offers. A refund id
+// is asked only when those find nothing, or when the provider offers no
+// lookup by the key: one that names a refund the provider does not know
+// (an id from an unverified source, say) never hides the key's refund.
 type Query struct {
-	OperationKey     string
+	OperationKey string
+	PaymentRef   string
+	// ProviderRefundID is a refund id the provider is said to have given
+	// the key: the job's, learnt from a verified answer, or one the
+	// observation log holds.
 	ProviderRefundID string
-	PaymentRef       string
 }
 
 // Capabilities is what a provider's contract guarantees. Each provider
@@ -101,8 +108,9 @@ type Client interface {
 	// ctx's deadline is the provider timeout.
 	Refund(ctx context.Context, req RefundRequest) (Refund, error)
 
-	// Lookup returns the refunds the provider reports for q. An empty result
-	// means nothing was found, which is not proof that no refund exists.
+	// Lookup returns the refunds the provider reports for q's operation key
+	// (see Query for the order of its lookups). An empty result means
+	// nothing was found, which is not proof that no refund exists.
 	// Results are not verified; call Verify before acting on one. A failed
 	// lookup says nothing about the refund: it returns ErrNoLookup,
 	// ErrRateLimited, ErrInvalidRequest (a misconfigured client) or

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,49 +244,120 @@ func TestLookup(t *testing.T) {
 		}
 		return s, r
 	}
-	// lastLookup is the path and query of the last request s received.
-	lastLookup := func(s *fakeprovider.Server) string {
-		reqs := s.Requests()
-		last := reqs[len(reqs)-1]
-		return last.Path + "?" + last.Query.Encode()
+	// lookups are the paths and queries of the lookups s received, in order.
+	lookups := func(s *fakeprovider.Server) []string {
+		var asked []string
+		for _, r := range s.Requests() {
+			if r.Method == http.MethodGet {
+				asked = append(asked, r.Path+"?"+r.Query.Encode())
+			}
+		}
+		return asked
 	}
 
 	cases := []struct {
 		name string
 		caps provider.Capabilities
-		q    func(provider.Refund) provider.Query
+		id   string // the refund id the query names; "want" is the one that executed
 		path string
 	}{
-		{"by refund id when it is known", allLookups,
-			func(r provider.Refund) provider.Query {
-				return provider.Query{OperationKey: "op-1", ProviderRefundID: r.ProviderRefundID, PaymentRef: "pay_1"}
-			},
-			"/v1/refunds/re_1?"},
-		{"by reference when the refund id is not known", allLookups,
-			func(provider.Refund) provider.Query { return provider.Query{OperationKey: "op-1", PaymentRef: "pay_1"} },
-			"/v1/refunds?reference=op-1"},
-		{"by listing the payment when that is all the provider offers", provider.Capabilities{ListByPayment: true},
-			func(r provider.Refund) provider.Query {
-				return provider.Query{OperationKey: "op-1", ProviderRefundID: r.ProviderRefundID, PaymentRef: "pay_1"}
-			},
+		{"by reference, even when the refund id is known", allLookups, "want", "/v1/refunds?reference=op-1"},
+		{"by reference, whatever refund id the query names", allLookups, "re_unknown", "/v1/refunds?reference=op-1"},
+		{"by listing the payment when that is all the provider offers", provider.Capabilities{ListByPayment: true}, "want",
 			"/v1/refunds?payment=pay_1"},
+		{"by refund id when that is all the provider offers", provider.Capabilities{LookupByRefundID: true}, "want", "/v1/refunds/re_1?"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s, want := withRefunds(t)
 			c := provider.NewHTTPClient(s.URL(), nil, tc.caps)
-			got, err := c.Lookup(context.Background(), tc.q(want))
+			q := provider.Query{OperationKey: "op-1", ProviderRefundID: tc.id, PaymentRef: "pay_1"}
+			if tc.id == "want" {
+				q.ProviderRefundID = want.ProviderRefundID
+			}
+			got, err := c.Lookup(context.Background(), q)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(got) != 1 || got[0].ProviderRefundID != want.ProviderRefundID || provider.Verify(req, got[0]) != nil {
 				t.Errorf("found %+v, want only %+v", got, want)
 			}
-			if p := lastLookup(s); p != tc.path {
-				t.Errorf("asked %s, want %s", p, tc.path)
+			if asked := lookups(s); len(asked) != 1 || asked[0] != tc.path {
+				t.Errorf("asked %v, want only %s", asked, tc.path)
 			}
 		})
 	}
+
+	// routed serves each lookup's path and query from answers (404
+	// resource_missing for the others) and records what was asked.
+	routed := func(t *testing.T, answers map[string]string) (*httptest.Server, func() []string) {
+		t.Helper()
+		var (
+			mu    sync.Mutex
+			asked []string
+		)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			asked = append(asked, r.URL.RequestURI())
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			body, ok := answers[r.URL.RequestURI()]
+			if !ok {
+				w.WriteHeader(http.StatusNotFound)
+				body = `{"error":{"code":"resource_missing"}}`
+			}
+			io.WriteString(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv, func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(asked) }
+	}
+	const (
+		op1 = `{"id":"re_1","payment":"pay_1","amount":300,"currency":"EUR","reference":"op-1","status":"succeeded"}`
+		op2 = `{"id":"re_2","payment":"pay_1","amount":300,"currency":"EUR","reference":"op-2","status":"succeeded"}`
+	)
+	t.Run("each lookup is asked in turn until one finds the key's refund", func(t *testing.T) {
+		srv, asked := routed(t, map[string]string{
+			"/v1/refunds?reference=op-1": `{"data":[]}`,
+			"/v1/refunds?payment=pay_1":  `{"data":[` + op2 + `]}`, // another key's refund of the payment
+			"/v1/refunds/re_1":           op1,
+		})
+		got, err := provider.NewHTTPClient(srv.URL, nil, allLookups).Lookup(context.Background(),
+			provider.Query{OperationKey: "op-1", PaymentRef: "pay_1", ProviderRefundID: "re_1"})
+		if err != nil || len(got) != 1 || got[0].ProviderRefundID != "re_1" {
+			t.Fatalf("found %+v, %v; want re_1", got, err)
+		}
+		if want := []string{"/v1/refunds?reference=op-1", "/v1/refunds?payment=pay_1", "/v1/refunds/re_1"}; !slices.Equal(asked(), want) {
+			t.Fatalf("asked %v, want %v", asked(), want)
+		}
+	})
+	t.Run("the payment's list answers when the reference finds nothing", func(t *testing.T) {
+		srv, asked := routed(t, map[string]string{
+			"/v1/refunds?reference=op-1": `{"data":[]}`,
+			"/v1/refunds?payment=pay_1":  `{"data":[` + op2 + `,` + op1 + `]}`,
+		})
+		got, err := provider.NewHTTPClient(srv.URL, nil, allLookups).Lookup(context.Background(),
+			provider.Query{OperationKey: "op-1", PaymentRef: "pay_1", ProviderRefundID: "re_unknown"})
+		if err != nil || len(got) != 1 || got[0].ProviderRefundID != "re_1" {
+			t.Fatalf("found %+v, %v; want only re_1", got, err)
+		}
+		if len(asked()) != 2 {
+			t.Fatalf("asked %v, want the reference, then the payment's list", asked())
+		}
+	})
+	t.Run("nothing found by any lookup is an empty answer", func(t *testing.T) {
+		srv, asked := routed(t, map[string]string{
+			"/v1/refunds?reference=op-1": `{"data":[]}`,
+			"/v1/refunds?payment=pay_1":  `{"data":[]}`,
+		})
+		got, err := provider.NewHTTPClient(srv.URL, nil, allLookups).Lookup(context.Background(),
+			provider.Query{OperationKey: "op-1", PaymentRef: "pay_1", ProviderRefundID: "re_unknown"})
+		if err != nil || got == nil || len(got) != 0 {
+			t.Fatalf("found %+v, %v; want an empty answer", got, err)
+		}
+		if len(asked()) != 3 {
+			t.Fatalf("asked %v, want all three lookups", asked())
+		}
+	})
 
 	t.Run("an unknown refund id finds nothing", func(t *testing.T) {
 		s, _ := withRefunds(t)

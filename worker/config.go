@@ -30,6 +30,12 @@ const (
 	DefaultBudgetName       = "default"
 	DefaultWriteBackBatch   = 32 // write-backs settled in one transaction at most
 	DefaultWriteBackConns   = 4  // write-back transactions in flight at once
+	// DefaultReconcileReserve is the share of the fleet budget's capacity
+	// that sends leave to takeovers and reconciles (Config.ReconcileReserve).
+	DefaultReconcileReserve = 0.2
+	// NoReconcileReserve, as Config.ReconcileReserve, keeps no reserve: sends
+	// may spend every token the unknown outcomes did not take first.
+	NoReconcileReserve = -1.0
 
 	// MaxWorkers bounds Config.Workers.
 	MaxWorkers = 10_000
@@ -52,6 +58,21 @@ type Config struct {
 	// make at once.
 	BudgetRate  float64
 	BudgetBurst int
+	// ChangeBudget lets Start change the fleet's budget to BudgetRate and
+	// BudgetBurst when its row holds others: the whole fleet's calls follow
+	// the change, which Start logs. Without it, Start refuses a budget whose
+	// settings differ (ErrBudgetDiffers) and changes nothing: one process
+	// started with another rate must not rewrite the fleet's.
+	ChangeBudget bool
+	// ReconcileReserve is the share of the fleet budget's capacity (its
+	// burst) that sends leave to takeovers and reconciles: the unknown
+	// outcomes, the money at risk. A pass claims expired leases first, then
+	// due reconciles, and these may spend every token it took; then it
+	// claims sends only with the tokens above floor(ReconcileReserve ×
+	// capacity), so that a reconcile that comes due while sends saturate
+	// the budget finds tokens waiting. DefaultReconcileReserve when zero;
+	// NoReconcileReserve keeps none; otherwise above 0 and below 1.
+	ReconcileReserve float64
 	// Workers is how many provider calls this process makes at once: its
 	// slots. A pass claims no more jobs than free slots and tokens.
 	Workers int
@@ -143,9 +164,10 @@ type Hooks struct {
 	// attach the data layer's own signals (fencedwrite.WithHooks) to cut the
 	// COMMIT's reply, say.
 	WriteBackContext func(context.Context, Job) context.Context
-	// ClaimContext, when set, derives the context of each claim ("claim")
-	// or takeover ("takeover") batch: attach fencedwrite.WithHooks to see the
-	// claims before their COMMIT, or to cut its reply.
+	// ClaimContext, when set, derives the context of each claim ("claim":
+	// the due reconciles, then the other due jobs) or takeover ("takeover")
+	// batch: attach fencedwrite.WithHooks to see the claims before their
+	// COMMIT, or to cut its reply.
 	ClaimContext func(ctx context.Context, what string) context.Context
 	// Claimed runs after each claim or takeover batch, with the context
 	// ClaimContext derived, the jobs it leased and its error.
@@ -167,9 +189,13 @@ type Hooks struct {
 	Reconciled func(n int)
 }
 
-// PassResult is what one scheduler pass did.
+// PassResult is what one scheduler pass did: its free slots, the tokens it
+// took from the fleet budget, the expired leases it took over, the due
+// reconciles it claimed, the other due jobs (sends) it claimed, and the
+// tokens it did not spend on sends because they were the reserve of
+// unknown outcomes (Config.ReconcileReserve).
 type PassResult struct {
-	Free, Tokens, TakenOver, Claimed int
+	Free, Tokens, TakenOver, Reconciles, Claimed, Reserved int
 }
 
 func (c Config) withDefaults() Config {
@@ -181,6 +207,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BudgetBurst == 0 {
 		c.BudgetBurst = DefaultBudgetBurst
+	}
+	if c.ReconcileReserve == 0 {
+		c.ReconcileReserve = DefaultReconcileReserve
 	}
 	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
@@ -249,6 +278,9 @@ func (c Config) validate() error {
 	}
 	if c.BudgetBurst < 1 {
 		bad("BudgetBurst", "must be at least 1, got %d", c.BudgetBurst)
+	}
+	if c.ReconcileReserve != NoReconcileReserve && !(c.ReconcileReserve > 0 && c.ReconcileReserve < 1) {
+		bad("ReconcileReserve", "must be above 0 and below 1 (a share of the budget's capacity), or NoReconcileReserve, got %v", c.ReconcileReserve)
 	}
 	if c.WriteBackBatch < 1 || c.WriteBackBatch > 1000 {
 		bad("WriteBackBatch", "must be between 1 and 1000, got %d", c.WriteBackBatch)

@@ -3,6 +3,8 @@ package worker
 import (
 	"database/sql"
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +32,8 @@ func TestNewNamesEveryBadField(t *testing.T) {
 		ProviderTimeout: -time.Second,
 		WriteBackBatch:  1001,
 		WriteBackConns:  65,
+		// A share of the budget, not a number of tokens.
+		ReconcileReserve: 2,
 	})
 	if err == nil {
 		t.Fatal("New accepted a config with no DB, no provider and negative durations")
@@ -39,7 +43,7 @@ func TestNewNamesEveryBadField(t *testing.T) {
 	}
 	for _, field := range []string{"worker.Config.DB", "worker.Config.Provider", "worker.Config.BudgetName", "worker.Config.BudgetRate",
 		"worker.Config.BudgetBurst", "worker.Config.Workers", "worker.Config.ScanInterval", "worker.Config.ProviderTimeout",
-		"worker.Config.WriteBackBatch", "worker.Config.WriteBackConns"} {
+		"worker.Config.WriteBackBatch", "worker.Config.WriteBackConns", "worker.Config.ReconcileReserve"} {
 		if !strings.Contains(err.Error(), field+":") {
 			t.Errorf("the error does not name %s: %v", field, err)
 		}
@@ -71,7 +75,39 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("Workers %d, BudgetName %q, WriteBackBatch %d, WriteBackConns %d: want the documented defaults",
 			c.Workers, c.BudgetName, c.WriteBackBatch, c.WriteBackConns)
 	}
+	if c.ReconcileReserve != DefaultReconcileReserve {
+		t.Errorf("ReconcileReserve defaults to %v, want %v", c.ReconcileReserve, DefaultReconcileReserve)
+	}
 	if w.opts.Lease != 30*time.Second || w.opts.KeyRetention != 24*time.Hour {
 		t.Errorf("the claims' options are %+v: want the lease and the provider's declared retention", w.opts)
+	}
+}
+
+// The reserve is a share of the budget's capacity: NoReconcileReserve keeps
+// none, and anything outside (0, 1) is refused, naming the field.
+func TestReconcileReserve(t *testing.T) {
+	for _, tc := range []struct {
+		share    float64
+		capacity float64
+		want     int
+	}{
+		{DefaultReconcileReserve, 100, 20},
+		{DefaultReconcileReserve, 3, 0}, // a budget too small to spare a whole token
+		{0.5, 7, 3},
+		{NoReconcileReserve, 100, 0},
+	} {
+		w, err := New(Config{DB: &sql.DB{}, Provider: stubProvider{}, ReconcileReserve: tc.share})
+		if err != nil {
+			t.Fatalf("share %v: %v", tc.share, err)
+		}
+		if got := w.reserve(tc.capacity); got != tc.want {
+			t.Errorf("share %v of %v tokens reserves %d, want %d", tc.share, tc.capacity, got, tc.want)
+		}
+	}
+	for _, bad := range []float64{1, 1.5, -0.5, math.NaN()} {
+		_, err := New(Config{DB: &sql.DB{}, Provider: stubProvider{}, ReconcileReserve: bad})
+		if !errors.Is(err, fencedwrite.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "worker.Config.ReconcileReserve:") {
+			t.Errorf("ReconcileReserve %v: %v, want it refused by name", bad, err)
+		}
 	}
 }

@@ -10,9 +10,11 @@
 // budget kept in the database (internal/budget).
 //
 // A pass of the scheduler claims only what can be sent now: as many jobs as
-// there are free slots and outbound budget tokens, expired leases first (a
-// takeover always reconciles), then due jobs, in batches on the scheduler's
-// indexes. Nothing is prefetched. Each claimed job is one provider call (a
+// there are free slots and outbound budget tokens, unknown outcomes first:
+// expired leases (a takeover always reconciles), then due reconciles, then
+// due sends, which leave a reserve of the budget to the first two
+// (Config.ReconcileReserve), in batches on the scheduler's indexes. Nothing
+// is prefetched. Each claimed job is one provider call (a
 // send, a resend or a reconcile lookup) with no transaction and no pooled
 // connection held, then one fenced write-back. A write-back that lost its
 // fence records what the provider said in the observation log (evidence, not

@@ -38,6 +38,11 @@ type Metrics interface {
 	BudgetWait()
 	// OldestUnfinished reports the age of the oldest job not yet settled.
 	OldestUnfinished(age time.Duration)
+	// ReconcilesDue reports the reconciles that are due and not yet claimed
+	// (counted up to MaxCountedDue), and how long the oldest has been due:
+	// unknown outcomes waiting for a slot or a token. It stays near zero
+	// while they go before sends.
+	ReconcilesDue(n int, oldest time.Duration)
 	// Evidence counts observations recorded, by source (provider_response
 	// for late answers, webhook, ...).
 	Evidence(source string)
@@ -49,14 +54,15 @@ type Metrics interface {
 // NopMetrics discards every measurement.
 type NopMetrics struct{}
 
-func (NopMetrics) Claims(string, int)             {}
-func (NopMetrics) Takeovers(int)                  {}
-func (NopMetrics) StaleWrite(string)              {}
-func (NopMetrics) ProviderCall(CallKind)          {}
-func (NopMetrics) Transition(string)              {}
-func (NopMetrics) ManualReview()                  {}
-func (NopMetrics) ClaimUnknown()                  {}
-func (NopMetrics) BudgetWait()                    {}
-func (NopMetrics) OldestUnfinished(time.Duration) {}
-func (NopMetrics) Evidence(string)                {}
-func (NopMetrics) Alert(string)                   {}
+func (NopMetrics) Claims(string, int)               {}
+func (NopMetrics) Takeovers(int)                    {}
+func (NopMetrics) StaleWrite(string)                {}
+func (NopMetrics) ProviderCall(CallKind)            {}
+func (NopMetrics) Transition(string)                {}
+func (NopMetrics) ManualReview()                    {}
+func (NopMetrics) ClaimUnknown()                    {}
+func (NopMetrics) BudgetWait()                      {}
+func (NopMetrics) OldestUnfinished(time.Duration)   {}
+func (NopMetrics) ReconcilesDue(int, time.Duration) {}
+func (NopMetrics) Evidence(string)                  {}
+func (NopMetrics) Alert(string)                     {}

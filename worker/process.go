@@ -16,6 +16,7 @@ import (
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/provider"
+	"github.com/fencekit/fencekit/worker/internal/budget"
 	"github.com/fencekit/fencekit/worker/internal/decide"
 )
 
@@ -80,8 +81,7 @@ func (c *Client) call(l *ent.RefundJobLease, in *decide.Input, log *slog.Logger)
 		log.Info("provider call", "kind", kind, "status", in.Sent.Status, "provider_refund_id", in.Sent.ProviderRefundID, "err", in.SendErr)
 	default:
 		// Read the observation log before the lookup, so that "not found"
-		// is decided only after the evidence was read, and so that a refund
-		// id learnt from a webhook gives the most specific lookup.
+		// is decided only after the evidence was read.
 		entries, err := evidence.ForKey(ctx, c.ent, in.Request.OperationKey)
 		if err != nil {
 			in.LookupErr = fmt.Errorf("read the observation log: %w: %w", provider.ErrOutcomeUnknown, err)
@@ -89,6 +89,10 @@ func (c *Client) call(l *ent.RefundJobLease, in *decide.Input, log *slog.Logger)
 			return
 		}
 		in.Evidence = entries
+		// The question is the operation key (by reference, and the
+		// payment's refunds). A refund id, the job's or else the latest
+		// the log holds, is asked only when those find nothing: one an
+		// unverified source names is evidence, never the question.
 		q := provider.Query{OperationKey: in.Request.OperationKey, PaymentRef: in.Request.PaymentRef, ProviderRefundID: in.ProviderRefundID}
 		for i := len(entries) - 1; i >= 0 && q.ProviderRefundID == ""; i-- {
 			q.ProviderRefundID = entries[i].ProviderRefundID
@@ -256,7 +260,8 @@ func retryTransient(ctx context.Context, try func() error, retrying func(wait ti
 func transient(err error) bool {
 	var refused *mysql.MySQLError
 	switch {
-	case errors.Is(err, fencedwrite.ErrInvalid), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, fencedwrite.ErrInvalid), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, budget.ErrSettingsDiffer):
 		return false
 	case errors.As(err, &refused):
 		return refused.Number == 1205 || refused.Number == 1213

@@ -24,7 +24,7 @@ func (c *Client) reconciler() {
 		if c.hooks.Reconciled != nil {
 			c.hooks.Reconciled(n)
 		}
-		c.reportOldest(c.workCtx)
+		c.report(c.workCtx)
 		select {
 		case <-c.stop:
 			return
@@ -139,14 +139,35 @@ func (c *Client) alert(log interface{ Warn(string, ...any) }, kind string) {
 const oldestUnfinished = "SELECT COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), " + fencedwrite.ClockUTC + "), 0) " +
 	"FROM refund_jobs WHERE state IN ('" + fencedwrite.StateReady + "', '" + fencedwrite.StateRunning + "')"
 
-func (c *Client) reportOldest(ctx context.Context) {
-	rows, err := c.ent.QueryContext(ctx, oldestUnfinished)
-	if err != nil {
-		return
-	}
-	defer rows.Close()
+// MaxCountedDue bounds the count of due reconciles that Metrics.ReconcilesDue
+// reports, so that a backlog never makes the report a long scan.
+const MaxCountedDue = 10_000
+
+// reconcilesDue counts the due reconciles (up to MaxCountedDue) and the age
+// of the oldest on the database clock, on the index ClaimDueReconciles scans.
+var reconcilesDue = fmt.Sprintf("SELECT COUNT(*), COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(next_run_at), %[1]s), 0) FROM "+
+	"(SELECT next_run_at FROM refund_jobs WHERE state = '%[2]s' AND next_action = '%[3]s' AND next_run_at <= %[1]s "+
+	"ORDER BY next_run_at LIMIT %[4]d) due", fencedwrite.ClockUTC, fencedwrite.StateReady, fencedwrite.ActionReconcile, MaxCountedDue)
+
+// report reports the age of the oldest unfinished job and the due
+// reconciles.
+func (c *Client) report(ctx context.Context) {
 	var micros int64
-	if rows.Next() && rows.Scan(&micros) == nil {
+	if c.queryRow(ctx, oldestUnfinished, &micros) {
 		c.m.OldestUnfinished(time.Duration(micros) * time.Microsecond)
 	}
+	var n int
+	if c.queryRow(ctx, reconcilesDue, &n, &micros) {
+		c.m.ReconcilesDue(n, time.Duration(micros)*time.Microsecond)
+	}
+}
+
+// queryRow reads the one row of query into dest, and says whether it did.
+func (c *Client) queryRow(ctx context.Context, query string, dest ...any) bool {
+	rows, err := c.ent.QueryContext(ctx, query)
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	return rows.Next() && rows.Scan(dest...) == nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,8 +39,10 @@ func TestWorkerFollowsTheProvidersAnswers(t *testing.T) {
 		f.srv.Script(key, fakeprovider.Fault{Pending: true})
 		settled := make(chan struct{})
 		_, ev := f.worker("A", gate(settled))
-		if w := ev.await(t, key, nil); w.err != nil || f.job(key).State != refundjob.StateReady || f.job(key).NextAction != refundjob.NextActionReconcile {
-			t.Fatalf("after a pending answer: %v, job %+v; want ready to reconcile", w.err, f.job(key))
+		// The reconcile is due at once: the next pass may already have
+		// claimed it (held by the gate) when the job is read.
+		if w := ev.await(t, key, nil); w.err != nil || w.job.Transition != "reschedule" || f.job(key).NextAction != refundjob.NextActionReconcile {
+			t.Fatalf("after a pending answer: %v, %s, job %+v; want rescheduled to reconcile", w.err, w.job.Transition, f.job(key))
 		}
 		if f.job(key).ProviderRefundID == nil {
 			t.Fatal("the pending answer's refund id was not saved")
@@ -184,8 +187,10 @@ func TestWorkerFollowsTheProvidersAnswers(t *testing.T) {
 		m := newCallKinds()
 		_, ev := f.worker("A", func(c *worker.Config) { c.Metrics = m; gate(released)(c) })
 		w := ev.await(t, key, nil)
-		if j := f.job(key); w.err != nil || j.State != refundjob.StateReady || j.NextAction != refundjob.NextActionReconcile {
-			t.Fatalf("after key in use: %v, job %s/%s; want ready to reconcile", w.err, j.State, j.NextAction)
+		// The reschedule is due at once: the next pass may already have
+		// claimed the reconcile (held by the gate) when the job is read.
+		if j := f.job(key); w.err != nil || w.job.Transition != "reschedule" || j.NextAction != refundjob.NextActionReconcile {
+			t.Fatalf("after key in use: %v, %s, job %s/%s; want rescheduled to reconcile", w.err, w.job.Transition, j.State, j.NextAction)
 		}
 		close(hold)
 		if err := <-done; err != nil {
@@ -383,6 +388,54 @@ func TestWorkerWebhooks(t *testing.T) {
 			t.Fatalf("a good webhook was not recorded once: %+v", es)
 		}
 	})
+	t.Run("a signed webhook naming an unknown refund id is evidence, not the reconcile's question", func(t *testing.T) {
+		f := newFleet(t, fakeprovider.Config{})
+		const key = "wh-unknown-id"
+		f.enqueue(key)
+		f.srv.Script(key, fakeprovider.Fault{After: fakeprovider.Cut}) // executed, the answer lost
+		f.srv.HoldWebhooks(key)                                        // the provider's own webhook never comes
+		open := make(chan struct{})
+		_, ev := f.worker("A", gate(open))
+		if w := ev.await(t, key, nil); w.err != nil || f.job(key).NextAction != refundjob.NextActionReconcile || f.job(key).ProviderRefundID != nil {
+			t.Fatalf("after the cut send: %v, job %+v; want a reconcile with no refund id known", w.err, f.job(key))
+		}
+		// A correctly signed event for the key names a refund id the
+		// provider does not know.
+		body := []byte(`{"id":"evt_unknown","type":"refund.succeeded","created":1,"refund":{"id":"re_unknown","payment":"pay-` + key +
+			`","amount":1250,"currency":"EUR","reference":"` + key + `","status":"succeeded"}}`)
+		if code := f.post(body, provider.SignWebhook(webhookSecret, time.Now(), body)); code != http.StatusOK {
+			t.Fatalf("signed webhook: HTTP %d", code)
+		}
+		close(open)
+		j := ev.settled(t, f, key)
+		f.wantSettled(key, refundjob.StateSucceeded, 1)
+		executed := f.srv.Events(key)[0].Refund.ProviderRefundID
+		if j.ProviderRefundID == nil || *j.ProviderRefundID != executed {
+			t.Fatalf("settled with refund %q, want the one that executed, %q", deref(j.ProviderRefundID), executed)
+		}
+		for _, r := range f.srv.Requests() {
+			if r.Method == http.MethodGet && r.Path == "/v1/refunds/re_unknown" {
+				t.Fatal("the reconcile asked the provider by the webhook's unknown refund id")
+			}
+		}
+	})
+	t.Run("an oversize body is refused with 413 and recorded nowhere", func(t *testing.T) {
+		f := newFleet(t, fakeprovider.Config{})
+		f.worker("A", nil)
+		event := `{"id":"evt_big","type":"refund.succeeded","created":1,"refund":{"id":"re_big","payment":"p","amount":1,"currency":"EUR","reference":"big","status":"succeeded"}}`
+		// Correctly signed, and one byte too long.
+		body := []byte(event + strings.Repeat(" ", 1<<20+1-len(event)))
+		if got := f.post(body, provider.SignWebhook(webhookSecret, time.Now(), body)); got != http.StatusRequestEntityTooLarge {
+			t.Fatalf("a body of %d bytes: HTTP %d, want 413", len(body), got)
+		}
+		if es := f.evidenceOf("big"); len(es) != 0 {
+			t.Fatalf("an oversize webhook was recorded: %+v", es)
+		}
+		fits := []byte(event)
+		if got := f.post(fits, provider.SignWebhook(webhookSecret, time.Now(), fits)); got != http.StatusOK {
+			t.Fatalf("the same event within the limit: HTTP %d", got)
+		}
+	})
 	t.Run("a reversal after success raises an alert and never touches the settled job", func(t *testing.T) {
 		f := newFleet(t, fakeprovider.Config{})
 		const key = "reversed"
@@ -481,6 +534,38 @@ func TestWorkerOutboundBudget(t *testing.T) {
 			t.Fatalf("%d provider requests, want the send only", n)
 		}
 	})
+	t.Run("a send whose reply is cut, then its reconcile, spend two tokens", func(t *testing.T) {
+		f := newFleet(t, fakeprovider.Config{})
+		const key = "budget-two"
+		f.enqueue(key)
+		f.srv.Script(key, fakeprovider.Fault{After: fakeprovider.Cut}) // executed, the answer lost
+		m := newCallKinds()
+		w, ev := f.worker("A", func(c *worker.Config) { c.BudgetRate, c.BudgetBurst, c.Metrics = 0.0001, 3, m })
+		ev.settled(t, f, key)
+		f.wantSettled(key, refundjob.StateSucceeded, 1)
+		// Stopped, the worker holds no token it took for a pass and has
+		// yet to give back: the row shows what the calls spent.
+		if err := w.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if m.get(worker.CallSend) != 1 || m.get(worker.CallReconcile) != 1 {
+			t.Fatalf("calls %v, want one send and one reconcile", m.n)
+		}
+		if left := f.budgetTokens(worker.DefaultBudgetName); left < 1 || left >= 2 {
+			t.Fatalf("%.4f tokens left of 3 after a send and a reconcile, want 1", left)
+		}
+	})
+}
+
+// budgetTokens reads the tokens a budget holds; at the tests' slow rates
+// the refill since is a few thousandths of a token.
+func (f *fleet) budgetTokens(name string) float64 {
+	f.t.Helper()
+	var tokens float64
+	if err := f.db.RawDB().QueryRow("SELECT tokens FROM provider_budgets WHERE name = ?", name).Scan(&tokens); err != nil {
+		f.t.Fatal(err)
+	}
+	return tokens
 }
 
 // Stop lets a call in flight finish and write back; StopAndCancel cuts it,

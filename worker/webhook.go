@@ -9,13 +9,14 @@ import (
 	"github.com/fencekit/fencekit/provider"
 )
 
-// maxWebhookBody bounds a webhook's body.
-const maxWebhookBody = 1 << 20
+// MaxWebhookBody bounds a webhook's body: a longer one is refused with 413
+// and recorded nowhere.
+const MaxWebhookBody = 1 << 20
 
 // WebhookHandler returns the HTTP handler for the provider's webhooks. It
 // verifies the signature and the timestamp (unsigned, tampered, wrongly
 // signed and too old or too new requests get a 4xx and are recorded
-// nowhere), records the event in the observation log (a duplicate delivery
+// nowhere, and so does a body longer than MaxWebhookBody, with 413), records the event in the observation log (a duplicate delivery
 // is the same row), and has the reconciler act on it through the fence at
 // once. It never writes a job itself: out-of-order and late webhooks never
 // move a settled job. It answers 200 once the event is recorded, and 500
@@ -27,9 +28,15 @@ func (c *Client) WebhookHandler() http.Handler {
 			http.Error(w, "webhooks are POSTed", http.StatusMethodNotAllowed)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxWebhookBody+1))
-		if err != nil || len(body) > maxWebhookBody {
-			http.Error(w, "webhook body unreadable or too large", http.StatusBadRequest)
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			c.log.Warn("webhook refused: body too large", "limit", MaxWebhookBody)
+			http.Error(w, "webhook body too large", http.StatusRequestEntityTooLarge)
+			return
+		case err != nil:
+			http.Error(w, "webhook body unreadable", http.StatusBadRequest)
 			return
 		}
 		ev, err := provider.VerifyWebhook(c.cfg.WebhookSecret, r.Header.Get(provider.WebhookSignatureHeader), body, c.cfg.Now(), c.cfg.WebhookTolerance)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +24,12 @@ var (
 	ErrAlreadyStarted = errors.New("worker already started")
 	ErrNotStarted     = errors.New("worker not started")
 )
+
+// ErrBudgetDiffers is Start's refusal to open the fleet's budget when its
+// row holds another rate or burst than Config's and Config.ChangeBudget is
+// not set: nothing was changed. Start the process with the fleet's
+// settings, or set ChangeBudget to change them for the whole fleet.
+var ErrBudgetDiffers = budget.ErrSettingsDiffer
 
 // Client is a worker process's queue client: a scheduler, the workers it
 // dispatches to, and a reconciler of evidence.
@@ -92,16 +100,26 @@ func (c *Client) Start(ctx context.Context) error {
 	// The budget's row is shared by the fleet: a process frozen while it
 	// holds the row's lock makes others wait, and a deploy must not fail
 	// for it. A transient error is tried again until ctx ends.
-	var b *budget.Bucket
+	var (
+		b       *budget.Bucket
+		changed *budget.Change
+	)
 	err := retryTransient(ctx, func() error {
 		var err error
-		b, err = budget.Open(ctx, c.cfg.DB, c.cfg.BudgetName, c.cfg.BudgetRate, c.cfg.BudgetBurst)
+		b, changed, err = budget.Open(ctx, c.cfg.DB, c.cfg.BudgetName, c.cfg.BudgetRate, c.cfg.BudgetBurst, c.cfg.ChangeBudget)
 		return err
 	}, func(_ time.Duration, err error) {
 		c.log.Warn("open the outbound budget: trying again", "err", err)
 	})
+	if errors.Is(err, budget.ErrSettingsDiffer) {
+		return fmt.Errorf("start worker: %w: start with the fleet's settings, or set worker.Config.ChangeBudget to change them for the whole fleet", err)
+	}
 	if err != nil {
 		return fmt.Errorf("start worker: %w", err)
+	}
+	if changed != nil {
+		c.log.Warn("changed the fleet's outbound budget: every process of the fleet follows it", "budget", c.cfg.BudgetName,
+			"from_rate", changed.FromRate, "from_burst", changed.FromCapacity, "rate", changed.ToRate, "burst", changed.ToCapacity)
 	}
 	c.bucket = b
 	c.started = true
@@ -224,7 +242,9 @@ func (c *Client) scheduler() {
 }
 
 // pass claims as many jobs as there are free slots and outbound tokens,
-// expired leases first, dispatches them, and says when to look again.
+// dispatches them, and says when to look again. Unknown outcomes go first:
+// expired leases, then due reconciles, which may spend every token; sends
+// get only the tokens above the reserve (Config.ReconcileReserve).
 func (c *Client) pass() time.Duration {
 	ctx := c.workCtx
 	free := c.cfg.Workers - int(c.inflight.Load())
@@ -238,59 +258,80 @@ func (c *Client) pass() time.Duration {
 		return c.cfg.ScanInterval // a job that finishes wakes the scheduler
 	}
 	// A batch claim takes at most fencedwrite.MaxBatch jobs.
-	granted, retryIn, err := c.bucket.Take(ctx, min(free, fencedwrite.MaxBatch))
+	want := min(free, fencedwrite.MaxBatch)
+	g, err := c.bucket.Take(ctx, want)
 	if err != nil {
 		c.log.Error("take outbound budget", "err", err)
 		return c.cfg.ScanInterval
 	}
-	res.Tokens = granted
-	if granted == 0 {
+	res.Tokens = g.Granted
+	if g.Granted == 0 {
 		c.m.BudgetWait()
-		return min(max(retryIn, time.Millisecond), c.cfg.ScanInterval)
+		return min(max(g.RetryIn, time.Millisecond), c.cfg.ScanInterval)
 	}
-	taken, err := c.claimBatch(ctx, "takeover", granted)
-	var due []*ent.RefundJobLease
-	if rest := granted - len(taken); rest > 0 && err == nil {
-		due, err = c.claimBatch(ctx, "claim", rest)
+	taken, err := c.claimBatch(ctx, "takeover", c.ent.RefundJob.TakeoverExpired, g.Granted)
+	rest := g.Granted - len(taken)
+	var owed, due []*ent.RefundJobLease
+	if rest > 0 && err == nil {
+		owed, err = c.claimBatch(ctx, "claim", c.ent.RefundJob.ClaimDueReconciles, rest)
+		rest -= len(owed)
 	}
-	res.TakenOver, res.Claimed = len(taken), len(due)
-	if unused := granted - len(taken) - len(due); unused > 0 {
+	// The budget held g.Left + rest tokens once the unknown outcomes took
+	// theirs: sends may spend what is above the reserve.
+	reserve := c.reserve(g.Capacity)
+	sendable := max(0, min(rest, int(math.Floor(g.Left+float64(rest)-float64(reserve)))))
+	if sendable > 0 && err == nil {
+		due, err = c.claimBatch(ctx, "claim", c.ent.RefundJob.ClaimDue, sendable)
+	}
+	res.TakenOver, res.Reconciles, res.Claimed, res.Reserved = len(taken), len(owed), len(due), rest-sendable
+	unused := g.Granted - len(taken) - len(owed) - len(due)
+	if unused > 0 {
 		if err := c.bucket.Return(context.WithoutCancel(ctx), unused); err != nil {
 			c.log.Warn("return unused outbound budget", "tokens", unused, "err", err)
 		}
 	}
 	c.m.Takeovers(len(taken))
-	for _, l := range append(taken, due...) {
+	for _, l := range slices.Concat(taken, owed, due) {
 		c.m.Claims(string(l.NextAction()), 1)
 		c.inflight.Add(1)
 		c.jobs.Add(1)
 		go c.run(l)
 	}
-	if len(taken)+len(due) == granted && granted < min(free, fencedwrite.MaxBatch) {
+	switch {
+	case err != nil:
+		return c.cfg.ScanInterval
+	case unused == 0 && g.Granted < want:
 		// The budget, not the work, was the limit: look again when the next
 		// token is due.
-		return min(max(retryIn, time.Millisecond), c.cfg.ScanInterval)
+		return min(max(g.RetryIn, time.Millisecond), c.cfg.ScanInterval)
+	case sendable < rest && len(due) == sendable:
+		// The reserve, not the work, held sends back: look again when a
+		// token above it is due.
+		above := float64(reserve) + 1 - (g.Left + float64(unused))
+		wait := time.Duration(math.Min(above/g.Rate*float64(time.Second), float64(c.cfg.ScanInterval)))
+		return min(max(wait, time.Millisecond), c.cfg.ScanInterval)
 	}
 	// Either nothing more is due, or the slots are full and a finishing job
 	// wakes the scheduler.
 	return c.cfg.ScanInterval
 }
 
-// claimBatch takes over expired leases ("takeover") or claims due jobs
-// ("claim"), up to limit.
-func (c *Client) claimBatch(ctx context.Context, what string, limit int) ([]*ent.RefundJobLease, error) {
+// reserve is how many of a budget of this capacity sends leave to unknown
+// outcomes.
+func (c *Client) reserve(capacity float64) int {
+	if c.cfg.ReconcileReserve <= 0 {
+		return 0
+	}
+	return int(math.Floor(c.cfg.ReconcileReserve * capacity))
+}
+
+// claimBatch runs one batch claim (what is "claim" or "takeover") of up to
+// limit jobs.
+func (c *Client) claimBatch(ctx context.Context, what string, claim func(context.Context, int, fencedwrite.ClaimOptions) ([]*ent.RefundJobLease, error), limit int) ([]*ent.RefundJobLease, error) {
 	if c.hooks.ClaimContext != nil {
 		ctx = c.hooks.ClaimContext(ctx, what)
 	}
-	var (
-		leases []*ent.RefundJobLease
-		err    error
-	)
-	if what == "takeover" {
-		leases, err = c.ent.RefundJob.TakeoverExpired(ctx, limit, c.opts)
-	} else {
-		leases, err = c.ent.RefundJob.ClaimDue(ctx, limit, c.opts)
-	}
+	leases, err := claim(ctx, limit, c.opts)
 	c.claimed(what, err)
 	if c.hooks.Claimed != nil {
 		jobs := make([]Job, len(leases))

@@ -51,6 +51,7 @@ func (r *chaosRun) start(ctx context.Context, p *fleetProc) error {
 		"-provider-lookup-lag", chaosLookupLag.String(),
 		"-provider-skew-margin", "2s",
 		"-listen", "127.0.0.1:0",
+		"-operator-listen", "127.0.0.1:0",
 		"-workers", fmt.Sprint(r.f.slots),
 		"-lease", r.f.lease.String(),
 		"-scan", chaosScan.String(),

@@ -1,7 +1,8 @@
 // Command refundd runs fencekit's refund jobs.
 //
-//	refundd run      [-dsn DSN] -provider-url URL [-listen ADDR] [-workers N] ...
-//	                 workers, the webhook endpoint, /metrics and /healthz; graceful on SIGTERM
+//	refundd run      [-dsn DSN] -provider-url URL [-listen ADDR] [-operator-listen ADDR] [-workers N] ...
+//	                 workers, the webhook endpoint (-listen), /metrics and /healthz
+//	                 (-operator-listen); graceful on SIGTERM
 //	refundd enqueue  [-dsn DSN] -key K -payment P -amount N -currency C
 //	refundd jobs     [-dsn DSN] [-state S] [-id N]   list jobs, the manual-review queue, or one job with its evidence
 //	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
@@ -11,7 +12,8 @@
 //	                 a fleet of refundd run processes under injected faults; checks
 //	                 the history of every process and the invariants at the end
 //
-// The webhook endpoint verifies signatures with $FENCEKIT_WEBHOOK_SECRET.
+// The webhook endpoint verifies signatures with $FENCEKIT_WEBHOOK_SECRET;
+// refundd run refuses to start without it, unless -no-webhooks.
 //
 // DSN is a go-sql-driver/mysql DSN; the default is $FENCEKIT_DSN, or
 // root@tcp(127.0.0.1:3306)/fencekit_demo.
@@ -50,7 +52,7 @@ func main() {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  refundd run     -provider-url URL [-listen ADDR] [-workers N] [-lease D] [-scan D] ...   serve the queue
+  refundd run     -provider-url URL [-listen ADDR] [-operator-listen ADDR] [-workers N] ...   serve the queue
   refundd enqueue -key K -payment P -amount N -currency C   enqueue an approved refund request
   refundd jobs    [-state S] [-id N]                        list jobs, or show one with its evidence
   refundd resolve -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]

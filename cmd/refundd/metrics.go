@@ -20,6 +20,8 @@ type promMetrics struct {
 	claimUnknown prometheus.Counter
 	budgetWaits  prometheus.Counter
 	oldest       prometheus.Gauge
+	dueCount     prometheus.Gauge
+	dueAge       prometheus.Gauge
 	evidence     *prometheus.CounterVec
 	alerts       *prometheus.CounterVec
 }
@@ -46,12 +48,16 @@ func newPromMetrics(reg prometheus.Registerer) *promMetrics {
 			Help: "Scheduler passes that had free slots but no outbound budget."}),
 		oldest: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fencekit_oldest_unfinished_job_age_seconds",
 			Help: "Age of the oldest job not yet settled (ready or running)."}),
+		dueCount: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fencekit_reconciles_due",
+			Help: "Reconciles due and not yet claimed (counted up to 10000): unknown outcomes waiting for a slot or a token. Near zero while they go before sends."}),
+		dueAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fencekit_oldest_due_reconcile_age_seconds",
+			Help: "How long the oldest due reconcile has waited to be claimed."}),
 		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencekit_evidence_recorded_total",
 			Help: "Observations recorded, by source (provider_response: a late answer)."}, []string{"source"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fencekit_alerts_total",
 			Help: "Events that need a person, such as a refund reversed after it succeeded."}, []string{"kind"}),
 	}
-	reg.MustRegister(m.claims, m.takeovers, m.stale, m.calls, m.transitions, m.manual, m.claimUnknown, m.budgetWaits, m.oldest, m.evidence, m.alerts)
+	reg.MustRegister(m.claims, m.takeovers, m.stale, m.calls, m.transitions, m.manual, m.claimUnknown, m.budgetWaits, m.oldest, m.dueCount, m.dueAge, m.evidence, m.alerts)
 	return m
 }
 
@@ -64,5 +70,9 @@ func (m *promMetrics) ManualReview()                      { m.manual.Inc() }
 func (m *promMetrics) ClaimUnknown()                      { m.claimUnknown.Inc() }
 func (m *promMetrics) BudgetWait()                        { m.budgetWaits.Inc() }
 func (m *promMetrics) OldestUnfinished(age time.Duration) { m.oldest.Set(age.Seconds()) }
-func (m *promMetrics) Evidence(source string)             { m.evidence.WithLabelValues(source).Inc() }
-func (m *promMetrics) Alert(kind string)                  { m.alerts.WithLabelValues(kind).Inc() }
+func (m *promMetrics) ReconcilesDue(n int, oldest time.Duration) {
+	m.dueCount.Set(float64(n))
+	m.dueAge.Set(oldest.Seconds())
+}
+func (m *promMetrics) Evidence(source string) { m.evidence.WithLabelValues(source).Inc() }
+func (m *promMetrics) Alert(kind string)      { m.alerts.WithLabelValues(kind).Inc() }

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,31 +25,49 @@ import (
 
 // runFlags are refundd run's settings.
 type runFlags struct {
-	dsn, listen, providerURL, budgetName string
-	workers, budgetBurst                 int
-	budgetRate                           float64
-	lease, scan, timeout, stopGrace      time.Duration
-	safeResend                           bool
-	keyRetention, lookupLag, skewMargin  time.Duration
-	lockWait                             time.Duration
-	pendingDelay, retryDelay, lagPoll    time.Duration
+	dsn, listen, operatorListen, providerURL, budgetName string
+	providerLookups                                      string
+	workers, budgetBurst                                 int
+	budgetRate, reconcileReserve                         float64
+	changeBudget, noWebhooks                             bool
+	lease, scan, timeout, stopGrace, httpTimeout         time.Duration
+	safeResend                                           bool
+	keyRetention, lookupLag, skewMargin                  time.Duration
+	lockWait                                             time.Duration
+	pendingDelay, retryDelay, lagPoll                    time.Duration
 	// chaos: set by refundd chaos for the processes of its fleet.
 	chaos chaosAgentFlags
-	// listening, when set, is told the HTTP endpoint's address once it
-	// listens (tests listen on port 0).
-	listening func(addr string)
+	// listening, when set, is told the listeners' addresses once they
+	// serve and the worker started (tests listen on port 0): the webhook
+	// endpoint's, empty with -no-webhooks, and the operators'.
+	listening func(webhooks, operator string)
 }
 
+// The HTTP servers' limits besides -http-timeout.
+const (
+	maxHeaderBytes   = 16 << 10 // a webhook's or a scrape's headers are small
+	maxOperatorBody  = 4 << 10  // /metrics and /healthz read no body
+	httpIdleTimeout  = 60 * time.Second
+	defaultWebhooks  = "127.0.0.1:8080"
+	defaultOperators = "127.0.0.1:9090"
+)
+
 func (f *runFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the HTTP endpoint: /webhooks, /metrics, /healthz")
-	fs.StringVar(&f.providerURL, "provider-url", "", "base URL of the payment provider's refund API (required)")
+	fs.StringVar(&f.listen, "listen", defaultWebhooks, "address of the webhook endpoint (/webhooks only): the provider reaches it, so it faces the internet")
+	fs.StringVar(&f.operatorListen, "operator-listen", defaultOperators, "address of /metrics and /healthz, for the operators: keep it off the internet")
+	fs.BoolVar(&f.noWebhooks, "no-webhooks", false, "run without the webhook endpoint (no listener, and no $FENCEKIT_WEBHOOK_SECRET needed): the reconciler finds evidence in the provider's lookups only")
+	fs.DurationVar(&f.httpTimeout, "http-timeout", 10*time.Second, "on both listeners, how long a client may take to send a request's headers, and its body, and the answer to be written")
+	fs.StringVar(&f.providerURL, "provider-url", "", "base URL of the payment provider's refund API, an absolute http(s) URL (required)")
+	fs.StringVar(&f.providerLookups, "provider-lookups", "reference,payment,refund-id", "the lookups the provider offers, comma-separated: reference (by merchant reference), payment (list the payment's refunds), refund-id; a reconcile asks them in that order (with refund-id alone, a send whose answer was lost goes to manual review)")
 	fs.BoolVar(&f.safeResend, "provider-safe-resend", true, "the provider's contract: the same key with the same parameters executes at most once while retained")
 	fs.DurationVar(&f.keyRetention, "provider-key-retention", 24*time.Hour, "how long the provider keeps an idempotency key")
 	fs.DurationVar(&f.lookupLag, "provider-lookup-lag", 0, "how long a new refund may be invisible to the provider's lookups")
 	fs.DurationVar(&f.skewMargin, "provider-skew-margin", fencedwrite.DefaultSkewMargin, "clock difference allowed between us and the provider, taken off the key's window")
 	fs.StringVar(&f.budgetName, "budget", worker.DefaultBudgetName, "name of the provider's outbound budget, shared by the fleet")
-	fs.Float64Var(&f.budgetRate, "budget-rate", worker.DefaultBudgetRate, "provider calls per second for the whole fleet")
-	fs.IntVar(&f.budgetBurst, "budget-burst", worker.DefaultBudgetBurst, "provider calls the fleet may make at once")
+	fs.Float64Var(&f.budgetRate, "budget-rate", worker.DefaultBudgetRate, "provider calls per second for the whole fleet: must be the fleet's (see -change-budget)")
+	fs.IntVar(&f.budgetBurst, "budget-burst", worker.DefaultBudgetBurst, "provider calls the fleet may make at once: must be the fleet's (see -change-budget)")
+	fs.BoolVar(&f.changeBudget, "change-budget", false, "when the fleet's budget holds another -budget-rate or -budget-burst, change it for the whole fleet (logged) instead of refusing to start")
+	fs.Float64Var(&f.reconcileReserve, "reconcile-reserve", worker.DefaultReconcileReserve, "share of the budget's burst that sends leave to takeovers and reconciles (above 0 and below 1, or -1 for none)")
 	fs.IntVar(&f.workers, "workers", worker.DefaultWorkers, "provider calls this process makes at once")
 	fs.DurationVar(&f.lease, "lease", worker.DefaultLease, "lease of a claim")
 	fs.DurationVar(&f.scan, "scan", worker.DefaultScanInterval, "scheduler pass interval")
@@ -60,14 +80,81 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.chaos.register(fs)
 }
 
-// runWorker serves a real queue: workers, the webhook endpoint, /metrics
-// and /healthz, until ctx ends (SIGTERM or SIGINT); then it stops claiming,
-// lets calls in flight finish for stopGrace, cancels the rest, and returns
-// once every job wrote back. The webhook secret comes from
-// $FENCEKIT_WEBHOOK_SECRET, never from a flag.
+// check refuses settings refundd run must not start with, naming each flag:
+// an empty webhook secret (unless -no-webhooks), a provider URL that is not
+// an absolute http(s) URL, a non-positive -http-timeout.
+func (f runFlags) check(secret string) error {
+	var errs []error
+	if secret == "" && !f.noWebhooks {
+		errs = append(errs, errors.New("$FENCEKIT_WEBHOOK_SECRET is empty: set it to the provider's webhook signing secret, or pass -no-webhooks to run without the webhook endpoint"))
+	}
+	if err := checkProviderURL(f.providerURL); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := f.capabilities(); err != nil {
+		errs = append(errs, err)
+	}
+	if f.httpTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("-http-timeout must be positive, got %v", f.httpTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// capabilities are the provider's declared contract: -provider-lookups and
+// the -provider-* settings.
+func (f runFlags) capabilities() (provider.Capabilities, error) {
+	caps := provider.Capabilities{SafeResend: f.safeResend, KeyRetention: f.keyRetention, LookupLag: f.lookupLag}
+	for _, l := range strings.Split(f.providerLookups, ",") {
+		switch strings.TrimSpace(l) {
+		case "reference":
+			caps.LookupByReference = true
+		case "payment":
+			caps.ListByPayment = true
+		case "refund-id":
+			caps.LookupByRefundID = true
+		default:
+			return caps, fmt.Errorf("-provider-lookups %q: unknown lookup %q (reference, payment, refund-id)", f.providerLookups, l)
+		}
+	}
+	return caps, nil
+}
+
+// checkProviderURL accepts an absolute http or https URL with a host and
+// no query or fragment: the client appends the API's paths to it.
+func checkProviderURL(s string) error {
+	if s == "" {
+		return errors.New("-provider-url is required: the base URL of the provider's refund API, an absolute http(s) URL such as https://psp.example/v1")
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("-provider-url %q is not an absolute http(s) URL with a host and no query, fragment or credentials (such as https://psp.example/v1)", s)
+	}
+	return nil
+}
+
+// server is an HTTP server with a deadline on every phase of a request:
+// its headers, its body, the answer, and an idle keep-alive connection. A
+// body longer than maxBody is refused.
+func server(h http.Handler, timeout time.Duration, maxBody int64) *http.Server {
+	return &http.Server{
+		Handler:           http.MaxBytesHandler(h, maxBody),
+		ReadHeaderTimeout: timeout,
+		ReadTimeout:       timeout,
+		WriteTimeout:      timeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
+// runWorker serves a real queue: workers, the webhook endpoint on -listen,
+// /metrics and /healthz on -operator-listen, until ctx ends (SIGTERM or
+// SIGINT); then it stops claiming, lets calls in flight finish for
+// stopGrace, cancels the rest, and returns once every job wrote back. The
+// webhook secret comes from $FENCEKIT_WEBHOOK_SECRET, never from a flag.
 func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
-	if f.providerURL == "" {
-		return errors.New("run: -provider-url is required")
+	secret := os.Getenv("FENCEKIT_WEBHOOK_SECRET")
+	if err := f.check(secret); err != nil {
+		return fmt.Errorf("run: %w", err)
 	}
 	db, err := fencedwrite.OpenDB(f.dsn, fencedwrite.DSNOptions{LockWaitTimeout: f.lockWait, ReadTimeout: max(fencedwrite.DefaultReadTimeout, f.lockWait+time.Second)})
 	if err != nil {
@@ -76,8 +163,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	defer db.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	caps := provider.Capabilities{SafeResend: f.safeResend, KeyRetention: f.keyRetention, LookupByReference: true, LookupByRefundID: true,
-		ListByPayment: true, LookupLag: f.lookupLag}
+	caps, _ := f.capabilities() // checked above
 	log := slog.New(slog.NewJSONHandler(logOut, nil))
 	agent, err := f.chaos.open()
 	if err != nil {
@@ -85,31 +171,35 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	}
 	defer agent.close()
 	w, err := worker.New(worker.Config{
-		DB:              db,
-		Provider:        provider.NewHTTPClient(f.providerURL, &http.Client{}, caps),
-		BudgetName:      f.budgetName,
-		BudgetRate:      f.budgetRate,
-		BudgetBurst:     f.budgetBurst,
-		Workers:         f.workers,
-		Lease:           f.lease,
-		ScanInterval:    f.scan,
-		ProviderTimeout: f.timeout,
-		SkewMargin:      f.skewMargin,
-		PendingDelay:    f.pendingDelay,
-		RetryDelay:      f.retryDelay,
-		LagPoll:         f.lagPoll,
-		WebhookSecret:   []byte(os.Getenv("FENCEKIT_WEBHOOK_SECRET")),
-		Logger:          log,
-		Metrics:         newPromMetrics(reg),
-		Hooks:           agent.hooks(),
+		DB:               db,
+		Provider:         provider.NewHTTPClient(f.providerURL, &http.Client{}, caps),
+		BudgetName:       f.budgetName,
+		BudgetRate:       f.budgetRate,
+		BudgetBurst:      f.budgetBurst,
+		ChangeBudget:     f.changeBudget,
+		ReconcileReserve: f.reconcileReserve,
+		Workers:          f.workers,
+		Lease:            f.lease,
+		ScanInterval:     f.scan,
+		ProviderTimeout:  f.timeout,
+		SkewMargin:       f.skewMargin,
+		PendingDelay:     f.pendingDelay,
+		RetryDelay:       f.retryDelay,
+		LagPoll:          f.lagPoll,
+		WebhookSecret:    []byte(secret),
+		Logger:           log,
+		Metrics:          newPromMetrics(reg),
+		Hooks:            agent.hooks(),
 	})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/webhooks", w.WebhookHandler())
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, r *http.Request) {
+
+	// Webhooks face the internet; metrics and health face the operators:
+	// two listeners, and neither serves the other's paths.
+	operators := http.NewServeMux()
+	operators.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	operators.HandleFunc("/healthz", func(rw http.ResponseWriter, r *http.Request) {
 		pctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := db.PingContext(pctx); err != nil {
@@ -118,21 +208,52 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		}
 		fmt.Fprintln(rw, "ok")
 	})
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fmt.Errorf("run: listen: %w", err)
+	servers := map[string]*http.Server{"operator": server(operators, f.httpTimeout, maxOperatorBody)}
+	addrs := map[string]string{}
+	if !f.noWebhooks {
+		webhooks := http.NewServeMux()
+		webhooks.Handle("/webhooks", w.WebhookHandler()) // 413 past worker.MaxWebhookBody
+		servers["webhook"] = server(webhooks, f.httpTimeout, worker.MaxWebhookBody+1)
 	}
-	if f.listening != nil {
-		f.listening(ln.Addr().String())
+	listeners := map[string]net.Listener{}
+	closeAll := func() {
+		for _, ln := range listeners {
+			_ = ln.Close()
+		}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	for name, at := range map[string]string{"webhook": f.listen, "operator": f.operatorListen} {
+		if servers[name] == nil {
+			continue
+		}
+		ln, err := net.Listen("tcp", at)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("run: listen for the %s endpoint: %w", name, err)
+		}
+		listeners[name], addrs[name] = ln, ln.Addr().String()
+	}
+	served := make(chan error, len(servers))
+	for name, srv := range servers {
+		go func() { served <- fmt.Errorf("%s endpoint: %w", name, srv.Serve(listeners[name])) }()
+	}
+	shutdown := func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, srv := range servers {
+			_ = srv.Shutdown(shutdownCtx)
+		}
+	}
 	if err := w.Start(ctx); err != nil {
-		_ = srv.Close()
+		shutdown()
+		if errors.Is(err, worker.ErrBudgetDiffers) {
+			return fmt.Errorf("run: %w: pass the fleet's -budget-rate and -budget-burst, or -change-budget to change them for the whole fleet", err)
+		}
 		return fmt.Errorf("run: %w", err)
 	}
-	log.Info("refundd running", "listen", ln.Addr().String(), "workers", f.workers, "lease", f.lease)
+	log.Info("refundd running", "listen", addrs["webhook"], "operator_listen", addrs["operator"], "workers", f.workers, "lease", f.lease)
+	if f.listening != nil {
+		f.listening(addrs["webhook"], addrs["operator"])
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-served:
@@ -145,9 +266,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	if err != nil {
 		_ = w.StopAndCancel(context.Background())
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
+	shutdown()
 	log.Info("stopped")
 	return nil
 }

@@ -94,6 +94,11 @@ var (
 				Columns: []*schema.Column{RefundJobsColumns[5], RefundJobsColumns[10]},
 			},
 			{
+				Name:    "refund_jobs_reconcile_due",
+				Unique:  false,
+				Columns: []*schema.Column{RefundJobsColumns[5], RefundJobsColumns[9], RefundJobsColumns[10]},
+			},
+			{
 				Name:    "refund_jobs_lease",
 				Unique:  false,
 				Columns: []*schema.Column{RefundJobsColumns[5], RefundJobsColumns[8]},

@@ -108,6 +108,9 @@ func (RefundJob) Indexes() []ent.Index {
 	return []ent.Index{
 		// Due ready jobs: state = 'ready' AND next_run_at <= now.
 		index.Fields("state", "next_run_at").StorageKey("refund_jobs_pending"),
+		// Due reconciles, claimed before fresh sends:
+		// state = 'ready' AND next_action = 'reconcile' AND next_run_at <= now.
+		index.Fields("state", "next_action", "next_run_at").StorageKey("refund_jobs_reconcile_due"),
 		// Expired leases: state = 'running' AND lease_until < now.
 		index.Fields("state", "lease_until").StorageKey("refund_jobs_lease"),
 	}

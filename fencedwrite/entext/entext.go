@@ -244,7 +244,7 @@ func goOp(op fencedrt.Op) string {
 	for name, o := range map[string]fencedrt.Op{
 		"OpRead": fencedrt.OpRead, "OpReadLocked": fencedrt.OpReadLocked, "OpClaimLock": fencedrt.OpClaimLock,
 		"OpRegisterKey": fencedrt.OpRegisterKey, "OpReadKey": fencedrt.OpReadKey, "OpInsert": fencedrt.OpInsert,
-		"OpDue": fencedrt.OpDue, "OpExpired": fencedrt.OpExpired,
+		"OpDue": fencedrt.OpDue, "OpDueReconcile": fencedrt.OpDueReconcile, "OpExpired": fencedrt.OpExpired,
 		"OpClaimSend": fencedrt.OpClaimSend, "OpClaimReconcile": fencedrt.OpClaimReconcile, "OpTakeover": fencedrt.OpTakeover,
 		"OpComplete": fencedrt.OpComplete, "OpReschedule": fencedrt.OpReschedule, "OpManualReview": fencedrt.OpManualReview,
 		"OpFail": fencedrt.OpFail, "OpWakeUp": fencedrt.OpWakeUp, "OpResolveSucceeded": fencedrt.OpResolveSucceeded,

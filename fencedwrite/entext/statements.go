@@ -152,6 +152,12 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 		{Op: fencedrt.OpDue, Name: "Due", Params: []fencedrt.Param{fencedrt.ParamLimit},
 			SQL: fmt.Sprintf("SELECT %s FROM %s WHERE %s = '%s' AND %s <= %s ORDER BY %s, %s LIMIT ? FOR UPDATE SKIP LOCKED",
 				locked, t, quote(a.State), fencedwrite.StateReady, quote(a.NextRunAt), clock, quote(a.NextRunAt), pk)},
+		// The due reconciles alone, on their own index: the unknown
+		// outcomes that a scheduler claims before fresh sends.
+		{Op: fencedrt.OpDueReconcile, Name: "DueReconcile", Params: []fencedrt.Param{fencedrt.ParamLimit},
+			SQL: fmt.Sprintf("SELECT %s FROM %s WHERE %s = '%s' AND %s = '%s' AND %s <= %s ORDER BY %s, %s LIMIT ? FOR UPDATE SKIP LOCKED",
+				locked, t, quote(a.State), fencedwrite.StateReady, quote(a.NextAction), fencedwrite.ActionReconcile,
+				quote(a.NextRunAt), clock, quote(a.NextRunAt), pk)},
 		{Op: fencedrt.OpExpired, Name: "Expired", Params: []fencedrt.Param{fencedrt.ParamLimit},
 			SQL: fmt.Sprintf("SELECT %s FROM %s WHERE %s = '%s' AND %s < %s ORDER BY %s, %s LIMIT ? FOR UPDATE SKIP LOCKED",
 				locked, t, quote(a.State), fencedwrite.StateRunning, quote(a.LeaseUntil), clock, quote(a.LeaseUntil), pk)},

@@ -147,6 +147,13 @@ func ClaimDue(ctx context.Context, drv dialect.Driver, t *Table, limit int, o fe
 	return claimBatch(ctx, drv, t, OpDue, OpClaimSend, limit, o)
 }
 
+// ClaimDueReconciles is ClaimDue for the due ready jobs whose next action is
+// reconcile only, oldest first: the outcomes that are unknown, which a
+// scheduler claims before fresh sends. Its errors are ClaimDue's.
+func ClaimDueReconciles(ctx context.Context, drv dialect.Driver, t *Table, limit int, o fencedwrite.ClaimOptions) ([]Claimed, error) {
+	return claimBatch(ctx, drv, t, OpDueReconcile, OpClaimSend, limit, o)
+}
+
 // TakeoverExpired takes over up to limit running jobs whose leases have
 // expired, oldest lease first, in one short transaction; each takeover
 // reconciles. Its errors are ClaimDue's.

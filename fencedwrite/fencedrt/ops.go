@@ -12,14 +12,15 @@ type Op string
 // The statements of a fenced table. The transitions (every Op with a
 // Transition) are UPDATEs fenced on id, state and attempt.
 const (
-	OpRead        Op = "read"        // the row's state, attempt and settled columns, by id
-	OpReadLocked  Op = "read locked" // the same, FOR UPDATE
-	OpClaimLock   Op = "claim lock"  // the claim's locking read, with the database clock
-	OpDue         Op = "due"         // the batch claim's locking read of due ready jobs, oldest first
-	OpExpired     Op = "expired"     // the batch takeover's locking read of expired leases, oldest first
-	OpRegisterKey Op = "register key"
-	OpReadKey     Op = "read key" // the request parameters a key was registered with
-	OpInsert      Op = "insert"
+	OpRead         Op = "read"          // the row's state, attempt and settled columns, by id
+	OpReadLocked   Op = "read locked"   // the same, FOR UPDATE
+	OpClaimLock    Op = "claim lock"    // the claim's locking read, with the database clock
+	OpDue          Op = "due"           // the batch claim's locking read of due ready jobs, oldest first
+	OpDueReconcile Op = "due reconcile" // the same, of the due ready jobs whose next action is reconcile
+	OpExpired      Op = "expired"       // the batch takeover's locking read of expired leases, oldest first
+	OpRegisterKey  Op = "register key"
+	OpReadKey      Op = "read key" // the request parameters a key was registered with
+	OpInsert       Op = "insert"
 
 	OpClaimSend        Op = "claim"           // ready → running, attempt+1, will send
 	OpClaimReconcile   Op = "claim reconcile" // ready → running, attempt+1, will reconcile

@@ -59,7 +59,7 @@ func (t *Table) Stmt(op Op) (Stmt, bool) {
 }
 
 // required are the statements every fenced table declares.
-var required = []Op{OpRead, OpReadLocked, OpClaimLock, OpDue, OpExpired, OpRegisterKey, OpReadKey, OpInsert}
+var required = []Op{OpRead, OpReadLocked, OpClaimLock, OpDue, OpDueReconcile, OpExpired, OpRegisterKey, OpReadKey, OpInsert}
 
 // MustTable checks spec and returns its Table; it panics, naming the
 // statement and the problem, when a statement is missing, its placeholders

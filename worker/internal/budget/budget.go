@@ -12,6 +12,9 @@
 // claim: a budget row locked by every claim would be a hot spot and a
 // deadlock risk. The worker takes tokens first, claims at most as many jobs
 // as it was granted, and gives back what it could not use.
+//
+// The row's rate and capacity are the fleet's: Open refuses other settings
+// unless asked to change them (ErrSettingsDiffer).
 package budget
 
 import (
@@ -71,49 +74,98 @@ type Bucket struct {
 // Name returns the budget's name.
 func (b *Bucket) Name() string { return b.name }
 
+// ErrSettingsDiffer means the budget's row exists with another rate or
+// capacity than the ones Open was given, and Open was not asked to change
+// them: nothing was changed. The error is a *SettingsError.
+var ErrSettingsDiffer = errors.New("budget settings differ from the fleet's")
+
+// SettingsError is Open's refusal to change a fleet's budget behind its
+// back. It matches ErrSettingsDiffer.
+type SettingsError struct {
+	Name                     string
+	Rate, Capacity           float64 // what Open was given
+	FleetRate, FleetCapacity float64 // what the row holds
+}
+
+func (e *SettingsError) Error() string {
+	return fmt.Sprintf("rate %v/s and burst %v differ from the fleet's %v/s and %v", e.Rate, e.Capacity, e.FleetRate, e.FleetCapacity)
+}
+
+func (e *SettingsError) Unwrap() error { return ErrSettingsDiffer }
+
+// Change is a change of a budget's settings that Open made.
+type Change struct {
+	FromRate, FromCapacity float64
+	ToRate, ToCapacity     float64
+}
+
 // Open returns the budget named name on db, creating its row full (burst
 // tokens) when it is missing. rate is the tokens added per second, burst
-// the capacity. When the row exists, Open keeps its tokens (a restart does
-// not refill a drained budget): it settles the refill earned so far at the
-// row's old rate and capacity, then sets the new rate and capacity, capping
-// the tokens at the new capacity. Processes opened with different settings
-// therefore take turns overwriting them; the row's settings are the ones
-// every Take uses.
+// the capacity; the row's are the ones every Take of the fleet uses.
 //
-// db should be opened with fencedwrite.DSN: a short lock wait timeout bounds
-// how long Take waits for the row, network timeouts bound a dead server, and
-// interpolateParams keeps Take at four round trips.
+// When the row exists with the same settings, Open keeps its tokens (a
+// restart does not refill a drained budget). With other settings it
+// refuses (a *SettingsError, matching ErrSettingsDiffer) and changes
+// nothing, unless change is true: then it settles the refill earned so far
+// at the row's old rate and capacity, sets the new ones, caps the tokens at
+// the new capacity, and returns what it changed (nil when nothing). One
+// process started with another rate must not rewrite the whole fleet's
+// behind its back.
+//
+// It runs one short transaction: BEGIN, an INSERT that creates the row or
+// leaves it, a locking read, an UPDATE only when it changes the settings,
+// COMMIT. db should be opened with fencedwrite.DSN: a short lock wait
+// timeout bounds how long Open waits for the row, network timeouts bound a
+// dead server, and interpolateParams keeps Take at four round trips.
 //
 // Invalid arguments return an error naming each field that matches
-// fencedwrite.ErrInvalid; nothing was sent. Any other error means the row
-// may or may not have been created or changed; calling Open again is safe.
-func Open(ctx context.Context, db *sql.DB, name string, rate float64, burst int) (*Bucket, error) {
+// fencedwrite.ErrInvalid; nothing was sent. Any other error but a
+// *SettingsError means the row may or may not have been created or
+// changed; calling Open again is safe.
+func Open(ctx context.Context, db *sql.DB, name string, rate float64, burst int, change bool) (*Bucket, *Change, error) {
 	if err := validate(name, rate, burst); err != nil {
-		return nil, fmt.Errorf("open budget %q: %w", name, err)
+		return nil, nil, fmt.Errorf("open budget %q: %w", name, err)
 	}
-	// One reading of the clock for both the new row and the settling of an
-	// old one. If a Take moves refilled_at past it meanwhile, GREATEST keeps
-	// refilled_at where the Take left it and no refill is counted twice.
-	var now int64
-	if err := db.QueryRowContext(ctx, "SELECT "+fencedwrite.ClockMicros).Scan(&now); err != nil {
-		return nil, fmt.Errorf("open budget %q: read the database clock: %w", name, err)
+	c, err := open(ctx, db, name, rate, float64(burst), change)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open budget %q: %w", name, err)
 	}
-	capacity := float64(burst)
-	// Every expression of the UPDATE part reads only columns assigned after
-	// it (or itself), so it means the same whether the server assigns left to
-	// right (MySQL) or all at once (MariaDB's SIMULTANEOUS_ASSIGNMENT).
-	// VALUES() is deprecated in MySQL 8.0.20 but the only spelling both
-	// servers accept.
-	if _, err := db.ExecContext(ctx, "INSERT INTO `provider_budgets` (`name`, `tokens`, `capacity`, `rate`, `refilled_at`) "+
-		"VALUES (?, ?, ?, ?, "+fromMicros("?")+") ON DUPLICATE KEY UPDATE "+
-		"`tokens` = LEAST(VALUES(`capacity`), `capacity`, `tokens` + `rate` * GREATEST(0, "+
-		fencedwrite.Micros("VALUES(`refilled_at`)")+" - "+fencedwrite.Micros("`refilled_at`")+") / 1000000), "+
-		"`refilled_at` = GREATEST(`refilled_at`, VALUES(`refilled_at`)), "+
-		"`capacity` = VALUES(`capacity`), `rate` = VALUES(`rate`)",
-		name, capacity, capacity, rate, now); err != nil {
-		return nil, fmt.Errorf("open budget %q: %w", name, err)
+	return &Bucket{db: db, name: name}, c, nil
+}
+
+func open(ctx context.Context, db *sql.DB, name string, rate, capacity float64, change bool) (*Change, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
 	}
-	return &Bucket{db: db, name: name}, nil
+	defer func() { _ = tx.Rollback() }() // a no-op after COMMIT
+	// A new row starts full; an existing one is left as it is (and locked).
+	if _, err := tx.ExecContext(ctx, "INSERT INTO `provider_budgets` (`name`, `tokens`, `capacity`, `rate`, `refilled_at`) "+
+		"VALUES (?, ?, ?, ?, "+fencedwrite.ClockUTC+") ON DUPLICATE KEY UPDATE `name` = `name`", name, capacity, capacity, rate); err != nil {
+		return nil, fmt.Errorf("create: %w", err)
+	}
+	var r row
+	if err := tx.QueryRowContext(ctx, "SELECT `tokens`, `capacity`, `rate`, "+fencedwrite.Micros("`refilled_at`")+", "+fencedwrite.ClockMicros+
+		" FROM `provider_budgets` WHERE `name` = ? FOR UPDATE", name).Scan(&r.tokens, &r.capacity, &r.rate, &r.refilledAt, &r.now); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	if r.rate == rate && r.capacity == capacity {
+		return nil, tx.Commit()
+	}
+	if !change {
+		return nil, &SettingsError{Name: name, Rate: rate, Capacity: capacity, FleetRate: r.rate, FleetCapacity: r.capacity}
+	}
+	// The refill earned so far is settled at the old rate and capacity; the
+	// new ones apply from now on.
+	g := r.take(0)
+	if _, err := tx.ExecContext(ctx, "UPDATE `provider_budgets` SET `tokens` = ?, `refilled_at` = "+fromMicros("?")+", `capacity` = ?, `rate` = ? WHERE `name` = ?",
+		min(g.tokens, capacity), g.refilledAt, capacity, rate, name); err != nil {
+		return nil, fmt.Errorf("change: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return &Change{FromRate: r.rate, FromCapacity: r.capacity, ToRate: rate, ToCapacity: capacity}, nil
 }
 
 func validate(name string, rate float64, burst int) error {
@@ -139,37 +191,49 @@ func validate(name string, rate float64, burst int) error {
 	return errors.Join(errs...)
 }
 
-// Take asks for n tokens (n ≥ 1), one per provider call, and returns how
-// many it granted: min(n, the whole tokens available), possibly 0. When it
-// grants fewer than n, retryIn is how long, on the database's clock, until
-// the next whole token (n larger than the capacity is never granted at once;
-// retryIn still says when the next token comes). Take never waits for
-// tokens; it only waits for the row's lock, at most the session's
-// innodb_lock_wait_timeout.
+// Grant is what a Take granted, and the budget as the Take left it.
+type Grant struct {
+	// Granted is how many tokens were taken: min(n, the whole tokens
+	// available), possibly 0.
+	Granted int
+	// RetryIn, when fewer than n were granted, is how long, on the
+	// database's clock, until the next whole token (n larger than the
+	// capacity is never granted at once; RetryIn still says when the next
+	// token comes). Zero when all were granted.
+	RetryIn time.Duration
+	// Left is the tokens the row holds after the grant, a fraction
+	// included; Capacity and Rate are the row's settings. A caller that
+	// keeps a reserve for some of its calls measures it against them.
+	Left, Capacity, Rate float64
+}
+
+// Take asks for n tokens (n ≥ 1), one per provider call, and returns the
+// Grant. Take never waits for tokens; it only waits for the row's lock, at
+// most the session's innodb_lock_wait_timeout.
 //
 // It runs one short transaction of its own: BEGIN, a SELECT … FOR UPDATE of
 // the row by primary key, an UPDATE, COMMIT. Call it outside any claim.
 //
 // Only a nil error grants tokens, and only after the server acknowledged
-// the COMMIT. On any error granted is 0 and the caller makes no provider
-// call: ErrRolledBack (nothing was taken; retry later), ErrCommitUnknown
+// the COMMIT. On any error the Grant is zero and the caller makes no
+// provider call: ErrRolledBack (nothing was taken; retry later), ErrCommitUnknown
 // (the reply of the COMMIT was lost, so the tokens may be gone; see there),
 // ErrNotFound, or an invalid n (fencedwrite.ErrInvalid).
-func (b *Bucket) Take(ctx context.Context, n int) (granted int, retryIn time.Duration, err error) {
+func (b *Bucket) Take(ctx context.Context, n int) (Grant, error) {
 	if n < 1 {
-		return 0, 0, fmt.Errorf("take from budget %q: %w", b.name, &fencedwrite.FieldError{Field: "n", Problem: fmt.Sprintf("must be at least 1, got %d", n)})
+		return Grant{}, fmt.Errorf("take from budget %q: %w", b.name, &fencedwrite.FieldError{Field: "n", Problem: fmt.Sprintf("must be at least 1, got %d", n)})
 	}
-	g, err := b.take(ctx, n)
+	g, r, err := b.take(ctx, n)
 	if err != nil {
-		return 0, 0, fmt.Errorf("take %d from budget %q: %w", n, b.name, err)
+		return Grant{}, fmt.Errorf("take %d from budget %q: %w", n, b.name, err)
 	}
-	return g.granted, g.retryIn, nil
+	return Grant{Granted: g.granted, RetryIn: g.retryIn, Left: g.tokens, Capacity: r.capacity, Rate: r.rate}, nil
 }
 
-func (b *Bucket) take(ctx context.Context, n int) (grant, error) {
+func (b *Bucket) take(ctx context.Context, n int) (grant, row, error) {
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
-		return grant{}, fmt.Errorf("%w: begin: %w", ErrRolledBack, err)
+		return grant{}, row{}, fmt.Errorf("%w: begin: %w", ErrRolledBack, err)
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after COMMIT
 	var r row
@@ -177,23 +241,23 @@ func (b *Bucket) take(ctx context.Context, n int) (grant, error) {
 		" FROM `provider_budgets` WHERE `name` = ? FOR UPDATE", b.name).Scan(&r.tokens, &r.capacity, &r.rate, &r.refilledAt, &r.now)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return grant{}, ErrNotFound
+		return grant{}, row{}, ErrNotFound
 	case err != nil:
-		return grant{}, fmt.Errorf("%w: lock the budget: %w", ErrRolledBack, err)
+		return grant{}, row{}, fmt.Errorf("%w: lock the budget: %w", ErrRolledBack, err)
 	}
 	g := r.take(n)
 	if _, err := tx.ExecContext(ctx, "UPDATE `provider_budgets` SET `tokens` = ?, `refilled_at` = "+fromMicros("?")+" WHERE `name` = ?",
 		g.tokens, g.refilledAt, b.name); err != nil {
-		return grant{}, fmt.Errorf("%w: update the budget: %w", ErrRolledBack, err)
+		return grant{}, row{}, fmt.Errorf("%w: update the budget: %w", ErrRolledBack, err)
 	}
 	hooksOf(ctx).call(hookBeforeCommit)
 	if err := tx.Commit(); err != nil {
 		if fencedwrite.CommitMayHaveLanded(err) {
-			return grant{}, fmt.Errorf("%w: make no call on these tokens and do not return them: %w", ErrCommitUnknown, err)
+			return grant{}, row{}, fmt.Errorf("%w: make no call on these tokens and do not return them: %w", ErrCommitUnknown, err)
 		}
-		return grant{}, fmt.Errorf("%w: commit: %w", ErrRolledBack, err)
+		return grant{}, row{}, fmt.Errorf("%w: commit: %w", ErrRolledBack, err)
 	}
-	return g, nil
+	return g, r, nil
 }
 
 // Return gives back n unused tokens (n ≥ 0; 0 sends nothing), never filling

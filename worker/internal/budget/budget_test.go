@@ -44,11 +44,22 @@ func (e *env) process(name string, rate float64, burst int) *budget.Bucket {
 
 func (e *env) openOn(db *sql.DB, name string, rate float64, burst int) *budget.Bucket {
 	e.t.Helper()
-	b, err := budget.Open(e.t.Context(), db, name, rate, burst)
-	if err != nil {
-		e.t.Fatalf("open budget %q: %v", name, err)
+	b, changed, err := budget.Open(e.t.Context(), db, name, rate, burst, false)
+	if err != nil || changed != nil {
+		e.t.Fatalf("open budget %q: %v (changed %+v)", name, err, changed)
 	}
 	return b
+}
+
+// change opens the budget as a process told to change the fleet's
+// settings would, and returns what it changed.
+func (e *env) change(name string, rate float64, burst int) (*budget.Bucket, *budget.Change) {
+	e.t.Helper()
+	b, changed, err := budget.Open(e.t.Context(), e.d.FencedDB(fencedwrite.DSNOptions{}), name, rate, burst, true)
+	if err != nil {
+		e.t.Fatalf("change budget %q: %v", name, err)
+	}
+	return b, changed
 }
 
 // budgetRow is the row as a locking read finds it: the read waits for any
@@ -86,7 +97,8 @@ func (e *env) age(name string, tokens float64, ago time.Duration) {
 
 func take(t *testing.T, b *budget.Bucket, n int) (int, time.Duration) {
 	t.Helper()
-	granted, retryIn, err := b.Take(t.Context(), n)
+	g, err := b.Take(t.Context(), n)
+	granted, retryIn := g.Granted, g.RetryIn
 	if err != nil {
 		t.Fatalf("take %d: %v", n, err)
 	}
@@ -132,7 +144,10 @@ func TestTakeNeverGrantsMoreThanAvailable(t *testing.T) {
 	t.Run("a fraction of a token is not a token", func(t *testing.T) {
 		b := e.process("fraction", slow, 5)
 		e.age("fraction", 2.75, 0)
-		wantTake(t, b, 3, 2)
+		g, err := b.Take(t.Context(), 3)
+		if err != nil || g.Granted != 2 || math.Abs(g.Left-0.75) > 0.01 || g.Capacity != 5 || g.Rate != slow {
+			t.Fatalf("take 3 of 2.75: %+v, %v; want 2 granted, 0.75 left, capacity 5 at the slow rate", g, err)
+		}
 		if r := e.row("fraction"); math.Abs(r.tokens-0.75) > 0.01 {
 			t.Fatalf("%v tokens left, want the 0.75 that was not a whole token", r.tokens)
 		}
@@ -177,7 +192,8 @@ func TestBucketsOfTwoProcessesShareOneBudget(t *testing.T) {
 			<-start
 			for j := range 12 {
 				n := 1 + (i+j)%3
-				got, _, err := b.Take(ctx, n)
+				g, err := b.Take(ctx, n)
+				got := g.Granted
 				if err != nil {
 					errs <- fmt.Errorf("worker %d take %d: %w", i, n, err)
 					return
@@ -261,7 +277,7 @@ func TestRefillFollowsTheDatabaseClock(t *testing.T) {
 		b := e.openOn(db, "session-clock", slow, 4)
 		wantTake(t, b, 4, 4)
 		wantTake(t, b, 1, 0)
-		if _, err := budget.Open(t.Context(), db, "session-clock", slow, 4); err != nil {
+		if _, _, err := budget.Open(t.Context(), db, "session-clock", slow, 4, false); err != nil {
 			t.Fatal(err)
 		}
 		wantTake(t, b, 1, 0)
@@ -344,7 +360,7 @@ func TestOpenValidatesAndNamesFields(t *testing.T) {
 		{"p", math.Inf(1), 1, []string{"rate"}},
 		{"p", 1, -3, []string{"burst"}},
 	} {
-		b, err := budget.Open(t.Context(), db, c.name, c.rate, c.burst)
+		b, _, err := budget.Open(t.Context(), db, c.name, c.rate, c.burst, false)
 		if b != nil || !errors.Is(err, fencedwrite.ErrInvalid) {
 			t.Errorf("Open(%q, %v, %d) = %v, %v; want ErrInvalid", c.name, c.rate, c.burst, b, err)
 			continue
@@ -359,16 +375,16 @@ func TestOpenValidatesAndNamesFields(t *testing.T) {
 			}
 		}
 	}
-	if _, err := budget.Open(t.Context(), db, strings.Repeat("é", budget.MaxNameLen), 1, 1); err != nil {
+	if _, _, err := budget.Open(t.Context(), db, strings.Repeat("é", budget.MaxNameLen), 1, 1, false); err != nil {
 		t.Errorf("a name of %d characters: %v", budget.MaxNameLen, err)
 	}
-	b, err := budget.Open(t.Context(), db, "valid", 1, 1)
+	b, _, err := budget.Open(t.Context(), db, "valid", 1, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []func() error{
-		func() error { _, _, err := b.Take(t.Context(), 0); return err },
-		func() error { _, _, err := b.Take(t.Context(), -1); return err },
+		func() error { _, err := b.Take(t.Context(), 0); return err },
+		func() error { _, err := b.Take(t.Context(), -1); return err },
 		func() error { return b.Return(t.Context(), -1) },
 	} {
 		var fe *fencedwrite.FieldError
@@ -388,7 +404,7 @@ func TestRestartDoesNotRefill(t *testing.T) {
 		wantTake(t, b, 1, 0)
 	})
 	t.Run("a larger burst raises the capacity, not the tokens", func(t *testing.T) {
-		bigger := e.process("restart", slow, 50)
+		bigger, _ := e.change("restart", slow, 50)
 		wantTake(t, bigger, 1, 0)
 		if r := e.row("restart"); r.capacity != 50 {
 			t.Fatalf("capacity %v, want 50", r.capacity)
@@ -396,7 +412,7 @@ func TestRestartDoesNotRefill(t *testing.T) {
 	})
 	t.Run("a new rate applies from now on; time already past keeps the old rate", func(t *testing.T) {
 		e.age("restart", 0, 3000*time.Second) // 3 tokens earned at the old rate
-		faster := e.process("restart", 1, 50)
+		faster, _ := e.change("restart", 1, 50)
 		r := e.row("restart")
 		if r.rate != 1 || r.tokens < 3 || r.tokens > 3.5 {
 			t.Fatalf("rate %v with %v tokens, want rate 1 with the 3 tokens earned at the old rate", r.rate, r.tokens)
@@ -407,12 +423,47 @@ func TestRestartDoesNotRefill(t *testing.T) {
 	})
 	t.Run("a smaller burst caps the tokens", func(t *testing.T) {
 		e.age("restart", 40, 0)
-		smaller := e.process("restart", slow, 2)
+		smaller, _ := e.change("restart", slow, 2)
 		if r := e.row("restart"); r.capacity != 2 || r.tokens != 2 {
 			t.Fatalf("%v tokens of capacity %v, want 2 of 2", r.tokens, r.capacity)
 		}
 		wantTake(t, smaller, 3, 2)
 	})
+}
+
+// The fleet's budget has one rate and one capacity. Open with others is
+// refused and changes nothing, unless asked to change them: then it says
+// from what to what.
+func TestOpenRefusesOtherSettingsUnlessAskedToChange(t *testing.T) {
+	e := newEnv(t)
+	b := e.process("fleet", slow, 5)
+	wantTake(t, b, 2, 2)
+	for _, other := range []struct {
+		rate  float64
+		burst int
+	}{{1, 5}, {slow, 50}, {1, 50}} {
+		_, changed, err := budget.Open(t.Context(), e.d.FencedDB(fencedwrite.DSNOptions{}), "fleet", other.rate, other.burst, false)
+		var se *budget.SettingsError
+		if !errors.Is(err, budget.ErrSettingsDiffer) || !errors.As(err, &se) || changed != nil {
+			t.Fatalf("open with %v/s and %d: %+v, %v; want ErrSettingsDiffer", other.rate, other.burst, changed, err)
+		}
+		if se.FleetRate != slow || se.FleetCapacity != 5 || se.Rate != other.rate || se.Capacity != float64(other.burst) {
+			t.Errorf("the refusal names %+v, want both settings", se)
+		}
+		if r := e.row("fleet"); r.rate != slow || r.capacity != 5 || r.tokens < 3 || r.tokens > 3.01 {
+			t.Fatalf("the refused Open changed the row: %+v", r)
+		}
+	}
+	if _, changed := e.change("fleet", slow, 5); changed != nil {
+		t.Fatalf("the same settings changed %+v", changed)
+	}
+	_, changed := e.change("fleet", 1, 50)
+	if changed == nil || *changed != (budget.Change{FromRate: slow, FromCapacity: 5, ToRate: 1, ToCapacity: 50}) {
+		t.Fatalf("changed %+v, want from %v/s and 5 to 1/s and 50", changed, slow)
+	}
+	if r := e.row("fleet"); r.rate != 1 || r.capacity != 50 {
+		t.Fatalf("after the change the row is %+v", r)
+	}
 }
 
 // Take is BEGIN, SELECT … FOR UPDATE, UPDATE, COMMIT: four statements,
@@ -442,7 +493,7 @@ func TestTakeCostsFourStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	cost("an open", 2, func() { e.openOn(db, "counted", slow, 3) })
+	cost("an open", 4, func() { e.openOn(db, "counted", slow, 3) }) // BEGIN, INSERT, SELECT … FOR UPDATE, COMMIT
 }
 
 // The COMMIT of a take reaches the server but its reply is lost: the tokens
@@ -457,7 +508,8 @@ func TestLostCommitReplyGrantsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := budget.Attach(db, "lost")
-	granted, retryIn, err := b.Take(budget.WithBeforeCommit(t.Context(), proxy.CutReplies), 3)
+	g, err := b.Take(budget.WithBeforeCommit(t.Context(), proxy.CutReplies), 3)
+	granted, retryIn := g.Granted, g.RetryIn
 	if granted != 0 || retryIn != 0 {
 		t.Fatalf("a take whose COMMIT reply was lost granted %d (retry in %v)", granted, retryIn)
 	}
@@ -508,7 +560,8 @@ func TestEveryCutOfATakeHasOneTrueOutcome(t *testing.T) {
 			proxy := dbtest.NewProxy(t, e.d)
 			proxy.CutAfter(dir, n)
 			db := dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{}))
-			granted, _, err := budget.Attach(db, name).Take(t.Context(), 2)
+			g, err := budget.Attach(db, name).Take(t.Context(), 2)
+			granted := g.Granted
 			_ = db.Close()
 			proxy.Close()
 			left := e.row(name).tokens
@@ -559,7 +612,9 @@ func TestLeastPrivilegeAccountRunsTheBudget(t *testing.T) {
 	if err := b.Return(t.Context(), 1); err != nil {
 		t.Fatal(err)
 	}
-	e.openOn(db, "app", slow, 4)
+	if _, changed, err := budget.Open(t.Context(), db, "app", slow, 4, true); err != nil || changed == nil {
+		t.Fatalf("change the burst as the application: %+v, %v", changed, err)
+	}
 	wantTake(t, b, 5, 2)
 	for _, q := range []string{"DELETE FROM provider_budgets", "TRUNCATE provider_budgets", "REPLACE INTO provider_budgets SELECT * FROM provider_budgets"} {
 		var me *mysql.MySQLError
