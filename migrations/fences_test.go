@@ -10,12 +10,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/migrations"
 )
 
 // These tests prove each rule of the database's fence (the triggers of the
@@ -49,6 +54,54 @@ func refused(t *testing.T, db execer, rule, query string, args ...any) {
 	if errors.As(err, &me) && len(me.Message) > 128 {
 		t.Errorf("%d-character refusal exceeds MySQL's 128: %s", len(me.Message), me.Message)
 	}
+}
+
+// appAccount opens the application's least-privilege account
+// (migrations.AppGrants) on d's database: a raw pool, as a client in any
+// language would open it, and a client of the fenced layer.
+func appAccount(t *testing.T, d *dbtest.DB) (*sql.DB, *ent.Client) {
+	t.Helper()
+	cfg := dbtest.Account(t, d.RawDB(), d.Name, migrations.AppGrants)
+	dsn, err := fencedwrite.DSN(cfg.FormatDSN(), fencedwrite.DSNOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ParseTime = true
+	return dbtest.OpenDSN(t, cfg.FormatDSN()), dbtest.ClientOn(t, dbtest.OpenDSN(t, dsn))
+}
+
+// rowOf returns every column of job id as text: a refused statement must
+// leave it exactly as it was.
+func rowOf(t *testing.T, db *sql.DB, id int64) []string {
+	t.Helper()
+	rows, err := db.Query("SELECT * FROM refund_jobs WHERE id = ?", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		t.Fatalf("job %d is gone (%v)", id, rows.Err())
+	}
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]sql.NullString, len(cols))
+	dest := make([]any, len(cols))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	if err := rows.Scan(dest...); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(cols))
+	for i, v := range vals {
+		out[i] = cols[i] + "=NULL"
+		if v.Valid {
+			out[i] = cols[i] + "=" + v.String
+		}
+	}
+	return out
 }
 
 // register registers key as Enqueue does, before its job.
@@ -337,6 +390,76 @@ func TestFenceAllowsOnlyTheStateMachine(t *testing.T) {
 				"UPDATE refund_jobs SET state = ?, attempt = 2, review_evidence = 'e', lease_until = "+clock+", writer_attempt = 1 WHERE id = ? AND state = 'manual_review' AND attempt = 1", to, id)
 		}
 	})
+}
+
+// Two moves outside the state machine, written as an attacker would: with
+// the application's account, declaring the row's true attempt (so that only
+// the state machine can stop them), each carrying everything its target
+// state would. What counts is behaviour, not an error's wording: the fence
+// refuses the statement and the row stays exactly as it was.
+func TestFenceRefusesMovesOutsideTheStateMachine(t *testing.T) {
+	d := dbtest.New(t)
+	root := d.RawDB()
+	app, c := appAccount(t, d)
+	ctx := t.Context()
+	jobs := map[string]func(key string) *ent.RefundJob{
+		"a new job": func(key string) *ent.RefundJob {
+			req := ent.RefundJobEnqueue{OperationKey: key, PaymentRef: "pay-" + key, AmountMinor: 500, Currency: "EUR"}
+			job, _, err := c.RefundJob.Enqueue(ctx, req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return job
+		},
+	}
+	jobs["a job rescheduled once"] = func(key string) *ent.RefundJob {
+		job := jobs["a new job"](key)
+		l, err := c.RefundJob.Claim(ctx, job.ID, fencedwrite.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RefundJob.Apply(ctx, l.Reschedule(refundjob.NextActionReconcile, 0, "re_pending", "provider answered pending"), nil); err != nil {
+			t.Fatal(err)
+		}
+		job, err = c.RefundJob.Get(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return job
+	}
+	moves := []struct{ name, query string }{
+		{"a ready job cannot go straight to succeeded, even at attempt+1 with evidence and a refund id",
+			"UPDATE refund_jobs SET state = 'succeeded', attempt = attempt + 1, writer_attempt = ?, review_evidence = 'the provider says refunded', " +
+				"provider_refund_id = 're_1', lease_until = NULL, last_error = NULL WHERE id = ? AND state = 'ready' AND attempt = ?"},
+		// A claim in every other respect: a send records the key's first
+		// use and the send, a reconcile touches neither.
+		{"a claim cannot take attempt+2, even due and with a lease",
+			"UPDATE refund_jobs SET state = 'running', attempt = attempt + 2, writer_attempt = ?, lease_until = " + clock + " + INTERVAL 30 SECOND, " +
+				"key_first_used_at = IF(next_action = 'refund', COALESCE(key_first_used_at, " + clock + "), key_first_used_at), " +
+				"last_send_at = IF(next_action = 'refund', " + clock + ", last_send_at) WHERE id = ? AND state = 'ready' AND attempt = ?"},
+	}
+	n := 0
+	for _, m := range moves {
+		for _, kind := range []string{"a new job", "a job rescheduled once"} {
+			n++
+			key := fmt.Sprintf("move-%d", n)
+			t.Run(m.name+" ("+kind+")", func(t *testing.T) {
+				job := jobs[kind](key)
+				var due bool
+				if err := root.QueryRow("SELECT state = 'ready' AND next_run_at <= "+clock+" FROM refund_jobs WHERE id = ?", job.ID).Scan(&due); err != nil || !due {
+					t.Fatalf("job %d is not ready and due (%v): the test proves nothing", job.ID, err)
+				}
+				before := rowOf(t, root, job.ID)
+				_, err := app.ExecContext(ctx, m.query, job.Attempt, job.ID, job.Attempt)
+				if !dbtest.IsTriggerRefusal(err, fmt.Sprintf("refund_jobs#%d: ", job.ID)) {
+					t.Errorf("the move as the application's account: %v, want the fence's refusal naming the job", err)
+				}
+				if after := rowOf(t, root, job.ID); !slices.Equal(after, before) {
+					t.Fatalf("the refused move changed the row:\n before %v\n after  %v", before, after)
+				}
+			})
+		}
+	}
 }
 
 // The key's window and the lookup-lag window are measured from
