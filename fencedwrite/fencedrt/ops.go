@@ -18,7 +18,7 @@ const (
 	OpDue         Op = "due"         // the batch claim's locking read of due ready jobs, oldest first
 	OpExpired     Op = "expired"     // the batch takeover's locking read of expired leases, oldest first
 	OpRegisterKey Op = "register key"
-	OpReadKey     Op = "read key" // the request parameters a key was registered with
+	OpReadKey     Op = "read key" // the request parameters a key was registered with, then whether the archive holds its job
 	OpInsert      Op = "insert"
 
 	OpClaimSend        Op = "claim"           // ready → running, attempt+1, will send
