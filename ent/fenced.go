@@ -749,16 +749,20 @@ func (p RefundJobEnqueue) conflictsWithKey(stored []string) error {
 	return errors.Join(errs...)
 }
 
-// Enqueue registers the request's key and creates its job, born ready at
-// attempt 0 and due now, and runs fn (the ledger row, say; fn may be nil)
-// in the same transaction.
+// Enqueue creates the request's job, born ready at attempt 0 and due now,
+// registers its key with it, and runs fn (the ledger row, say; fn may be
+// nil) in the same transaction.
 //
 // A key is known for ever once enqueued. Enqueueing it again with the same
 // parameters is a no-op that reports created=false and the existing job;
-// when its job was settled and archived, the error matches
+// when the archive holds its job (settled and archived), the error matches
 // fencedwrite.ErrKeyArchived (treat it like the no-op: the request is not
 // new). With different parameters the error matches
-// fencedwrite.ErrKeyConflict and names each differing field. Bad input is
+// fencedwrite.ErrKeyConflict and names each differing field. A key
+// registered with no job at all (a registration written alone, before the
+// database refused them, or on an engine without triggers) is never
+// reported archived: for the same parameters Enqueue creates the job
+// (created=true), for others it is ErrKeyConflict. Bad input is
 // refused before anything reaches the database, with an error
 // (fencedwrite.ErrInvalid) naming each bad field. On
 // fencedwrite.ErrCommitUnknown, call Enqueue again with the same parameters
@@ -790,8 +794,19 @@ func (c *RefundJobClient) Enqueue(ctx context.Context, p RefundJobEnqueue, fn fu
 			case !found:
 				return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w: the key is registered but neither its job nor its registration can be read", key, fencedwrite.ErrUnexpectedState)
 			}
+			// A key is archived only when the archive holds its job (the
+			// last column). A registration that no job holds, of this very
+			// request, is taken by the new job as it is inserted: it is not
+			// met here.
+			archived := len(stored) > 0 && stored[len(stored)-1] == "1"
 			if err := p.conflictsWithKey(stored); err != nil {
+				if !archived {
+					return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w: the key is registered with no job, for another request: %w", key, fencedwrite.ErrKeyConflict, err)
+				}
 				return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w: %w", key, fencedwrite.ErrKeyConflict, err)
+			}
+			if !archived {
+				return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w: the key is registered for this request with no job, yet its job was refused", key, fencedwrite.ErrUnexpectedState)
 			}
 			return nil, false, fmt.Errorf("enqueue refund_jobs %q: %w", key, fencedwrite.ErrKeyArchived)
 		case err != nil:
