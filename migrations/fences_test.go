@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -104,21 +105,28 @@ func rowOf(t *testing.T, db *sql.DB, id int64) []string {
 	return out
 }
 
-// register registers key as Enqueue does, before its job.
-func register(t *testing.T, db execer, key string) {
+// registerAlone registers a key without its job, which the fence refuses.
+const registerAlone = "INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) " +
+	"VALUES (?, 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6))"
+
+// refusedAsDuplicate runs query and wants the fence's refusal of a second
+// job for a key: a duplicate key (error 1062) whose message names the rule.
+func refusedAsDuplicate(t *testing.T, db execer, query string, args ...any) {
 	t.Helper()
-	mustExec(t, db, "INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) "+
-		"VALUES (?, 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6))", key)
+	_, err := db.ExecContext(context.Background(), query, args...)
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1062 || !strings.Contains(me.Message, "a key takes one job, ever (archived or not)") {
+		t.Fatalf("%s\n  got error %v\n  want the fence's duplicate key (1062): a key takes one job, ever", query, err)
+	}
 }
 
 const insertJob = "INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) " +
 	"VALUES (?, 'pay-1', 500, 'EUR', " + clock + ", " + clock + ", " + clock + ")"
 
-// newJob registers key and inserts its job as Enqueue does, and returns the
-// job's id.
+// newJob inserts key's job (which registers the key), and returns the job's
+// id.
 func newJob(t *testing.T, db *sql.DB, key string) int64 {
 	t.Helper()
-	register(t, db, key)
 	res, err := db.Exec(insertJob, key)
 	if err != nil {
 		t.Fatal(err)
@@ -190,8 +198,17 @@ const (
 
 func TestFenceKeysAreRegisteredOnceAndJobsBornReady(t *testing.T) {
 	db := dbtest.New(t).RawDB()
-	t.Run("a job needs its key registered first", func(t *testing.T) {
-		refused(t, db, "register the key first", insertJob, "unregistered")
+	t.Run("a job registers its key as it is inserted, and a key is never registered alone", func(t *testing.T) {
+		newJob(t, db, "registered")
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM refund_jobs_keys WHERE operation_key = 'registered' AND payment_ref = 'pay-1' " +
+			"AND amount_minor = 500 AND currency = 'EUR' AND registered_at IS NOT NULL AND job_created_at IS NOT NULL").Scan(&n); err != nil || n != 1 {
+			t.Fatalf("%d registrations of the new job's key (%v), want one, with its request", n, err)
+		}
+		refused(t, db, "a key is registered only together with its job", registerAlone, "alone")
+		// Nor with a request other than its job's.
+		refused(t, db, "a key is registered only together with its job",
+			"INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) VALUES ('registered', 'pay-1', 1, 'EUR', UTC_TIMESTAMP(6))")
 	})
 	t.Run("a key takes one job, ever", func(t *testing.T) {
 		id := newJob(t, db, "once")
@@ -207,7 +224,6 @@ func TestFenceKeysAreRegisteredOnceAndJobsBornReady(t *testing.T) {
 		for key, cols := range map[string]string{
 			"running": "state", "seven": "attempt", "leased": "lease_until", "used": "key_first_used_at", "sent": "last_send_at",
 		} {
-			register(t, db, key)
 			val := map[string]string{"state": "'running'", "attempt": "7"}[cols]
 			if val == "" {
 				val = clock
@@ -218,17 +234,21 @@ func TestFenceKeysAreRegisteredOnceAndJobsBornReady(t *testing.T) {
 				t.Errorf("a job born with %s: %v, want the fence's refusal", cols, err)
 			}
 		}
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM refund_jobs_keys WHERE operation_key IN ('running', 'seven', 'leased', 'used', 'sent')").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d keys registered by refused jobs (%v), want none", n, err)
+		}
 	})
 	t.Run("a registered key never changes and is never deleted", func(t *testing.T) {
-		register(t, db, "kept")
+		newJob(t, db, "kept")
 		refused(t, db, "never changes", "UPDATE refund_jobs_keys SET amount_minor = 1 WHERE operation_key = 'kept'")
+		refused(t, db, "never changes", "UPDATE refund_jobs_keys SET job_created_at = NULL WHERE operation_key = 'kept'")
 		refused(t, db, "stays known for ever", "DELETE FROM refund_jobs_keys WHERE operation_key = 'kept'")
 		refused(t, db, "stays known for ever",
-			"REPLACE INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) VALUES ('kept', 'p', 1, 'EUR', UTC_TIMESTAMP(6))")
+			"REPLACE INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) VALUES ('kept', 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6))")
 	})
 	t.Run("a creation time from the session's clock is replaced by the server's", func(t *testing.T) {
 		conn := movedClock(t, db, -40*day)
-		register(t, conn, "old-looking")
 		if _, err := conn.ExecContext(t.Context(), insertJob, "old-looking"); err != nil {
 			t.Fatal(err)
 		}
@@ -278,8 +298,9 @@ func TestFenceEveryUpdateDeclaresTheCurrentAttempt(t *testing.T) {
 		}
 	})
 	t.Run("an upsert that declares nothing is refused", func(t *testing.T) {
-		// The insert half meets the fence first: the key took its one job.
-		refused(t, db, "a key takes one job, ever",
+		// The row is a duplicate of job k, so the update half runs, and
+		// meets the fence.
+		refused(t, db, "must declare the attempt it holds",
 			//fencelint:allow proves INSERT ... ON DUPLICATE KEY UPDATE meets the same fence
 			"INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) "+
 				"VALUES ('k', 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE state = 'ready'")
@@ -538,7 +559,7 @@ func TestFenceSettledJobsAreNeverDeletedOrReplaced(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			conn := movedClock(t, db, offset)
 			refused(t, conn, "only archived terminal jobs 30 days old are deleted", "DELETE FROM refund_jobs WHERE id = ?", id)
-			refused(t, conn, "a key takes one job, ever",
+			refused(t, conn, "only archived terminal jobs 30 days old are deleted",
 				//fencelint:allow proves REPLACE cannot reset a settled job to ready
 				"REPLACE INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) "+
 					"VALUES ('k', 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
@@ -609,7 +630,7 @@ func TestFenceArchivalMovesOldTerminalJobsAndKeepsTheirKeys(t *testing.T) {
 		refused(t, db, "archived jobs are never deleted", "DELETE FROM refund_jobs_archive WHERE operation_key = 'old-succeeded'")
 	})
 	t.Run("an archived key is never a new job", func(t *testing.T) {
-		refused(t, db, "register the key first; a key takes one job, ever", insertJob, "old-succeeded")
+		refusedAsDuplicate(t, db, insertJob, "old-succeeded")
 		if _, err := db.Exec("INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) " +
 			"VALUES ('old-succeeded', 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6))"); err == nil {
 			t.Fatal("an archived key was registered again")
