@@ -591,3 +591,53 @@ func TestArchivedKeyIsNeverANewJob(t *testing.T) {
 		t.Fatalf("%d jobs exist (%v): a re-delivered archived request became a job", n, err)
 	}
 }
+
+// A provider refund id learnt on an earlier attempt (a pending answer) is
+// kept by a later reschedule that learnt none: the "not found, refund id
+// known" rule of reconcile looks the refund up by it. It stays in the row
+// and reaches the next claim's lease, whether the reschedule is applied on
+// its own or in a batch.
+func TestRescheduleKeepsALearntProviderRefundID(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	apply := map[string]func(t *testing.T, tr *ent.RefundJobTransition){
+		"Apply": func(t *testing.T, tr *ent.RefundJobTransition) {
+			if err := e.c.RefundJob.Apply(ctx, tr, nil); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"ApplyBatch": func(t *testing.T, tr *ent.RefundJobTransition) {
+			if errs := e.c.RefundJob.ApplyBatch(ctx, []ent.RefundJobBatchItem{{Transition: tr}}); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
+		},
+	}
+	for _, how := range []string{"Apply", "ApplyBatch"} {
+		t.Run("a reschedule without a refund id keeps the one learnt before, with "+how, func(t *testing.T) {
+			key := "keep-" + how
+			job := e.enqueue(key)
+			claim := func() *ent.RefundJobLease {
+				t.Helper()
+				l, err := e.c.RefundJob.Claim(ctx, job.ID, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			// Attempt 1: the provider answers pending and reveals its id.
+			apply[how](t, claim().Reschedule(refundjob.NextActionReconcile, 0, "re_pending", "provider answered pending"))
+			// Attempt 2: the reconcile times out and learns nothing.
+			l := claim()
+			if l.ProviderRefundID() != "re_pending" {
+				t.Fatalf("attempt 2's lease carries refund id %q, want re_pending", l.ProviderRefundID())
+			}
+			apply[how](t, l.Reschedule(refundjob.NextActionReconcile, 0, "", "socket timeout"))
+			if j := e.wantJob(job.ID, refundjob.StateReady, 2); j.ProviderRefundID == nil || *j.ProviderRefundID != "re_pending" {
+				t.Fatalf("after a reschedule without a refund id the row holds %v, want re_pending", j.ProviderRefundID)
+			}
+			if l := claim(); l.ProviderRefundID() != "re_pending" {
+				t.Fatalf("attempt 3's lease carries refund id %q, want re_pending", l.ProviderRefundID())
+			}
+		})
+	}
+}

@@ -10,12 +10,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/migrations"
 )
 
 // These tests prove each rule of the database's fence (the triggers of the
@@ -51,21 +56,76 @@ func refused(t *testing.T, db execer, rule, query string, args ...any) {
 	}
 }
 
-// register registers key as Enqueue does, before its job.
-func register(t *testing.T, db execer, key string) {
+// appAccount opens the application's least-privilege account
+// (migrations.AppGrants) on d's database: a raw pool, as a client in any
+// language would open it, and a client of the fenced layer.
+func appAccount(t *testing.T, d *dbtest.DB) (*sql.DB, *ent.Client) {
 	t.Helper()
-	mustExec(t, db, "INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) "+
-		"VALUES (?, 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6))", key)
+	cfg := dbtest.Account(t, d.RawDB(), d.Name, migrations.AppGrants)
+	dsn, err := fencedwrite.DSN(cfg.FormatDSN(), fencedwrite.DSNOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ParseTime = true
+	return dbtest.OpenDSN(t, cfg.FormatDSN()), dbtest.ClientOn(t, dbtest.OpenDSN(t, dsn))
+}
+
+// rowOf returns every column of job id as text: a refused statement must
+// leave it exactly as it was.
+func rowOf(t *testing.T, db *sql.DB, id int64) []string {
+	t.Helper()
+	rows, err := db.Query("SELECT * FROM refund_jobs WHERE id = ?", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		t.Fatalf("job %d is gone (%v)", id, rows.Err())
+	}
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]sql.NullString, len(cols))
+	dest := make([]any, len(cols))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	if err := rows.Scan(dest...); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(cols))
+	for i, v := range vals {
+		out[i] = cols[i] + "=NULL"
+		if v.Valid {
+			out[i] = cols[i] + "=" + v.String
+		}
+	}
+	return out
+}
+
+// registerAlone registers a key without its job, which the fence refuses.
+const registerAlone = "INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) " +
+	"VALUES (?, 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6))"
+
+// refusedAsDuplicate runs query and wants the fence's refusal of a second
+// job for a key: a duplicate key (error 1062) whose message names the rule.
+func refusedAsDuplicate(t *testing.T, db execer, query string, args ...any) {
+	t.Helper()
+	_, err := db.ExecContext(context.Background(), query, args...)
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1062 || !strings.Contains(me.Message, "a key takes one job, ever (archived or not)") {
+		t.Fatalf("%s\n  got error %v\n  want the fence's duplicate key (1062): a key takes one job, ever", query, err)
+	}
 }
 
 const insertJob = "INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) " +
 	"VALUES (?, 'pay-1', 500, 'EUR', " + clock + ", " + clock + ", " + clock + ")"
 
-// newJob registers key and inserts its job as Enqueue does, and returns the
-// job's id.
+// newJob inserts key's job (which registers the key), and returns the job's
+// id.
 func newJob(t *testing.T, db *sql.DB, key string) int64 {
 	t.Helper()
-	register(t, db, key)
 	res, err := db.Exec(insertJob, key)
 	if err != nil {
 		t.Fatal(err)
@@ -137,8 +197,17 @@ const (
 
 func TestFenceKeysAreRegisteredOnceAndJobsBornReady(t *testing.T) {
 	db := dbtest.New(t).RawDB()
-	t.Run("a job needs its key registered first", func(t *testing.T) {
-		refused(t, db, "register the key first", insertJob, "unregistered")
+	t.Run("a job registers its key as it is inserted, and a key is never registered alone", func(t *testing.T) {
+		newJob(t, db, "registered")
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM refund_jobs_keys WHERE operation_key = 'registered' AND payment_ref = 'pay-1' " +
+			"AND amount_minor = 500 AND currency = 'EUR' AND registered_at IS NOT NULL AND job_created_at IS NOT NULL").Scan(&n); err != nil || n != 1 {
+			t.Fatalf("%d registrations of the new job's key (%v), want one, with its request", n, err)
+		}
+		refused(t, db, "a key is registered only together with its job", registerAlone, "alone")
+		// Nor with a request other than its job's.
+		refused(t, db, "a key is registered only together with its job",
+			"INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) VALUES ('registered', 'pay-1', 1, 'EUR', UTC_TIMESTAMP(6))")
 	})
 	t.Run("a key takes one job, ever", func(t *testing.T) {
 		id := newJob(t, db, "once")
@@ -154,7 +223,6 @@ func TestFenceKeysAreRegisteredOnceAndJobsBornReady(t *testing.T) {
 		for key, cols := range map[string]string{
 			"running": "state", "seven": "attempt", "leased": "lease_until", "used": "key_first_used_at", "sent": "last_send_at",
 		} {
-			register(t, db, key)
 			val := map[string]string{"state": "'running'", "attempt": "7"}[cols]
 			if val == "" {
 				val = clock
@@ -165,17 +233,21 @@ func TestFenceKeysAreRegisteredOnceAndJobsBornReady(t *testing.T) {
 				t.Errorf("a job born with %s: %v, want the fence's refusal", cols, err)
 			}
 		}
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM refund_jobs_keys WHERE operation_key IN ('running', 'seven', 'leased', 'used', 'sent')").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d keys registered by refused jobs (%v), want none", n, err)
+		}
 	})
 	t.Run("a registered key never changes and is never deleted", func(t *testing.T) {
-		register(t, db, "kept")
+		newJob(t, db, "kept")
 		refused(t, db, "never changes", "UPDATE refund_jobs_keys SET amount_minor = 1 WHERE operation_key = 'kept'")
+		refused(t, db, "never changes", "UPDATE refund_jobs_keys SET job_created_at = NULL WHERE operation_key = 'kept'")
 		refused(t, db, "stays known for ever", "DELETE FROM refund_jobs_keys WHERE operation_key = 'kept'")
 		refused(t, db, "stays known for ever",
-			"REPLACE INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) VALUES ('kept', 'p', 1, 'EUR', UTC_TIMESTAMP(6))")
+			"REPLACE INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) VALUES ('kept', 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6))")
 	})
 	t.Run("a creation time from the session's clock is replaced by the server's", func(t *testing.T) {
 		conn := movedClock(t, db, -40*day)
-		register(t, conn, "old-looking")
 		if _, err := conn.ExecContext(t.Context(), insertJob, "old-looking"); err != nil {
 			t.Fatal(err)
 		}
@@ -225,8 +297,9 @@ func TestFenceEveryUpdateDeclaresTheCurrentAttempt(t *testing.T) {
 		}
 	})
 	t.Run("an upsert that declares nothing is refused", func(t *testing.T) {
-		// The insert half meets the fence first: the key took its one job.
-		refused(t, db, "a key takes one job, ever",
+		// The row is a duplicate of job k, so the update half runs, and
+		// meets the fence.
+		refused(t, db, "must declare the attempt it holds",
 			//fencelint:allow proves INSERT ... ON DUPLICATE KEY UPDATE meets the same fence
 			"INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) "+
 				"VALUES ('k', 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE state = 'ready'")
@@ -339,6 +412,76 @@ func TestFenceAllowsOnlyTheStateMachine(t *testing.T) {
 	})
 }
 
+// Two moves outside the state machine, written as an attacker would: with
+// the application's account, declaring the row's true attempt (so that only
+// the state machine can stop them), each carrying everything its target
+// state would. What counts is behaviour, not an error's wording: the fence
+// refuses the statement and the row stays exactly as it was.
+func TestFenceRefusesMovesOutsideTheStateMachine(t *testing.T) {
+	d := dbtest.New(t)
+	root := d.RawDB()
+	app, c := appAccount(t, d)
+	ctx := t.Context()
+	jobs := map[string]func(key string) *ent.RefundJob{
+		"a new job": func(key string) *ent.RefundJob {
+			req := ent.RefundJobEnqueue{OperationKey: key, PaymentRef: "pay-" + key, AmountMinor: 500, Currency: "EUR"}
+			job, _, err := c.RefundJob.Enqueue(ctx, req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return job
+		},
+	}
+	jobs["a job rescheduled once"] = func(key string) *ent.RefundJob {
+		job := jobs["a new job"](key)
+		l, err := c.RefundJob.Claim(ctx, job.ID, fencedwrite.ClaimOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RefundJob.Apply(ctx, l.Reschedule(refundjob.NextActionReconcile, 0, "re_pending", "provider answered pending"), nil); err != nil {
+			t.Fatal(err)
+		}
+		job, err = c.RefundJob.Get(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return job
+	}
+	moves := []struct{ name, query string }{
+		{"a ready job cannot go straight to succeeded, even at attempt+1 with evidence and a refund id",
+			"UPDATE refund_jobs SET state = 'succeeded', attempt = attempt + 1, writer_attempt = ?, review_evidence = 'the provider says refunded', " +
+				"provider_refund_id = 're_1', lease_until = NULL, last_error = NULL WHERE id = ? AND state = 'ready' AND attempt = ?"},
+		// A claim in every other respect: a send records the key's first
+		// use and the send, a reconcile touches neither.
+		{"a claim cannot take attempt+2, even due and with a lease",
+			"UPDATE refund_jobs SET state = 'running', attempt = attempt + 2, writer_attempt = ?, lease_until = " + clock + " + INTERVAL 30 SECOND, " +
+				"key_first_used_at = IF(next_action = 'refund', COALESCE(key_first_used_at, " + clock + "), key_first_used_at), " +
+				"last_send_at = IF(next_action = 'refund', " + clock + ", last_send_at) WHERE id = ? AND state = 'ready' AND attempt = ?"},
+	}
+	n := 0
+	for _, m := range moves {
+		for _, kind := range []string{"a new job", "a job rescheduled once"} {
+			n++
+			key := fmt.Sprintf("move-%d", n)
+			t.Run(m.name+" ("+kind+")", func(t *testing.T) {
+				job := jobs[kind](key)
+				var due bool
+				if err := root.QueryRow("SELECT state = 'ready' AND next_run_at <= "+clock+" FROM refund_jobs WHERE id = ?", job.ID).Scan(&due); err != nil || !due {
+					t.Fatalf("job %d is not ready and due (%v): the test proves nothing", job.ID, err)
+				}
+				before := rowOf(t, root, job.ID)
+				_, err := app.ExecContext(ctx, m.query, job.Attempt, job.ID, job.Attempt)
+				if !dbtest.IsTriggerRefusal(err, fmt.Sprintf("refund_jobs#%d: ", job.ID)) {
+					t.Errorf("the move as the application's account: %v, want the fence's refusal naming the job", err)
+				}
+				if after := rowOf(t, root, job.ID); !slices.Equal(after, before) {
+					t.Fatalf("the refused move changed the row:\n before %v\n after  %v", before, after)
+				}
+			})
+		}
+	}
+}
+
 // The key's window and the lookup-lag window are measured from
 // key_first_used_at and last_send_at: nobody may reopen or stretch them.
 func TestFenceKeyWindowIsSetOnceNeverMovedBack(t *testing.T) {
@@ -415,7 +558,7 @@ func TestFenceSettledJobsAreNeverDeletedOrReplaced(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			conn := movedClock(t, db, offset)
 			refused(t, conn, "only archived terminal jobs 30 days old are deleted", "DELETE FROM refund_jobs WHERE id = ?", id)
-			refused(t, conn, "a key takes one job, ever",
+			refused(t, conn, "only archived terminal jobs 30 days old are deleted",
 				//fencelint:allow proves REPLACE cannot reset a settled job to ready
 				"REPLACE INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) "+
 					"VALUES ('k', 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
@@ -486,7 +629,7 @@ func TestFenceArchivalMovesOldTerminalJobsAndKeepsTheirKeys(t *testing.T) {
 		refused(t, db, "archived jobs are never deleted", "DELETE FROM refund_jobs_archive WHERE operation_key = 'old-succeeded'")
 	})
 	t.Run("an archived key is never a new job", func(t *testing.T) {
-		refused(t, db, "register the key first; a key takes one job, ever", insertJob, "old-succeeded")
+		refusedAsDuplicate(t, db, insertJob, "old-succeeded")
 		if _, err := db.Exec("INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) " +
 			"VALUES ('old-succeeded', 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6))"); err == nil {
 			t.Fatal("an archived key was registered again")

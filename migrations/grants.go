@@ -11,8 +11,12 @@ import (
 // that even a compromised service cannot remove the fences or the rows they
 // guard. The triggers and the archival procedure run with the rights of the
 // account that created them (the migration account), which is how a job
-// binds its key in refund_jobs_keys and how CALL refund_jobs_archive moves
-// old rows without the application holding those rights itself.
+// registers its key in refund_jobs_keys and how CALL refund_jobs_archive
+// moves old rows without the application holding those rights itself. The
+// application keeps INSERT on refund_jobs_keys for Enqueue's own
+// registration, which inserts nothing where the triggers run and registers
+// the key on TiDB; the trigger refuses a registration whose job does not
+// exist, so the grant cannot register a key alone.
 
 // AppGrants returns the GRANT statements of the application's
 // least-privilege account (a quoted account name, e.g. 'app'@'%') on

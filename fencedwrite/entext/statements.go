@@ -161,10 +161,23 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 		{Op: fencedrt.OpExpired, Name: "Expired", Params: []fencedrt.Param{fencedrt.ParamLimit},
 			SQL: fmt.Sprintf("SELECT %s FROM %s WHERE %s = '%s' AND %s < %s ORDER BY %s, %s LIMIT ? FOR UPDATE SKIP LOCKED",
 				locked, t, quote(a.State), fencedwrite.StateRunning, quote(a.LeaseUntil), clock, quote(a.LeaseUntil), pk)},
-		{Op: fencedrt.OpRegisterKey, Name: "RegisterKey", Params: reqArgs,
-			SQL: fmt.Sprintf("INSERT INTO %s (%s, `registered_at`) VALUES (%s, %s)", keys, strings.Join(reqParams, ", "), strings.Join(vals, ", "), clock)},
+		// A job's key is registered after the job, in the same
+		// transaction. Where the database's fence runs, the job's insert
+		// has registered it already (or taken a registration of the same
+		// request that no job holds), and this inserts nothing; without
+		// triggers (TiDB) it registers the key here. A key registered for
+		// another request, or whose job is archived, is a duplicate key:
+		// the enqueue rolls back.
+		{Op: fencedrt.OpRegisterKey, Name: "RegisterKey", Params: append(append([]fencedrt.Param{}, reqArgs...), reqArgs...),
+			SQL: fmt.Sprintf("INSERT INTO %s (%s, `registered_at`, `job_created_at`) SELECT %s, %s, %s FROM DUAL "+
+				"WHERE NOT EXISTS (SELECT 1 FROM %s k WHERE %s AND NOT EXISTS (SELECT 1 FROM %s a WHERE a.%s = k.%s))",
+				keys, strings.Join(reqParams, ", "), strings.Join(vals, ", "), clock, clock,
+				keys, strings.Join(qualified("k", reqParams, " = ?"), " AND "), quote(ArchiveTable(table)), reqParams[0], reqParams[0])},
+		// The parameters a key was registered with, and whether the archive
+		// holds its job: a key is archived only then.
 		{Op: fencedrt.OpReadKey, Name: "ReadKey", Params: []fencedrt.Param{fencedrt.ParamKey},
-			SQL: fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?", strings.Join(others, ", "), keys, reqParams[0])},
+			SQL: fmt.Sprintf("SELECT %s, EXISTS (SELECT 1 FROM %s a WHERE a.%s = k.%[3]s) FROM %s k WHERE k.%[3]s = ?",
+				strings.Join(qualified("k", others, ""), ", "), quote(ArchiveTable(table)), reqParams[0], keys)},
 		{Op: fencedrt.OpInsert, Name: "Insert", Params: reqArgs,
 			SQL: fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", t, strings.Join(insertCols, ", "), strings.Join(insertVals, ", "))},
 
@@ -227,5 +240,17 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 // KeysTable is the table where every key ever enqueued into table stays
 // registered, archived or not.
 func KeysTable(table string) string { return table + "_keys" }
+
+// ArchiveTable is the table that holds table's archived jobs.
+func ArchiveTable(table string) string { return table + "_archive" }
+
+// qualified returns each quoted column prefixed by alias, followed by suffix.
+func qualified(alias string, cols []string, suffix string) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = alias + "." + c + suffix
+	}
+	return out
+}
 
 func quote(name string) string { return "`" + name + "`" }

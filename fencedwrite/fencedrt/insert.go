@@ -14,16 +14,18 @@ import (
 )
 
 // ErrKeyExists is returned by Insert to generated code when the key was
-// registered before (its job exists, or was archived). The generated Enqueue
-// turns it into a no-op, fencedwrite.ErrKeyArchived or
-// fencedwrite.ErrKeyConflict. Services never see it.
+// registered before (its job exists or was archived, or the registration is
+// for another request). The generated Enqueue turns it into a no-op,
+// fencedwrite.ErrKeyArchived or fencedwrite.ErrKeyConflict. Services never
+// see it.
 var ErrKeyExists = errors.New("idempotency key already enqueued")
 
-// Insert registers the request's key, creates its job (born ready at
-// attempt 0) and runs fn, in one guarded transaction it owns, and returns the
-// new job's id. vals holds the request parameters (RequestParam). A key is
+// Insert creates the request's job (born ready at attempt 0), registers its
+// key and runs fn, in one guarded transaction it owns, and returns the new
+// job's id. vals holds the request parameters (RequestParam). A key is
 // registered once and for ever: archiving a job keeps its key registered, so
-// a re-delivered request is never a new job.
+// a re-delivered request is never a new job. A registration of the same
+// request that no job holds (written alone) is taken by the new job.
 //
 // On ErrCommitUnknown the job may or may not exist. Enqueueing is idempotent
 // by key, so calling the generated Enqueue again with the same parameters is
@@ -56,7 +58,11 @@ func Insert[T Tx](ctx context.Context, pool dialect.Driver, t *Table, begin func
 }
 
 func insertTx[T Tx](ctx context.Context, b Begun[T], t *Table, vals Values, fn func(context.Context, T) error) (int64, error) {
-	query, args, err := t.Bind(OpRegisterKey, vals)
+	// The job first, then its key: a key is registered only together with
+	// its job (the database's fence registers it as the job is inserted,
+	// and OpRegisterKey then inserts nothing). Either statement meets a key
+	// registered before as a duplicate key.
+	query, args, err := t.Bind(OpInsert, vals)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", fencedwrite.ErrInvalid, err)
 	}
@@ -65,17 +71,20 @@ func insertTx[T Tx](ctx context.Context, b Begun[T], t *Table, vals Values, fn f
 		if sqlgraph.IsUniqueConstraintError(err) {
 			return 0, ErrKeyExists
 		}
-		return 0, fmt.Errorf("register key in %s: %w: %w", t.Name(), fencedwrite.ErrRolledBack, err)
-	}
-	if query, args, err = t.Bind(OpInsert, vals); err != nil {
-		return 0, fmt.Errorf("%w: %w", fencedwrite.ErrInvalid, err)
-	}
-	if err := b.Exec.Exec(ctx, query, args, &res); err != nil {
 		return 0, fmt.Errorf("insert %s: %w: %w", t.Name(), fencedwrite.ErrRolledBack, err)
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
 		return 0, fmt.Errorf("insert %s: %w: %w", t.Name(), fencedwrite.ErrRolledBack, err)
+	}
+	if query, args, err = t.Bind(OpRegisterKey, vals); err != nil {
+		return 0, fmt.Errorf("%w: %w", fencedwrite.ErrInvalid, err)
+	}
+	if err := b.Exec.Exec(ctx, query, args, &res); err != nil {
+		if sqlgraph.IsUniqueConstraintError(err) {
+			return 0, ErrKeyExists
+		}
+		return 0, fmt.Errorf("register key in %s: %w: %w", t.Name(), fencedwrite.ErrRolledBack, err)
 	}
 	if fn != nil {
 		if err := call(ctx, b, fn); err != nil {
@@ -88,9 +97,9 @@ func insertTx[T Tx](ctx context.Context, b Begun[T], t *Table, vals Values, fn f
 	return id, nil
 }
 
-// ReadKey returns the request parameters key was registered with, in the
-// order of the table's OpReadKey statement, as text; found is false when the
-// key was never registered.
+// ReadKey returns the columns of the table's OpReadKey statement for key, as
+// text (the request parameters key was registered with, then whether the
+// archive holds its job); found is false when the key was never registered.
 func ReadKey(ctx context.Context, q dialect.ExecQuerier, t *Table, key string) (params []string, found bool, err error) {
 	query, args, err := t.Bind(OpReadKey, Values{ParamKey: key})
 	if err != nil {

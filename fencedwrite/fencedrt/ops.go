@@ -19,7 +19,7 @@ const (
 	OpDueReconcile Op = "due reconcile" // the same, of the due ready jobs whose next action is reconcile
 	OpExpired      Op = "expired"       // the batch takeover's locking read of expired leases, oldest first
 	OpRegisterKey  Op = "register key"
-	OpReadKey      Op = "read key" // the request parameters a key was registered with
+	OpReadKey      Op = "read key" // the request parameters a key was registered with, then whether the archive holds its job
 	OpInsert       Op = "insert"
 
 	OpClaimSend        Op = "claim"           // ready → running, attempt+1, will send
