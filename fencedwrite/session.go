@@ -247,7 +247,12 @@ func (d fencedDriver) Open(dsn string) (driver.Conn, error) {
 
 // IsFencedPool reports whether db was opened on a fenced connector (OpenDB,
 // NewConnector), whose sessions are verified.
-func IsFencedPool(db *sql.DB) bool {
+func IsFencedPool(db *sql.DB) (fenced bool) {
+	defer func() {
+		if recover() != nil {
+			fenced = false // a zero sql.DB, which no Open made
+		}
+	}()
 	_, ok := db.Driver().(fencedDriver)
 	return ok
 }

@@ -264,8 +264,11 @@ func (c Config) validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &fencedwrite.FieldError{Field: "worker.Config." + field, Problem: fmt.Sprintf(format, args...)})
 	}
-	if c.DB == nil {
+	switch {
+	case c.DB == nil:
 		bad("DB", "is required: open it with fencedwrite.OpenDB")
+	case !fencedwrite.IsFencedPool(c.DB):
+		bad("DB", "is not a fenced pool: open it with fencedwrite.OpenDB (or sql.OpenDB of fencedwrite.NewConnector), whose sessions are verified; the worker's evidence and budget writes run on it outside the fenced runner")
 	}
 	if c.Provider == nil {
 		bad("Provider", "is required")

@@ -53,7 +53,7 @@ func TestNewNamesEveryBadField(t *testing.T) {
 // A zero Config field takes DESIGN.md's default: lease 30 s, scan 5 s,
 // provider timeout 3 s.
 func TestConfigDefaults(t *testing.T) {
-	w, err := New(Config{DB: &sql.DB{}, Provider: stubProvider{}})
+	w, err := New(Config{DB: fencedPool(t), Provider: stubProvider{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestReconcileReserve(t *testing.T) {
 		{0.5, 7, 3},
 		{NoReconcileReserve, 100, 0},
 	} {
-		w, err := New(Config{DB: &sql.DB{}, Provider: stubProvider{}, ReconcileReserve: tc.share})
+		w, err := New(Config{DB: fencedPool(t), Provider: stubProvider{}, ReconcileReserve: tc.share})
 		if err != nil {
 			t.Fatalf("share %v: %v", tc.share, err)
 		}
@@ -105,9 +105,36 @@ func TestReconcileReserve(t *testing.T) {
 		}
 	}
 	for _, bad := range []float64{1, 1.5, -0.5, math.NaN()} {
-		_, err := New(Config{DB: &sql.DB{}, Provider: stubProvider{}, ReconcileReserve: bad})
+		_, err := New(Config{DB: fencedPool(t), Provider: stubProvider{}, ReconcileReserve: bad})
 		if !errors.Is(err, fencedwrite.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "worker.Config.ReconcileReserve:") {
 			t.Errorf("ReconcileReserve %v: %v, want it refused by name", bad, err)
+		}
+	}
+}
+
+// fencedPool is a fenced pool that is never used: New does not connect.
+func fencedPool(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := fencedwrite.OpenDB("app@tcp(127.0.0.1:3306)/payments", fencedwrite.DSNOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// The worker writes evidence and takes budget tokens outside the fenced
+// runner, so it runs only on a fenced pool, whose sessions are verified.
+func TestNewRefusesAPoolItCannotTrust(t *testing.T) {
+	raw, err := sql.Open("mysql", "app@tcp(127.0.0.1:3306)/payments?parseTime=true&clientFoundRows=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for name, db := range map[string]*sql.DB{"sql.Open": raw, "a zero sql.DB": {}} {
+		_, err := New(Config{DB: db, Provider: stubProvider{}})
+		if !errors.Is(err, fencedwrite.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "worker.Config.DB: is not a fenced pool") {
+			t.Errorf("%s: %v, want worker.Config.DB refused", name, err)
 		}
 	}
 }

@@ -189,7 +189,7 @@ func TestWorkerCommitAcknowledgedToNobody(t *testing.T) {
 	proxy := dbtest.NewProxy(t, f.db)
 	restored := make(chan struct{})
 	_, ev := f.worker("A", func(c *worker.Config) {
-		c.DB = dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{}))
+		c.DB = proxy.FencedDB(fencedwrite.DSNOptions{})
 		c.Hooks.WriteBackContext = func(ctx context.Context, j worker.Job) context.Context {
 			return fencedwrite.WithHooks(ctx, fencedwrite.Hooks{BeforeCommit: proxy.CutReplies})
 		}
@@ -227,7 +227,7 @@ func TestWorkerLostClaimCommitSendsNothing(t *testing.T) {
 	_, _ = f.worker("A", func(c *worker.Config) {
 		instantLease(c)
 		c.Metrics = m
-		c.DB = dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{}))
+		c.DB = proxy.FencedDB(fencedwrite.DSNOptions{})
 		c.Hooks.ClaimContext = func(ctx context.Context, what string) context.Context {
 			if what != "claim" {
 				return ctx
@@ -320,7 +320,7 @@ func TestWorkerKeepsALateAnswerThroughACut(t *testing.T) {
 	retrying := signalHandler{want: "trying again", once: &sync.Once{}, ch: make(chan struct{})}
 	_, evA := f.worker("A", func(c *worker.Config) {
 		instantLease(c)
-		c.DB = dbtest.OpenDSN(t, proxy.DSN(fencedwrite.DSNOptions{}))
+		c.DB = proxy.FencedDB(fencedwrite.DSNOptions{})
 		c.Metrics = staleCut{newCallKinds(), proxy}
 		c.Logger = slog.New(retrying)
 		c.Hooks.AfterProviderCall = func(worker.Job) { <-resume }

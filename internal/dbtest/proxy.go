@@ -56,6 +56,20 @@ func (p *Proxy) DSN(o fencedwrite.DSNOptions) string {
 	return dsn
 }
 
+// FencedDB opens a fenced pool (fencedwrite.NewConnector) whose every
+// connection goes through the proxy, closed when the test ends.
+func (p *Proxy) FencedDB(o fencedwrite.DSNOptions) *sql.DB {
+	p.t.Helper()
+	c := p.d.Config()
+	c.Addr = p.proxy.Listen
+	db, err := fencedwrite.OpenDB(c.FormatDSN(), o)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
 const cutToxic = "cut-replies"
 
 // CutReplies makes the proxy reset every connection as soon as the server
