@@ -151,8 +151,15 @@ type Hooks struct {
 	// ClaimContext derived, the jobs it leased and its error.
 	Claimed func(ctx context.Context, what string, jobs []Job, err error)
 	// BatchContext, when set, derives the context of each batched
-	// write-back transaction (fencedrt.WithHooks: its COMMIT).
-	BatchContext func(context.Context) context.Context
+	// write-back transaction (fencedrt.WithHooks: its COMMIT), with the
+	// jobs whose write-backs share it, before the transaction begins: a
+	// hook that blocks holds the batch, and its batcher, there.
+	BatchContext func(ctx context.Context, jobs []Job) context.Context
+	// WriteBackQueued runs once a write-back was handed to the batcher,
+	// before it waits for its batch's outcome: a write-back queued while
+	// every batcher is busy joins the next batch. Its BatchContext may run
+	// before or after it.
+	WriteBackQueued func(Job)
 	// BeforeWriteBack runs once the write-back's transition is decided
 	// (Job.Transition and Job.To are set), before it is applied.
 	BeforeWriteBack func(Job)

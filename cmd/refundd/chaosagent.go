@@ -174,7 +174,7 @@ func (a *chaosAgent) hooks() worker.Hooks {
 		BeforeBusinessWrite: func(_ context.Context, j worker.Job) {
 			a.step(chaosStep{Step: stepBusinessWrite, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition})
 		},
-		BatchContext: func(ctx context.Context) context.Context {
+		BatchContext: func(ctx context.Context, _ []worker.Job) context.Context {
 			return fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeCommit: func() { a.step(chaosStep{Step: stepWriteCommit}) }})
 		},
 		WroteBack: func(j worker.Job, err error) {
