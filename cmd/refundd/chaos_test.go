@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -211,7 +212,9 @@ func TestChaosRefusesBadSettings(t *testing.T) {
 	}{
 		{[]string{"-dsn", "root@tcp(127.0.0.1:3306)/payments"}, "the name must end in _chaos"},
 		{[]string{"--workers", "1"}, "--workers must be at least 2"},
-		{[]string{"--jobs", "0"}, "--jobs must be at least 1"},
+		{[]string{"--jobs", "0"}, "--jobs must be at least 8"},
+		{[]string{"--jobs", "7"}, "--jobs must be at least 8: every run steers that many jobs into zombie write-backs"},
+		{[]string{"--slots", "4"}, "--slots must be at least 8"},
 		{[]string{"--lease", "10ms"}, "--lease must be at least 1s"},
 		{[]string{"--pause", "2"}, "--pause must be a probability"},
 		{[]string{"--duration", "0s"}, "--duration must be positive"},
@@ -248,6 +251,9 @@ func TestChaosReportsAnUnexercisedKindAsInconclusive(t *testing.T) {
 			r.dir = r.f.dir
 			var out bytes.Buffer
 			err := r.report(s, &out)
+			if tc.want != nil && !errors.Is(err, errInconclusive) {
+				t.Errorf("report: %v, want an error matching errInconclusive", err)
+			}
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("report: %v, want nil", err)

@@ -38,12 +38,18 @@ type chaosAgent struct {
 	proc    string
 	client  *http.Client
 
-	mu     sync.Mutex
-	calls  map[jobAttempt]int64 // provider calls in flight
-	writes map[jobAttempt]int64 // write-backs in flight
+	mu      sync.Mutex
+	calls   map[jobAttempt]int64 // provider calls in flight
+	writes  map[jobAttempt]int64 // write-backs in flight
+	batched map[jobAttempt]int   // write-backs in flight: how many shared their last batch
 }
 
-type jobAttempt struct{ job, attempt int64 }
+// jobAttempt is a lease: one job at one attempt. A process may hold two of
+// one job (a frozen goroutine's and its own takeover's).
+type jobAttempt struct {
+	Job     int64 `json:"job"`
+	Attempt int64 `json:"attempt"`
+}
 
 // chaosStep is what a process reports at a step boundary.
 type chaosStep struct {
@@ -54,7 +60,11 @@ type chaosStep struct {
 	Job        int64  `json:"job,omitempty"`
 	Attempt    int64  `json:"attempt,omitempty"`
 	Key        string `json:"key,omitempty"`
+	Action     string `json:"action,omitempty"` // before_call: refund or reconcile
 	Transition string `json:"transition,omitempty"`
+	Result     string `json:"result,omitempty"` // wrote_back: the write-back's outcome, as the history records it
+	// Batch, at a batch boundary, lists the write-backs that share it.
+	Batch []jobAttempt `json:"batch,omitempty"`
 }
 
 // The step boundaries.
@@ -62,6 +72,9 @@ const (
 	stepClaimCommit   = "claim_commit"   // a claim or takeover batch is about to send COMMIT
 	stepBeforeCall    = "before_call"    // a job is about to call the provider
 	stepAfterAnswer   = "after_answer"   // the provider answered, the write-back has not started
+	stepWriteBack     = "write_back"     // a job's transition is decided; its write-back is not sent yet
+	stepQueued        = "queued"         // a job's write-back waits for a batcher
+	stepBatch         = "batch"          // a write-back batch is about to begin its transaction
 	stepBusinessWrite = "business_write" // the job's fenced write applied; the ledger write is next
 	stepWriteCommit   = "write_commit"   // a write-back batch is about to send COMMIT
 	stepWroteBack     = "wrote_back"     // a job's write-back returned
@@ -79,7 +92,7 @@ func (f chaosAgentFlags) open() (*chaosAgent, error) {
 		return nil, err
 	}
 	return &chaosAgent{rec: rec, control: f.control, proc: f.proc, client: &http.Client{Timeout: stepTimeout},
-		calls: map[jobAttempt]int64{}, writes: map[jobAttempt]int64{}}, nil
+		calls: map[jobAttempt]int64{}, writes: map[jobAttempt]int64{}, batched: map[jobAttempt]int{}}, nil
 }
 
 func (a *chaosAgent) close() {
@@ -151,7 +164,7 @@ func (a *chaosAgent) hooks() worker.Hooks {
 			}
 		},
 		BeforeProviderCall: func(j worker.Job) {
-			a.step(chaosStep{Step: stepBeforeCall, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey})
+			a.step(chaosStep{Step: stepBeforeCall, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Action: j.Action})
 			op := a.rec.Call(history.Event{Op: history.OpProvider, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Detail: j.Action})
 			a.mu.Lock()
 			a.calls[jobAttempt{j.ID, j.Attempt}] = op
@@ -166,26 +179,46 @@ func (a *chaosAgent) hooks() worker.Hooks {
 			a.step(chaosStep{Step: stepAfterAnswer, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey})
 		},
 		BeforeWriteBack: func(j worker.Job) {
+			// The chaos process may hold the write-back here until another
+			// worker took the job over: the write is called, and sent, after.
+			a.step(chaosStep{Step: stepWriteBack, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition})
 			op := a.rec.Call(history.Event{Op: history.OpWrite, Job: j.ID, Attempt: j.Attempt, To: j.To, Key: j.OperationKey, Detail: j.Transition})
 			a.mu.Lock()
 			a.writes[jobAttempt{j.ID, j.Attempt}] = op
 			a.mu.Unlock()
 		},
+		WriteBackQueued: func(j worker.Job) {
+			a.step(chaosStep{Step: stepQueued, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition})
+		},
 		BeforeBusinessWrite: func(_ context.Context, j worker.Job) {
 			a.step(chaosStep{Step: stepBusinessWrite, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition})
 		},
-		BatchContext: func(ctx context.Context, _ []worker.Job) context.Context {
+		BatchContext: func(ctx context.Context, jobs []worker.Job) context.Context {
+			batch := make([]jobAttempt, len(jobs))
+			a.mu.Lock()
+			for i, j := range jobs {
+				batch[i] = jobAttempt{j.ID, j.Attempt}
+				a.batched[batch[i]] = len(jobs)
+			}
+			a.mu.Unlock()
+			// The chaos process may hold the batch here, and its batcher:
+			// write-backs queued meanwhile share the next batch.
+			a.step(chaosStep{Step: stepBatch, Count: len(jobs), Batch: batch})
 			return fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeCommit: func() { a.step(chaosStep{Step: stepWriteCommit}) }})
 		},
 		WroteBack: func(j worker.Job, err error) {
+			ja := jobAttempt{j.ID, j.Attempt}
 			a.mu.Lock()
-			op, ok := a.writes[jobAttempt{j.ID, j.Attempt}]
-			delete(a.writes, jobAttempt{j.ID, j.Attempt})
+			op, ok := a.writes[ja]
+			batch := a.batched[ja]
+			delete(a.writes, ja)
+			delete(a.batched, ja)
 			a.mu.Unlock()
+			result := writeResult(err)
 			if ok {
-				a.rec.Return(op, history.Event{Op: history.OpWrite, Job: j.ID, Attempt: j.Attempt, To: j.To, Key: j.OperationKey, Result: writeResult(err)})
+				a.rec.Return(op, history.Event{Op: history.OpWrite, Job: j.ID, Attempt: j.Attempt, To: j.To, Key: j.OperationKey, Result: result, Batch: batch})
 			}
-			a.step(chaosStep{Step: stepWroteBack, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition})
+			a.step(chaosStep{Step: stepWroteBack, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition, Result: result})
 		},
 	}
 }

@@ -13,6 +13,10 @@ type Event struct {
 	Key     string `json:"key,omitempty"`    // the operation key
 	Detail  string `json:"detail,omitempty"` // provider: the call kind on call (send|resend|reconcile), the answer on return
 	Result  string `json:"result,omitempty"` // on return: one of the Result constants
+	// Batch, on a write's return, is how many write-backs shared the
+	// write's transaction (1: it was alone); 0 when the write-back was
+	// applied outside any batch, alone too.
+	Batch int `json:"batch,omitempty"`
 }
 
 // Phases of an event. A call is written before the operation starts and its
