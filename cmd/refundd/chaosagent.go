@@ -243,5 +243,5 @@ func writeResult(err error) string {
 }
 
 // stepTimeout bounds how long the chaos process may hold a step: a pause
-// past the lease, at most.
-const stepTimeout = 2 * time.Minute
+// past the lease, or a steered zombie's episode (steerer.bound), at most.
+const stepTimeout = 10 * time.Minute

@@ -29,7 +29,8 @@ import (
 //     its provider call for a later attempt is reported, so the takeover
 //     committed and was recorded. That new holder is then held in turn until
 //     the zombie has written back, so that the zombie's write meets the job
-//     running under the newer attempt.
+//     running under the newer attempt (when the held holder's own lease is
+//     taken over, the newest holder waits in its place).
 //  3. The zombies are let go in an order that decides their batches: with
 //     the process's other write-backs waiting, one goes at a time, alone in
 //     its batch, and the last of them hold every batcher of the process
@@ -89,6 +90,9 @@ type steered struct {
 	batch     []jobAttempt  // that batch
 	unplug    chan struct{} // its batch may begin
 	wrote     chan struct{} // its write-back returned
+
+	holder        chan struct{} // closed to let the job's held new holder go on
+	holderAttempt int64         // that holder's attempt
 }
 
 // steerer plays the steered zombies of one run.
@@ -118,7 +122,7 @@ type steerer struct {
 func newSteerer(r *chaosRun, proc string) *steerer {
 	alone, together := steerPlan(steerBatchers)
 	return &steerer{r: r, proc: proc, batchers: steerBatchers, alone: alone, together: together,
-		bound:   20*r.f.lease + time.Minute,
+		bound:   min(20*r.f.lease+time.Minute, stepTimeout/2),
 		byLease: map[jobAttempt]*steered{}, byJob: map[int64]*steered{}, sent: map[string]bool{},
 		passed: map[jobAttempt]bool{}, once: map[chan struct{}]bool{},
 		planned: make(chan struct{}), done: make(chan struct{}), abort: make(chan struct{})}
@@ -201,13 +205,30 @@ func (st *steerer) beforeCall(ctx context.Context, s chaosStep) {
 		return
 	}
 	st.signal(z.takenOver)
-	wrote := st.once[z.wrote]
+	if st.once[z.wrote] || s.Attempt <= z.holderAttempt {
+		st.mu.Unlock()
+		return // the zombie wrote back, or a newer holder waits already
+	}
+	// One holder per job waits, the newest: a held holder's lease expires
+	// too, and a takeover of it must not take one more slot of the fleet
+	// for ever (the slots the other zombies' takeovers need). The older one
+	// goes on, and its own write-back will meet the newer attempt.
+	if z.holder != nil {
+		close(z.holder)
+	}
+	z.holder, z.holderAttempt = make(chan struct{}), s.Attempt
+	mine := z.holder
 	st.mu.Unlock()
-	if !wrote {
-		st.r.count(faultHeldForZombie, 1)
-		if !st.hold(z.wrote) {
-			st.r.logf("steering: %s's call for job %d attempt %d went on before the zombie of attempt %d wrote back", s.Proc, s.Job, s.Attempt, z.lease.Attempt)
-		}
+	st.r.count(faultHeldForZombie, 1)
+	t := time.NewTimer(st.bound)
+	defer t.Stop()
+	select {
+	case <-z.wrote:
+	case <-mine:
+	case <-st.abort:
+		st.r.logf("steering: %s's call for job %d attempt %d went on before the zombie of attempt %d wrote back", s.Proc, s.Job, s.Attempt, z.lease.Attempt)
+	case <-t.C:
+		st.r.logf("steering: %s's call for job %d attempt %d went on before the zombie of attempt %d wrote back", s.Proc, s.Job, s.Attempt, z.lease.Attempt)
 	}
 }
 
@@ -423,6 +444,14 @@ func (st *steerer) drive() {
 	}
 	for _, p := range plugs[1:] {
 		close(p.unplug)
+	}
+	// The episode lasts until every zombie has its answer: a fault on the
+	// steered process's paths before then would roll its write-back back
+	// rather than let the fence refuse it.
+	for _, z := range zs {
+		if !wait(z.wrote, fmt.Sprintf("the zombie write-back of job %d", z.lease.Job)) {
+			return
+		}
 	}
 	complete = true
 }

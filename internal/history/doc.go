@@ -30,4 +30,9 @@
 //
 // The search for an order is github.com/anishathalye/porcupine's, run on each
 // job on its own, so the check grows linearly with the number of jobs.
+//
+// Zombies measures, from the same events, whether a run exercised what the
+// fence exists for: write-backs sent after another worker's takeover
+// committed and refused as superseded, by kind of write-back, alone in their
+// transaction and in batches (Event.Batch).
 package history
