@@ -2,10 +2,14 @@ package worker_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -68,10 +72,12 @@ func TestWorkerBatchHooks(t *testing.T) {
 			t.Fatalf("the next batch holds jobs %v, want b's and c's together %v", got, want)
 		}
 	})
-	for _, key := range []string{"batch-a", "batch-b", "batch-c"} {
-		if w := ev.await(t, key, nil); w.err != nil {
-			t.Errorf("%s wrote back with %v", key, w.err)
+	for left := map[string]bool{"batch-a": true, "batch-b": true, "batch-c": true}; len(left) > 0; {
+		w := receiveOne(t, ev.wrote)
+		if w.err != nil {
+			t.Errorf("%s wrote back with %v", w.job.OperationKey, w.err)
 		}
+		delete(left, w.job.OperationKey)
 	}
 }
 
@@ -93,4 +99,47 @@ func receiveOne[T any](t *testing.T, ch <-chan T) T {
 	}
 	var zero T
 	return zero
+}
+
+// The reconciler's resolution of a job in manual review (new evidence sends
+// it back to reconcile, attempt+1) is reported around its fenced write, so
+// that a harness's history knows how the job left manual review.
+func TestWorkerResolutionHooks(t *testing.T) {
+	sink := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(sink.Close)
+	f := newFleet(t, fakeprovider.Config{WebhookURL: sink.URL, WebhookSecret: webhookSecret})
+	const key = "resolved"
+	job := f.enqueue(key)
+	other := request(key)
+	other.AmountMinor = 99
+	if _, err := f.srv.Client().Refund(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	type resolution struct {
+		job worker.Job
+		err error
+		at  string
+	}
+	resolutions := make(chan resolution, 10)
+	w, ev := f.worker("w1", func(cfg *worker.Config) {
+		cfg.Hooks.Resolving = func(j worker.Job) { resolutions <- resolution{job: j, at: "resolving"} }
+		cfg.Hooks.Resolved = func(j worker.Job, err error) { resolutions <- resolution{job: j, err: err, at: "resolved"} }
+	})
+	ev.settled(t, f, key)
+	inReview := f.wantSettled(key, refundjob.StateManualReview, 1)
+	if _, _, err := evidence.Record(context.Background(), f.c, evidence.Observation{OperationKey: key, Source: evidence.Operator,
+		Status: evidence.Rejected, Payload: []byte("the other request was declined")}); err != nil {
+		t.Fatal(err)
+	}
+	w.ReconcileNow(context.Background())
+	want := worker.Job{ID: job.ID, Attempt: inReview.Attempt + 1, OperationKey: key, Action: "reconcile", Transition: "resolve reconcile", To: "ready"}
+	for _, at := range []string{"resolving", "resolved"} {
+		got := receiveOne(t, resolutions)
+		if got.at != at || got.job != want || got.err != nil {
+			t.Errorf("got %s %+v (%v), want %s %+v without error", got.at, got.job, got.err, at, want)
+		}
+	}
+	if j := f.job(key); j.Attempt < want.Attempt {
+		t.Errorf("the job is at attempt %d after its resolution, want at least %d", j.Attempt, want.Attempt)
+	}
 }

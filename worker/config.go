@@ -167,6 +167,12 @@ type Hooks struct {
 	// job's fenced write applied and right before the business write that
 	// goes with it (the ledger's): the job's row is locked by then.
 	BeforeBusinessWrite func(context.Context, Job)
+	// Resolving runs before the reconciler sends a job in manual review
+	// back to reconcile for new evidence (an operator resolution: attempt+1),
+	// with Job.Attempt the attempt it moves the job to; Resolved runs after,
+	// with its outcome (nil, or an error matching a fencedwrite outcome).
+	Resolving func(Job)
+	Resolved  func(Job, error)
 	// Pass runs after each scheduler pass with what it claimed.
 	Pass func(PassResult)
 	// Reconciled runs after each reconciler pass with how many pieces of
