@@ -42,6 +42,7 @@ type chaosAgent struct {
 	calls   map[jobAttempt]int64 // provider calls in flight
 	writes  map[jobAttempt]int64 // write-backs in flight
 	batched map[jobAttempt]int   // write-backs in flight: how many shared their last batch
+	resolve map[jobAttempt]int64 // the reconciler's resolutions in flight, by the attempt they move the job to
 }
 
 // jobAttempt is a lease: one job at one attempt. A process may hold two of
@@ -92,7 +93,7 @@ func (f chaosAgentFlags) open() (*chaosAgent, error) {
 		return nil, err
 	}
 	return &chaosAgent{rec: rec, control: f.control, proc: f.proc, client: &http.Client{Timeout: stepTimeout},
-		calls: map[jobAttempt]int64{}, writes: map[jobAttempt]int64{}, batched: map[jobAttempt]int{}}, nil
+		calls: map[jobAttempt]int64{}, writes: map[jobAttempt]int64{}, batched: map[jobAttempt]int{}, resolve: map[jobAttempt]int64{}}, nil
 }
 
 func (a *chaosAgent) close() {
@@ -205,6 +206,26 @@ func (a *chaosAgent) hooks() worker.Hooks {
 			// write-backs queued meanwhile share the next batch.
 			a.step(chaosStep{Step: stepBatch, Count: len(jobs), Batch: batch})
 			return fencedrt.WithHooks(ctx, fencedrt.Hooks{BeforeCommit: func() { a.step(chaosStep{Step: stepWriteCommit}) }})
+		},
+		Resolving: func(j worker.Job) {
+			op := a.rec.Call(history.Event{Op: history.OpResolve, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Detail: j.Transition})
+			a.mu.Lock()
+			a.resolve[jobAttempt{j.ID, j.Attempt}] = op
+			a.mu.Unlock()
+		},
+		Resolved: func(j worker.Job, err error) {
+			ja := jobAttempt{j.ID, j.Attempt}
+			a.mu.Lock()
+			op, ok := a.resolve[ja]
+			delete(a.resolve, ja)
+			a.mu.Unlock()
+			result := writeResult(err)
+			if result == history.ResultAlreadySettled {
+				result = history.ResultOK // the re-read found this very resolution landed
+			}
+			if ok {
+				a.rec.Return(op, history.Event{Op: history.OpResolve, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Result: result})
+			}
 		},
 		WroteBack: func(j worker.Job, err error) {
 			ja := jobAttempt{j.ID, j.Attempt}
