@@ -173,8 +173,15 @@ type Hooks struct {
 	// ClaimContext derived, the jobs it leased and its error.
 	Claimed func(ctx context.Context, what string, jobs []Job, err error)
 	// BatchContext, when set, derives the context of each batched
-	// write-back transaction (fencedwrite.WithHooks: its COMMIT).
-	BatchContext func(context.Context) context.Context
+	// write-back transaction (fencedwrite.WithHooks: its COMMIT), with the
+	// jobs whose write-backs share it, before the transaction begins: a
+	// hook that blocks holds the batch, and its batcher, there.
+	BatchContext func(ctx context.Context, jobs []Job) context.Context
+	// WriteBackQueued runs once a write-back was handed to the batcher,
+	// before it waits for its batch's outcome: a write-back queued while
+	// every batcher is busy joins the next batch. Its BatchContext may run
+	// before or after it.
+	WriteBackQueued func(Job)
 	// BeforeWriteBack runs once the write-back's transition is decided
 	// (Job.Transition and Job.To are set), before it is applied.
 	BeforeWriteBack func(Job)
@@ -182,6 +189,12 @@ type Hooks struct {
 	// job's fenced write applied and right before the business write that
 	// goes with it (the ledger's): the job's row is locked by then.
 	BeforeBusinessWrite func(context.Context, Job)
+	// Resolving runs before the reconciler sends a job in manual review
+	// back to reconcile for new evidence (an operator resolution: attempt+1),
+	// with Job.Attempt the attempt it moves the job to; Resolved runs after,
+	// with its outcome (nil, or an error matching a fencedwrite outcome).
+	Resolving func(Job)
+	Resolved  func(Job, error)
 	// Pass runs after each scheduler pass with what it claimed.
 	Pass func(PassResult)
 	// Reconciled runs after each reconciler pass with how many pieces of

@@ -151,7 +151,7 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d d
 	var err error
 	for try := 1; try <= writeBackTries; try++ {
 		if batched {
-			err = c.applyBatched(ctx, tr, fn)
+			err = c.applyBatched(ctx, *job, tr, fn)
 		} else {
 			err = c.ent.RefundJob.Apply(ctx, tr, fn)
 		}
@@ -316,17 +316,22 @@ func statusOf(s provider.Status) (evidence.Status, bool) {
 
 // writeBackReq is one job's write-back waiting for a batch.
 type writeBackReq struct {
+	job   Job
 	item  ent.RefundJobBatchItem
 	reply chan error
 }
 
-// applyBatched hands a write-back to the batcher and waits for its outcome.
-func (c *Client) applyBatched(ctx context.Context, tr *ent.RefundJobTransition, fn func(context.Context, *ent.Tx) error) error {
-	req := writeBackReq{item: ent.RefundJobBatchItem{Transition: tr, Then: fn}, reply: make(chan error, 1)}
+// applyBatched hands job's write-back to the batcher and waits for its
+// outcome.
+func (c *Client) applyBatched(ctx context.Context, job Job, tr *ent.RefundJobTransition, fn func(context.Context, *ent.Tx) error) error {
+	req := writeBackReq{job: job, item: ent.RefundJobBatchItem{Transition: tr, Then: fn}, reply: make(chan error, 1)}
 	select {
 	case c.pendingWB <- req:
 	case <-ctx.Done():
 		return fmt.Errorf("queue write-back: %w: %w", fencedwrite.ErrRolledBack, ctx.Err())
+	}
+	if c.hooks.WriteBackQueued != nil {
+		c.hooks.WriteBackQueued(job)
 	}
 	return <-req.reply
 }
@@ -360,7 +365,11 @@ func (c *Client) batchWriteBacks() {
 		// the worker's callbacks never read what another one wrote.
 		ctx = fencedwrite.WithDeferredRows(ctx)
 		if c.hooks.BatchContext != nil {
-			ctx = c.hooks.BatchContext(ctx)
+			jobs := make([]Job, len(reqs))
+			for i, r := range reqs {
+				jobs[i] = r.job
+			}
+			ctx = c.hooks.BatchContext(ctx, jobs)
 		}
 		errs := c.ent.RefundJob.ApplyBatch(ctx, items)
 		cancel()

@@ -97,7 +97,16 @@ func (c *Client) actOn(ctx context.Context, e evidence.Entry) (done, wake bool, 
 		return true, true, nil
 	case refundjob.StateManualReview:
 		note := fmt.Sprintf("reconciler: new evidence, observation %d (%s %s %s); reconcile with the provider", e.ID, e.Source, e.Status, e.ProviderRefundID)
-		err := c.ent.RefundJob.Apply(ctx, c.ent.RefundJob.ResolveReconcile(job, note), mark)
+		tr := c.ent.RefundJob.ResolveReconcile(job, note)
+		j := Job{ID: job.ID, Attempt: job.Attempt + 1, OperationKey: job.OperationKey, Action: string(refundjob.NextActionReconcile),
+			Transition: tr.Op(), To: string(tr.To())}
+		if c.hooks.Resolving != nil {
+			c.hooks.Resolving(j)
+		}
+		err := c.ent.RefundJob.Apply(ctx, tr, mark)
+		if c.hooks.Resolved != nil {
+			c.hooks.Resolved(j, err)
+		}
 		if err != nil {
 			return false, false, fmt.Errorf("back to reconcile: %w", err)
 		}

@@ -26,7 +26,9 @@ import (
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/history"
 	"github.com/fencekit/fencekit/ledger"
+	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 )
 
@@ -66,8 +68,13 @@ type chaosSummary struct {
 	HistoryOps          int            `json:"history_ops"`
 	HistoryUnknown      int            `json:"history_unknown"`
 	HistoryCheck        string         `json:"history_check"`
-	Seconds             float64        `json:"seconds"`
-	History             string         `json:"history_dir"`
+	// ZombieWriteBacks counts, from the history, the write-backs sent after
+	// another worker's takeover committed and refused by the fence, by kind,
+	// alone and in batches (history.Zombies). A run missing any is
+	// inconclusive.
+	ZombieWriteBacks history.ZombieWrites `json:"zombie_write_backs"`
+	Seconds          float64              `json:"seconds"`
+	History          string               `json:"history_dir"`
 }
 
 // Fault kinds, as faults_by_kind names them.
@@ -82,6 +89,7 @@ const (
 	faultDeadlock           = "deadlock_1213"
 	faultPause              = "sigstop_past_lease"
 	faultHeldForZombie      = "new_holder_call_held_until_zombie_wrote"
+	faultSteeredZombie      = "write_back_held_until_taken_over"
 	faultKillBeforeCall     = "sigkill_before_call"
 	faultKillAfterAnswer    = "sigkill_after_answer"
 	faultKillBeforeCommit   = "sigkill_between_write_and_commit"
@@ -118,8 +126,10 @@ const (
 // the fleet settle every job, and checks the history and the invariants.
 func chaos(ctx context.Context, dsn string, f chaosFlags, out io.Writer) (err error) {
 	switch {
-	case f.jobs < 1:
-		return errors.New("chaos: --jobs must be at least 1")
+	case f.jobs < steeredJobs():
+		return fmt.Errorf("chaos: --jobs must be at least %d: every run steers that many jobs into zombie write-backs (each kind, alone and in a batch)", steeredJobs())
+	case f.slots < steeredJobs():
+		return fmt.Errorf("chaos: --slots must be at least %d: the steered process holds that many zombie write-backs at once", steeredJobs())
 	case f.workers < 2:
 		return errors.New("chaos: --workers must be at least 2: one process is paused or killed while the others take over")
 	case f.duration <= 0:
@@ -157,9 +167,10 @@ func chaos(ctx context.Context, dsn string, f chaosFlags, out io.Writer) (err er
 	if err != nil {
 		return fmt.Errorf("chaos: %w", err)
 	}
-	r := &chaosRun{f: f, dsn: dsn, cfg: cfg, dir: dir, faults: map[string]int{}, zombies: map[int64]*zombie{},
+	r := &chaosRun{f: f, dsn: dsn, cfg: cfg, dir: dir, faults: map[string]int{}, zombies: map[int64]*zombie{}, requests: map[string]provider.RefundRequest{},
 		rng:    rand.New(rand.NewPCG(f.seed, f.seed^0x5851f42d4c957f2d)),
 		secret: fmt.Sprintf("whsec_chaos_%d", f.seed)}
+	r.steer = newSteerer(r, "w1.1") // slot 1's first process
 	r.injecting.Store(true)
 	started := time.Now()
 	s, err := r.run(ctx)
@@ -193,6 +204,10 @@ type chaosRun struct {
 	srv        *fakeprovider.Server
 	controlURL string
 	lockDB     *sql.DB // the chaos process's own sessions: lock waits and deadlocks
+	steer      *steerer
+
+	reqMu    sync.Mutex
+	requests map[string]provider.RefundRequest // by operation key, as enqueued
 
 	procMu sync.Mutex
 	procs  []*fleetProc
@@ -300,12 +315,23 @@ func (r *chaosRun) run(ctx context.Context) (chaosSummary, error) {
 		}
 		r.procs = append(r.procs, p)
 	}
-	for _, p := range r.procs {
+	// The steered process starts alone, so that its first claims are the
+	// steered jobs; the others start once their answers are scripted.
+	go r.steer.drive()
+	for i, p := range r.procs {
 		p.startMu.Lock()
 		err := r.start(ctx, p)
 		p.startMu.Unlock()
 		if err != nil {
 			return chaosSummary{}, err
+		}
+		if i == 0 {
+			select {
+			case <-r.steer.planned:
+			case <-r.steer.done:
+			case <-time.After(30 * time.Second):
+				r.logf("steering: %s did not send its first %d refunds within 30s; the others start anyway", r.steer.proc, steeredJobs())
+			}
 		}
 	}
 
@@ -396,6 +422,9 @@ func (r *chaosRun) enqueue(ctx context.Context) error {
 				p := ent.RefundJobEnqueue{OperationKey: fmt.Sprintf("chaos-%06d", i+1), PaymentRef: fmt.Sprintf("pay-%06d", i+1),
 					AmountMinor: int64(100 + i%9_900), Currency: "EUR"}
 				r.srv.AddPayment(p.PaymentRef, p.AmountMinor, p.Currency)
+				r.reqMu.Lock()
+				r.requests[p.OperationKey] = provider.RefundRequest{OperationKey: p.OperationKey, PaymentRef: p.PaymentRef, AmountMinor: p.AmountMinor, Currency: p.Currency}
+				r.reqMu.Unlock()
 				if _, _, err := c.RefundJob.Enqueue(ctx, p, ledger.Open(p)); err != nil {
 					mu.Lock()
 					if first == nil {

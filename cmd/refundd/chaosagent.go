@@ -37,12 +37,19 @@ type chaosAgent struct {
 	proc    string
 	client  *http.Client
 
-	mu     sync.Mutex
-	calls  map[jobAttempt]int64 // provider calls in flight
-	writes map[jobAttempt]int64 // write-backs in flight
+	mu      sync.Mutex
+	calls   map[jobAttempt]int64 // provider calls in flight
+	writes  map[jobAttempt]int64 // write-backs in flight
+	batched map[jobAttempt]int   // write-backs in flight: how many shared their last batch
+	resolve map[jobAttempt]int64 // the reconciler's resolutions in flight, by the attempt they move the job to
 }
 
-type jobAttempt struct{ job, attempt int64 }
+// jobAttempt is a lease: one job at one attempt. A process may hold two of
+// one job (a frozen goroutine's and its own takeover's).
+type jobAttempt struct {
+	Job     int64 `json:"job"`
+	Attempt int64 `json:"attempt"`
+}
 
 // chaosStep is what a process reports at a step boundary.
 type chaosStep struct {
@@ -53,7 +60,11 @@ type chaosStep struct {
 	Job        int64  `json:"job,omitempty"`
 	Attempt    int64  `json:"attempt,omitempty"`
 	Key        string `json:"key,omitempty"`
+	Action     string `json:"action,omitempty"` // before_call: refund or reconcile
 	Transition string `json:"transition,omitempty"`
+	Result     string `json:"result,omitempty"` // wrote_back: the write-back's outcome, as the history records it
+	// Batch, at a batch boundary, lists the write-backs that share it.
+	Batch []jobAttempt `json:"batch,omitempty"`
 }
 
 // The step boundaries.
@@ -61,6 +72,9 @@ const (
 	stepClaimCommit   = "claim_commit"   // a claim or takeover batch is about to send COMMIT
 	stepBeforeCall    = "before_call"    // a job is about to call the provider
 	stepAfterAnswer   = "after_answer"   // the provider answered, the write-back has not started
+	stepWriteBack     = "write_back"     // a job's transition is decided; its write-back is not sent yet
+	stepQueued        = "queued"         // a job's write-back waits for a batcher
+	stepBatch         = "batch"          // a write-back batch is about to begin its transaction
 	stepBusinessWrite = "business_write" // the job's fenced write applied; the ledger write is next
 	stepWriteCommit   = "write_commit"   // a write-back batch is about to send COMMIT
 	stepWroteBack     = "wrote_back"     // a job's write-back returned
@@ -78,7 +92,7 @@ func (f chaosAgentFlags) open() (*chaosAgent, error) {
 		return nil, err
 	}
 	return &chaosAgent{rec: rec, control: f.control, proc: f.proc, client: &http.Client{Timeout: stepTimeout},
-		calls: map[jobAttempt]int64{}, writes: map[jobAttempt]int64{}}, nil
+		calls: map[jobAttempt]int64{}, writes: map[jobAttempt]int64{}, batched: map[jobAttempt]int{}, resolve: map[jobAttempt]int64{}}, nil
 }
 
 func (a *chaosAgent) close() {
@@ -150,7 +164,7 @@ func (a *chaosAgent) hooks() worker.Hooks {
 			}
 		},
 		BeforeProviderCall: func(j worker.Job) {
-			a.step(chaosStep{Step: stepBeforeCall, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey})
+			a.step(chaosStep{Step: stepBeforeCall, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Action: j.Action})
 			op := a.rec.Call(history.Event{Op: history.OpProvider, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Detail: j.Action})
 			a.mu.Lock()
 			a.calls[jobAttempt{j.ID, j.Attempt}] = op
@@ -165,26 +179,66 @@ func (a *chaosAgent) hooks() worker.Hooks {
 			a.step(chaosStep{Step: stepAfterAnswer, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey})
 		},
 		BeforeWriteBack: func(j worker.Job) {
+			// The chaos process may hold the write-back here until another
+			// worker took the job over: the write is called, and sent, after.
+			a.step(chaosStep{Step: stepWriteBack, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition})
 			op := a.rec.Call(history.Event{Op: history.OpWrite, Job: j.ID, Attempt: j.Attempt, To: j.To, Key: j.OperationKey, Detail: j.Transition})
 			a.mu.Lock()
 			a.writes[jobAttempt{j.ID, j.Attempt}] = op
 			a.mu.Unlock()
 		},
+		WriteBackQueued: func(j worker.Job) {
+			a.step(chaosStep{Step: stepQueued, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition})
+		},
 		BeforeBusinessWrite: func(_ context.Context, j worker.Job) {
 			a.step(chaosStep{Step: stepBusinessWrite, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition})
 		},
-		BatchContext: func(ctx context.Context) context.Context {
+		BatchContext: func(ctx context.Context, jobs []worker.Job) context.Context {
+			batch := make([]jobAttempt, len(jobs))
+			a.mu.Lock()
+			for i, j := range jobs {
+				batch[i] = jobAttempt{j.ID, j.Attempt}
+				a.batched[batch[i]] = len(jobs)
+			}
+			a.mu.Unlock()
+			// The chaos process may hold the batch here, and its batcher:
+			// write-backs queued meanwhile share the next batch.
+			a.step(chaosStep{Step: stepBatch, Count: len(jobs), Batch: batch})
 			return fencedwrite.WithHooks(ctx, fencedwrite.Hooks{BeforeCommit: func() { a.step(chaosStep{Step: stepWriteCommit}) }})
 		},
-		WroteBack: func(j worker.Job, err error) {
+		Resolving: func(j worker.Job) {
+			op := a.rec.Call(history.Event{Op: history.OpResolve, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Detail: j.Transition})
 			a.mu.Lock()
-			op, ok := a.writes[jobAttempt{j.ID, j.Attempt}]
-			delete(a.writes, jobAttempt{j.ID, j.Attempt})
+			a.resolve[jobAttempt{j.ID, j.Attempt}] = op
 			a.mu.Unlock()
-			if ok {
-				a.rec.Return(op, history.Event{Op: history.OpWrite, Job: j.ID, Attempt: j.Attempt, To: j.To, Key: j.OperationKey, Result: writeResult(err)})
+		},
+		Resolved: func(j worker.Job, err error) {
+			ja := jobAttempt{j.ID, j.Attempt}
+			a.mu.Lock()
+			op, ok := a.resolve[ja]
+			delete(a.resolve, ja)
+			a.mu.Unlock()
+			result := writeResult(err)
+			if result == history.ResultAlreadySettled {
+				result = history.ResultOK // the re-read found this very resolution landed
 			}
-			a.step(chaosStep{Step: stepWroteBack, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition})
+			if ok {
+				a.rec.Return(op, history.Event{Op: history.OpResolve, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Result: result})
+			}
+		},
+		WroteBack: func(j worker.Job, err error) {
+			ja := jobAttempt{j.ID, j.Attempt}
+			a.mu.Lock()
+			op, ok := a.writes[ja]
+			batch := a.batched[ja]
+			delete(a.writes, ja)
+			delete(a.batched, ja)
+			a.mu.Unlock()
+			result := writeResult(err)
+			if ok {
+				a.rec.Return(op, history.Event{Op: history.OpWrite, Job: j.ID, Attempt: j.Attempt, To: j.To, Key: j.OperationKey, Result: result, Batch: batch})
+			}
+			a.step(chaosStep{Step: stepWroteBack, Job: j.ID, Attempt: j.Attempt, Key: j.OperationKey, Transition: j.Transition, Result: result})
 		},
 	}
 }
@@ -209,5 +263,5 @@ func writeResult(err error) string {
 }
 
 // stepTimeout bounds how long the chaos process may hold a step: a pause
-// past the lease, at most.
-const stepTimeout = 2 * time.Minute
+// past the lease, or a steered zombie's episode (steerer.bound), at most.
+const stepTimeout = 10 * time.Minute

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,6 +57,7 @@ func (r *chaosRun) check(ctx context.Context) (chaosSummary, error) {
 	s.HistoryOps, s.HistoryUnknown = rep.Ops, rep.Unknown
 	s.TerminalRegressions, s.AttemptRegressions = rep.TerminalRegressions, rep.AttemptRegressions
 	s.HistoryCheck = rep.Summary()
+	s.ZombieWriteBacks = history.Zombies(events)
 	if !rep.OK {
 		var b strings.Builder
 		for _, fl := range rep.Failures {
@@ -218,7 +220,13 @@ func evidenceOf(key, detail string) []string {
 	return nil
 }
 
-// report prints the summary and fails when a check did.
+// errInconclusive is report's error for a run that did not exercise a zombie
+// write-back of every kind, alone and in a batch: its checks, passed or not,
+// prove nothing about the fence there.
+var errInconclusive = errors.New("inconclusive")
+
+// report prints the summary and fails when a check did, or when the run was
+// inconclusive (errInconclusive).
 func (r *chaosRun) report(s chaosSummary, out io.Writer) error {
 	var failed []string
 	for _, c := range []struct {
@@ -264,12 +272,28 @@ func (r *chaosRun) report(s chaosSummary, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "  succeeded %d, failed %d, manual review %d, unfinished %d\n", s.Succeeded, s.Failed, s.ManualReview, s.Unfinished)
 		fmt.Fprintf(out, "  takeovers %d, stale writes rejected %d, outcomes unknown %d\n", s.Takeovers, s.StaleWritesRejected, s.CommitUnknown)
+		z := s.ZombieWriteBacks
+		fmt.Fprintf(out, "  zombie write-backs refused after a takeover (alone/in a batch): complete %d/%d, reschedule %d/%d, manual review %d/%d, fail %d/%d\n",
+			z.Complete.Single, z.Complete.Batched, z.Reschedule.Single, z.Reschedule.Batched,
+			z.ManualReview.Single, z.ManualReview.Batched, z.Fail.Single, z.Fail.Batched)
 		fmt.Fprintf(out, "  provider executions %d, keys paid twice %d, terminal regressions %d, lost receipts %d, ledger mismatches %d\n",
 			s.ProviderExecuted, s.KeysPaidTwice, s.TerminalRegressions, s.LostReceipts, s.LedgerMismatches)
 		fmt.Fprintf(out, "  history: %d operations (%d unknown): %s\n", s.HistoryOps, s.HistoryUnknown, s.HistoryCheck)
 	}
-	if len(failed) > 0 {
+	// A run that never made a zombie write-back reach the fence says
+	// nothing about the fence, however clean its checks.
+	var inconclusive error
+	if missing := s.ZombieWriteBacks.Missing(); len(missing) > 0 {
+		inconclusive = fmt.Errorf("%w: no zombie write-back (sent after another worker's takeover committed) was refused by the fence for %s",
+			errInconclusive, strings.Join(missing, ", "))
+	}
+	switch {
+	case len(failed) > 0 && inconclusive != nil:
+		return fmt.Errorf("chaos (seed %d, history in %s): %s; %w", s.Seed, r.dir, strings.Join(failed, "; "), inconclusive)
+	case len(failed) > 0:
 		return fmt.Errorf("chaos (seed %d, history in %s): %s", s.Seed, r.dir, strings.Join(failed, "; "))
+	case inconclusive != nil:
+		return fmt.Errorf("chaos (seed %d, history in %s): %w", s.Seed, r.dir, inconclusive)
 	}
 	if r.f.dir == "" {
 		_ = os.RemoveAll(r.dir)

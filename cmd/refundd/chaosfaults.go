@@ -29,6 +29,21 @@ func (r *chaosRun) serveStep(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	switch s.Step {
+	case stepBeforeCall:
+		r.steer.beforeCall(req.Context(), s)
+	case stepWriteBack:
+		r.steer.writeBack(s)
+		return
+	case stepQueued:
+		r.steer.queued(s)
+		return
+	case stepBatch:
+		r.steer.batch(s)
+		return
+	case stepWroteBack:
+		r.steer.wroteBack(s)
+	}
 	if s.Step == stepWroteBack {
 		r.zombieMu.Lock()
 		if z := r.zombies[s.Job]; z != nil && z.proc == s.Proc {
@@ -57,8 +72,8 @@ func (r *chaosRun) serveStep(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	p := r.procByName(s.Proc)
-	if p == nil || !r.injecting.Load() {
-		return
+	if p == nil || !r.injecting.Load() || r.steer.active(s.Proc) {
+		return // no random fault may spoil the steered episode
 	}
 	switch s.Step {
 	case stepClaimCommit:
@@ -214,6 +229,12 @@ func (r *chaosRun) backgroundFaults(ctx context.Context) {
 		case <-tick.C:
 		}
 		p := r.procs[r.intn(len(r.procs))]
+		p.mu.Lock()
+		steered := r.steer.active(p.name)
+		p.mu.Unlock()
+		if steered {
+			continue // no random fault may spoil the steered episode
+		}
 		name := fmt.Sprintf("bg-%d", time.Now().UnixNano())
 		var (
 			px   *toxiproxy.Proxy

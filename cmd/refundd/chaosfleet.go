@@ -176,6 +176,13 @@ func (r *chaosRun) procByName(name string) *fleetProc {
 // rollingRestart restarts every process of the fleet in turn, as a deploy
 // does: SIGTERM, wait for it to write back and exit, start the new one.
 func (r *chaosRun) rollingRestart(ctx context.Context) {
+	// The deploy waits for the steered episode: its zombies need the
+	// others to take their jobs over, and a stopping process claims none.
+	select {
+	case <-r.steer.done:
+	case <-ctx.Done():
+		return
+	}
 	for _, p := range r.procs {
 		if ctx.Err() != nil {
 			return
@@ -222,6 +229,7 @@ func (r *chaosRun) rollingRestart(ctx context.Context) {
 // not exit in time.
 func (r *chaosRun) stopAll() {
 	r.stopping.Store(true)
+	r.steer.stop() // nothing may stay held while the fleet drains
 	for _, p := range r.procs {
 		p.startMu.Lock() // no restart from now on
 		p.signal(syscall.SIGCONT)

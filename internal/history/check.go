@@ -182,8 +182,8 @@ func validate(h *jobHistory, final bool) {
 	}
 	for _, o := range h.ops {
 		switch {
-		case o.kind != OpClaim && o.kind != OpTakeover && o.kind != OpWrite && o.kind != opFinal:
-			h.problem("%s's operation %d is %q, not a claim, takeover, provider call or write", o.proc, o.id, o.kind)
+		case o.kind != OpClaim && o.kind != OpTakeover && o.kind != OpResolve && o.kind != OpWrite && o.kind != opFinal:
+			h.problem("%s's operation %d is %q, not a claim, takeover, resolution, provider call or write", o.proc, o.id, o.kind)
 		case o.kind == OpWrite && !slices.Contains(writeTargets, o.to):
 			h.problem("%s's write %d targets %q, not one of %v", o.proc, o.id, o.to, writeTargets)
 		case o.returned && !slices.Contains(results, o.result):
@@ -233,13 +233,14 @@ func (r *run) check(h *jobHistory, deadline time.Time) verdict {
 	return v
 }
 
-// attemptRegressions counts the acknowledged claims and takeovers of ops
-// whose attempt is not above every attempt acknowledged before they were
-// called, or that grant an attempt granted before (in call order).
+// attemptRegressions counts the acknowledged claims, takeovers and
+// resolutions of ops whose attempt is not above every attempt acknowledged
+// before they were called, or that grant an attempt granted before (in call
+// order).
 func attemptRegressions(ops []*op) int {
 	var grants []*op
 	for _, o := range ops {
-		if (o.kind == OpClaim || o.kind == OpTakeover) && o.result == ResultOK {
+		if (o.kind == OpClaim || o.kind == OpTakeover || o.kind == OpResolve) && o.result == ResultOK {
 			grants = append(grants, o)
 		}
 	}
@@ -260,16 +261,25 @@ func attemptRegressions(ops []*op) int {
 }
 
 // terminalRegression reports whether a job acknowledged as settled for good
-// (succeeded, failed, manual_review) moved again: a later or higher claim or
-// takeover was acknowledged, or its final row is another.
+// (succeeded, failed, manual_review) moved again: a later or higher claim,
+// takeover or resolution was acknowledged, or its final row is another. A
+// job in manual review leaves it through a resolution to the next attempt
+// (the reconciler's, for new evidence, or an operator's): once one was
+// acknowledged, or may have landed, where the job went from there is the
+// linearizability check's to judge.
 func terminalRegression(ops []*op) bool {
 	for _, w := range ops {
 		if w.kind != OpWrite || w.to == fencedwrite.StateReady || w.result != ResultOK && w.result != ResultAlreadySettled {
 			continue
 		}
+		if w.to == fencedwrite.StateManualReview && slices.ContainsFunc(ops, func(o *op) bool {
+			return o.kind == OpResolve && o.attempt == w.attempt+1 && (o.result == ResultOK || o.unknown())
+		}) {
+			continue
+		}
 		for _, o := range ops {
 			switch o.kind {
-			case OpClaim, OpTakeover:
+			case OpClaim, OpTakeover, OpResolve:
 				if o.result == ResultOK && (o.attempt > w.attempt || o.call > w.ret) {
 					return true
 				}

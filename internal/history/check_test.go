@@ -18,6 +18,7 @@ const epoch = int64(1_767_225_600) * 1e9 // times are wall-clock Unix nanosecond
 
 func claim(job, attempt int64) Event    { return Event{Op: OpClaim, Job: job, Attempt: attempt} }
 func takeover(job, attempt int64) Event { return Event{Op: OpTakeover, Job: job, Attempt: attempt} }
+func resolve(job, attempt int64) Event  { return Event{Op: OpResolve, Job: job, Attempt: attempt} }
 func write(job, attempt int64, to string) Event {
 	return Event{Op: OpWrite, Job: job, Attempt: attempt, To: to}
 }
@@ -229,6 +230,62 @@ func TestCheck(t *testing.T) {
 			mustFail(t, r, 6)
 			if r.TerminalRegressions != 1 {
 				t.Errorf("%s: %d terminal regressions, want 1", name, r.TerminalRegressions)
+			}
+		}
+	})
+
+	t.Run("a job in manual review that the reconciler sends back to reconcile may be claimed again", func(t *testing.T) {
+		// Job 264 of a 300-job run: manual review at attempt 4 for evidence
+		// of a pending refund, the refund declined, the reconciler's
+		// resolution to ready@5, a claim to 6 that fails it.
+		s := new(script).
+			add("w2.1", 0, 1, claim(264, 1), ResultOK).
+			add("w2.1", 1, 2, write(264, 1, "ready"), ResultOK).
+			add("w2.2", 2, 3, claim(264, 2), ResultOK).
+			add("w2.2", 3, 4, write(264, 2, "ready"), ResultOK).
+			add("w2.3", 4, 5, claim(264, 3), ResultOK).
+			add("w2.3", 5, 6, write(264, 3, "ready"), ResultOK).
+			add("w2.3", 7, 10, claim(264, 4), ResultOK).
+			add("w2.3", 20, 30, write(264, 4, "manual_review"), ResultOK).
+			add("w3.3", 200, 210, resolve(264, 5), ResultOK).
+			add("w3.3", 270, 280, claim(264, 6), ResultOK).
+			add("w3.3", 290, 300, write(264, 6, "failed"), ResultOK)
+		r := Check(s.events, map[int64]Final{264: row1("failed", 6)}, 0)
+		mustPass(t, r)
+	})
+
+	t.Run("a resolution whose outcome is unknown may explain the next claim, or not have landed", func(t *testing.T) {
+		base := func() *script {
+			return new(script).
+				add("w1.1", 0, 10, claim(8, 1), ResultOK).
+				add("w1.1", 20, 30, write(8, 1, "manual_review"), ResultOK).
+				add("w2.1", 40, 50, resolve(8, 2), ResultUnknown)
+		}
+		mustPass(t, Check(base().add("w2.1", 60, 70, claim(8, 3), ResultOK).events, map[int64]Final{8: row1("running", 3)}, 0))
+		mustPass(t, Check(base().events, map[int64]Final{8: row1("manual_review", 1)}, 0))
+	})
+
+	t.Run("a job in manual review claimed again without a resolution is a terminal regression", func(t *testing.T) {
+		s := new(script).
+			add("w1.1", 0, 10, claim(8, 1), ResultOK).
+			add("w1.1", 20, 30, write(8, 1, "manual_review"), ResultOK).
+			add("w2.1", 40, 50, resolve(8, 2), ResultRolledBack).
+			add("w2.1", 60, 70, claim(8, 3), ResultOK)
+		r := Check(s.events, map[int64]Final{8: row1("running", 3)}, 0)
+		mustFail(t, r, 8)
+		if r.TerminalRegressions != 1 {
+			t.Errorf("got %d terminal regressions, want 1", r.TerminalRegressions)
+		}
+	})
+
+	t.Run("a resolution acknowledged while the job was not in manual review fails", func(t *testing.T) {
+		s := new(script).
+			add("w1.1", 0, 10, claim(8, 1), ResultOK).
+			add("w2.1", 40, 50, resolve(8, 2), ResultOK)
+		f := mustFail(t, Check(s.events, map[int64]Final{8: row1("ready", 2)}, 0), 8)
+		for _, want := range []string{"w2.1      resolve to attempt 2 (→ ready): ok", "w2.1's resolution to attempt 2 (→ ready) was acknowledged"} {
+			if !strings.Contains(f.Explanation, want) {
+				t.Errorf("explanation lacks %q:\n%s", want, f.Explanation)
 			}
 		}
 	})

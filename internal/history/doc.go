@@ -16,9 +16,10 @@
 // may take effect at any time after its call, even after its return. A job
 // starts as {ready@0}. The moves, for an operation of attempt a:
 //
-//	claim     ready@a-1   → running@a
-//	takeover  running@a-1 → running@a
-//	write     running@a   → To@a (ready, succeeded, failed or manual_review)
+//	claim     ready@a-1         → running@a
+//	takeover  running@a-1       → running@a
+//	resolve   manual_review@a-1 → ready@a (new evidence sends the job back to reconcile)
+//	write     running@a         → To@a (ready, succeeded, failed or manual_review)
 //
 // An acknowledged operation needs its source row among the possible ones and
 // leaves only its target; a write answered already_settled needs running@a or
@@ -30,4 +31,9 @@
 //
 // The search for an order is github.com/anishathalye/porcupine's, run on each
 // job on its own, so the check grows linearly with the number of jobs.
+//
+// Zombies measures, from the same events, whether a run exercised what the
+// fence exists for: write-backs sent after another worker's takeover
+// committed and refused as superseded, by kind of write-back, alone in their
+// transaction and in batches (Event.Batch).
 package history

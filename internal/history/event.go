@@ -6,13 +6,17 @@ type Event struct {
 	ID      int64  `json:"id"`               // operation id, unique within Proc; a call and its return share it
 	Phase   string `json:"phase"`            // PhaseCall or PhaseReturn
 	T       int64  `json:"t"`                // wall clock, Unix nanoseconds (all processes run on one machine)
-	Op      string `json:"op"`               // OpClaim, OpTakeover, OpProvider or OpWrite
+	Op      string `json:"op"`               // OpClaim, OpTakeover, OpResolve, OpProvider or OpWrite
 	Job     int64  `json:"job"`              // the job's id
-	Attempt int64  `json:"attempt"`          // claim/takeover: the attempt the job moves to; provider/write: the lease's attempt
+	Attempt int64  `json:"attempt"`          // claim/takeover/resolve: the attempt the job moves to; provider/write: the lease's attempt
 	To      string `json:"to,omitempty"`     // write: the target state
 	Key     string `json:"key,omitempty"`    // the operation key
 	Detail  string `json:"detail,omitempty"` // provider: the call kind on call (send|resend|reconcile), the answer on return
 	Result  string `json:"result,omitempty"` // on return: one of the Result constants
+	// Batch, on a write's return, is how many write-backs shared the
+	// write's transaction (1: it was alone); 0 when the write-back was
+	// applied outside any batch, alone too.
+	Batch int `json:"batch,omitempty"`
 }
 
 // Phases of an event. A call is written before the operation starts and its
@@ -31,6 +35,7 @@ const (
 	OpTakeover = "takeover" // running@a-1 → running@a, once the lease expired
 	OpProvider = "provider" // a call to the payment provider: shown in explanations, not checked
 	OpWrite    = "write"    // the fenced write-back of lease a: running@a → To@a
+	OpResolve  = "resolve"  // a resolution of a job in manual review: manual_review@a-1 → ready@a
 )
 
 // Results of an operation, on its return event. What each lets the checker

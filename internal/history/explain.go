@@ -135,6 +135,8 @@ func (o *op) describe() string {
 		what = fmt.Sprintf("claim attempt %d", o.attempt)
 	case OpTakeover:
 		what = fmt.Sprintf("takeover to attempt %d", o.attempt)
+	case OpResolve:
+		what = fmt.Sprintf("resolve to attempt %d (→ %s)", o.attempt, o.target().state)
 	case OpWrite:
 		what = fmt.Sprintf("write attempt %d → %s", o.attempt, o.to)
 	case OpProvider:
@@ -160,6 +162,8 @@ func (o *op) who() string {
 		return fmt.Sprintf("%s's claim of attempt %d", o.proc, o.attempt)
 	case OpTakeover:
 		return fmt.Sprintf("%s's takeover to attempt %d", o.proc, o.attempt)
+	case OpResolve:
+		return fmt.Sprintf("%s's resolution to attempt %d (→ %s)", o.proc, o.attempt, o.target().state)
 	case OpWrite:
 		return fmt.Sprintf("%s's write of attempt %d (→ %s)", o.proc, o.attempt, o.to)
 	}
@@ -187,7 +191,7 @@ func (o *op) refusal(states rows, moved bool) string {
 			what, o.needs(), states)
 	case o.result == ResultSuperseded || o.result == ResultRefused:
 		return fmt.Sprintf("%s, but by then the job could only be %s, so its fence would have matched", what, states)
-	case o.kind == OpClaim || o.kind == OpTakeover:
+	case o.kind == OpClaim || o.kind == OpTakeover || o.kind == OpResolve:
 		return fmt.Sprintf("%s, but by then the job could only be %s, not %s", what, states, o.source())
 	}
 	return fmt.Sprintf("%s, but by then the job could only be %s", what, states)

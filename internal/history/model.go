@@ -50,7 +50,7 @@ const opFinal = "final"
 type op struct {
 	proc     string // the process incarnation, "database" for the final read
 	id       int64
-	kind     string // OpClaim, OpTakeover, OpWrite, OpProvider or opFinal
+	kind     string // OpClaim, OpTakeover, OpResolve, OpWrite, OpProvider or opFinal
 	job      int64
 	attempt  int64
 	to       string // write: the target state; final: the state read
@@ -77,23 +77,29 @@ func (o *op) end(pending int64) int64 {
 	return o.ret
 }
 
-// source is the row an acknowledged claim, takeover or write needs.
+// source is the row an acknowledged claim, takeover, resolution or write
+// needs.
 func (o *op) source() row {
 	switch o.kind {
 	case OpClaim:
 		return row{fencedwrite.StateReady, o.attempt - 1}
 	case OpTakeover:
 		return row{fencedwrite.StateRunning, o.attempt - 1}
+	case OpResolve:
+		return row{fencedwrite.StateManualReview, o.attempt - 1}
 	case opFinal:
 		return row{o.to, o.attempt}
 	}
 	return row{fencedwrite.StateRunning, o.attempt}
 }
 
-// target is the row a claim, takeover or write makes.
+// target is the row a claim, takeover, resolution or write makes.
 func (o *op) target() row {
-	if o.kind == OpWrite {
+	switch o.kind {
+	case OpWrite:
 		return row{o.to, o.attempt}
+	case OpResolve:
+		return row{fencedwrite.StateReady, o.attempt}
 	}
 	return row{fencedwrite.StateRunning, o.attempt}
 }
