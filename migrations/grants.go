@@ -3,6 +3,8 @@ package migrations
 import (
 	"fmt"
 	"strings"
+
+	"github.com/fencekit/fencekit/ent"
 )
 
 // The application and the migrations connect with different accounts. The
@@ -33,6 +35,10 @@ func AppGrants(db, account string) []string {
 		// The fleet's outbound budget: rows are created by budget.Open and
 		// changed by Take and Return; never deleted.
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`provider_budgets` TO %s", q, account),
+		// The fence's mode, read-only: a worker may say that the fence
+		// observes; only the migration account changes it. The record of
+		// violations and of mode changes is not the application's.
+		fmt.Sprintf("GRANT SELECT ON %s.`%s` TO %s", q, ent.RefundJobFenceModeTable, account),
 	}
 }
 

@@ -57,6 +57,7 @@ func usage(w io.Writer) {
   refundd jobs    [-state S] [-id N]                        list jobs, or show one with its evidence
   refundd resolve -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
   refundd migrate [-create]                                 apply the migrations to the database
+  refundd fence   mode [observe|enforce -reason TEXT] | report [-json]   the fence's rollout mode, and the writes it let through
   refundd demo    [-json] [-scene zombie] ...               the demo at scale, or the article's scene
   refundd chaos   --jobs N --workers W --duration D --seed S [--json]   a fleet under faults, checked
 every command takes -dsn DSN (default $FENCEKIT_DSN or `+defaultDSN+`)
@@ -112,6 +113,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		return migrate(ctx, *dsn, *create, out)
+	case "fence":
+		return fenceCommand(ctx, fs, dsn, args[1:], out)
 	case "demo":
 		scene := fs.String("scene", "", "play a scripted scene instead: zombie (the article's story, step by step)")
 		var f scaleFlags

@@ -244,6 +244,14 @@ func KeysTable(table string) string { return table + "_keys" }
 // ArchiveTable is the table that holds table's archived jobs.
 func ArchiveTable(table string) string { return table + "_archive" }
 
+// FenceModeTable is the table that holds the mode of table's database fence
+// (enforce or observe); its changes are recorded in FenceModeTable + "_changes".
+func FenceModeTable(table string) string { return table + "_fence_mode" }
+
+// FenceViolationsTable is the table that records the writes table's
+// database fence let through in observe mode.
+func FenceViolationsTable(table string) string { return table + "_fence_violations" }
+
 // qualified returns each quoted column prefixed by alias, followed by suffix.
 func qualified(alias string, cols []string, suffix string) []string {
 	out := make([]string, len(cols))
