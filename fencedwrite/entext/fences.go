@@ -45,7 +45,7 @@ func renderFences(s *Spec) (string, error) {
 		Entity: s.Node.Name, T: s.Table, Keys: KeysTable(s.Table), Archive: ArchiveTable(s.Table), ID: s.IDColumn,
 		ModeTable: FenceModeTable(s.Table), ModeChanges: FenceModeTable(s.Table) + "_changes", Violations: FenceViolationsTable(s.Table),
 		Refuse: s.Table + "_fence_refuse",
-		State: a.State, Token: a.Token, Writer: a.Writer, Lease: a.LeaseUntil,
+		State:  a.State, Token: a.Token, Writer: a.Writer, Lease: a.LeaseUntil,
 		NextRun: a.NextRunAt, Action: a.NextAction, KeyFirst: a.KeyFirstUsedAt, LastSnd: a.LastSendAt,
 		ProviderRef: a.ProviderRef, LastError: a.LastError, Reason: a.ReviewReason, Evidence: a.ReviewEvidence,
 		Created: a.CreatedAt, Updated: a.UpdatedAt, Key: s.Key.StorageKey(), Clock: fencedwrite.ClockUTC,
