@@ -191,6 +191,12 @@ func TestWorkerCommitAcknowledgedToNobody(t *testing.T) {
 	_, ev := f.worker("A", func(c *worker.Config) {
 		c.DB = proxy.FencedDB(fencedwrite.DSNOptions{})
 		c.Hooks.WriteBackContext = func(ctx context.Context, j worker.Job) context.Context {
+			// The network stays down until the write-back gives up: after
+			// the unknown outcome, the worker tries to keep the provider's
+			// answer as evidence until its context ends. Three seconds, not
+			// the write-back's thirty, keep the test short.
+			ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			t.Cleanup(cancel)
 			return fencedwrite.WithHooks(ctx, fencedwrite.Hooks{BeforeCommit: proxy.CutReplies})
 		}
 		c.Hooks.WroteBack = func(j worker.Job, err error) {
