@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -208,7 +209,7 @@ func checkConfig(cfg *mysql.Config) error {
 type connector struct {
 	inner driver.Connector
 	rules SessionRules
-	iso   sync.Map // nothing but "iso" → the isolation variable, once known
+	iso   atomic.Pointer[string] // the server's isolation variable, once known
 }
 
 // Connect opens a connection and verifies its session.
@@ -276,17 +277,18 @@ func (cn *conn) verify(ctx context.Context) error {
 	if q == nil {
 		return fmt.Errorf("%w: the driver's connection cannot run queries", ErrUntrustedSession)
 	}
-	iso, ok := cn.c.iso.Load("iso")
-	if !ok {
+	iso := cn.c.iso.Load()
+	if iso == nil {
 		var version string
 		if err := queryRow(ctx, q, "SELECT VERSION()", &version); err != nil {
 			return fmt.Errorf("verify session: read the server's version: %w", err)
 		}
-		iso = IsolationVariable(version)
-		cn.c.iso.Store("iso", iso)
+		v := IsolationVariable(version)
+		iso = &v
+		cn.c.iso.Store(iso)
 	}
 	var s Session
-	if err := queryRow(ctx, q, SessionQuery(iso.(string)), s.Dest()...); err != nil {
+	if err := queryRow(ctx, q, SessionQuery(*iso), s.Dest()...); err != nil {
 		return fmt.Errorf("verify session: %w", err)
 	}
 	return s.Check(cn.c.rules)
