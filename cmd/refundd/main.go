@@ -8,9 +8,10 @@
 //	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
 //	refundd migrate  [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
 //	refundd demo     [-dsn DSN] [-scene zombie] [-json] ...
-//	refundd chaos    [-dsn DSN] --jobs N --workers W --duration D --seed S [--json]
-//	                 a fleet of refundd run processes under injected faults; checks
+//	refundd chaos    [-dsn DSN] --jobs N --workers W --duration D --seed S [--json] [--keep-history]
+//	                 a fleet of refundd processes under injected faults; checks
 //	                 the history of every process and the invariants at the end
+//	                 (the harness is internal/chaos, the demo internal/demo)
 //
 // The webhook endpoint verifies signatures with $FENCEKIT_WEBHOOK_SECRET;
 // refundd run refuses to start without it, unless -no-webhooks.
@@ -28,7 +29,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -36,6 +36,7 @@ import (
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/chaos"
 	"github.com/fencekit/fencekit/migrations"
 )
 
@@ -116,48 +117,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case "fence":
 		return fenceCommand(ctx, fs, dsn, args[1:], out)
 	case "demo":
-		scene := fs.String("scene", "", "play a scripted scene instead: zombie (the article's story, step by step)")
-		var f scaleFlags
-		fs.IntVar(&f.jobs, "jobs", 300, "refunds to enqueue")
-		fs.IntVar(&f.workers, "workers", 4, "worker clients sharing the queue and its budget")
-		fs.Uint64Var(&f.seed, "seed", 0, "seed of the injected faults (0: a new one, printed)")
-		fs.BoolVar(&f.json, "json", false, "print the summary as one JSON object on the last line")
-		fs.DurationVar(&f.lease, "lease", time.Second, "the workers' lease")
-		fs.DurationVar(&f.scan, "scan", 200*time.Millisecond, "the workers' scan interval")
-		fs.DurationVar(&f.deadline, "deadline", 3*time.Minute, "give up waiting for the jobs to settle after this long")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		switch *scene {
-		case "zombie":
-			return demo(ctx, *dsn, out)
-		case "":
-			return demoScale(ctx, *dsn, f, out)
-		default:
-			return fmt.Errorf("demo: unknown scene %q (zombie)", *scene)
-		}
+		return demoCommand(ctx, fs, dsn, args[1:], out)
 	case "chaos":
-		var f chaosFlags
-		fs.IntVar(&f.jobs, "jobs", 300, "refunds to enqueue")
-		fs.IntVar(&f.workers, "workers", 4, "refundd run processes in the fleet")
-		fs.IntVar(&f.slots, "slots", 8, "provider calls each process makes at once (refundd run -workers)")
-		fs.DurationVar(&f.duration, "duration", 60*time.Second, "how long faults are injected; then the fleet settles every job")
-		fs.DurationVar(&f.settle, "settle", 0, "how long the fleet has to settle every job once faults stop (0: 10 leases + 1m)")
-		fs.DurationVar(&f.lease, "lease", 2*time.Second, "the fleet's lease")
-		fs.Uint64Var(&f.seed, "seed", 0, "seed of the faults (0: a new one, printed)")
-		fs.Float64Var(&f.pause, "pause", 0.004, "probability that a process is frozen (SIGSTOP) past its lease right after a provider answer")
-		fs.BoolVar(&f.json, "json", false, "print the summary as one JSON object on the last line")
-		fs.StringVar(&f.dir, "history", "", "keep the histories and logs in this directory (default: a temporary one, kept when a check fails)")
-		fs.StringVar(&f.exe, "exe", "", "the refundd binary the fleet runs (default: this one)")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if cfg, err := mysql.ParseDSN(*dsn); err == nil && !flagSet(fs, "dsn") && !strings.HasSuffix(cfg.DBName, "_chaos") {
-			// chaos drops and recreates its database: never the demo's.
-			cfg.DBName = strings.TrimSuffix(cfg.DBName, "_demo") + "_chaos"
-			*dsn = cfg.FormatDSN()
-		}
-		return chaos(ctx, *dsn, f, out)
+		return chaosCommand(ctx, fs, dsn, args[1:], out)
+	case chaos.AgentCommand: // the chaos fleet's processes; listed nowhere
+		return chaosAgentCommand(ctx, fs, dsn, args[1:])
 	default:
 		usage(os.Stderr)
 		return fmt.Errorf("unknown command %q", args[0])

@@ -35,8 +35,9 @@ type runFlags struct {
 	keyRetention, lookupLag, skewMargin                  time.Duration
 	lockWait                                             time.Duration
 	pendingDelay, retryDelay, lagPoll                    time.Duration
-	// chaos: set by refundd chaos for the processes of its fleet.
-	chaos chaosAgentFlags
+	// hooks, not a flag, are the worker's hooks: refundd chaos-agent's
+	// (internal/chaos) for the processes of the chaos fleet, none for run.
+	hooks worker.Hooks
 	// listening, when set, is told the listeners' addresses once they
 	// serve and the worker started (tests listen on port 0): the webhook
 	// endpoint's, empty with -no-webhooks, and the operators'.
@@ -77,7 +78,6 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.pendingDelay, "pending-delay", worker.DefaultPendingDelay, "how long after a pending answer the refund is reconciled")
 	fs.DurationVar(&f.retryDelay, "retry-delay", worker.DefaultRetryDelay, "how long a job waits after a refusal to process (rate limited, key in use, failed lookup)")
 	fs.DurationVar(&f.lagPoll, "lag-poll", worker.DefaultLagPoll, "the least wait inside the provider's lookup-lag window")
-	f.chaos.register(fs)
 }
 
 // check refuses settings refundd run must not start with, naming each flag:
@@ -165,11 +165,6 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	caps, _ := f.capabilities() // checked above
 	log := slog.New(slog.NewJSONHandler(logOut, nil))
-	agent, err := f.chaos.open()
-	if err != nil {
-		return fmt.Errorf("run: %w", err)
-	}
-	defer agent.close()
 	w, err := worker.New(worker.Config{
 		DB:               db,
 		Provider:         provider.NewHTTPClient(f.providerURL, &http.Client{}, caps),
@@ -189,7 +184,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		WebhookSecret:    []byte(secret),
 		Logger:           log,
 		Metrics:          newPromMetrics(reg),
-		Hooks:            agent.hooks(),
+		Hooks:            f.hooks,
 	})
 	if err != nil {
 		return fmt.Errorf("run: %w", err)

@@ -271,3 +271,25 @@ func (d *DB) DropTriggers() {
 		}
 	}
 }
+
+// ScratchDSN returns the DSN of a database name on the test server that
+// ends in suffix and does not exist yet, dropped when t ends: the name that
+// refundd demo (_demo) and refundd chaos (_chaos) require before they drop
+// and recreate it (internal/scratchdb).
+func ScratchDSN(t testing.TB, suffix string) string {
+	t.Helper()
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := devdb.Name(t.Name()) + suffix
+	t.Cleanup(func() {
+		db, err := sql.Open("mysql", devdb.DSN(cfg, ""))
+		if err != nil {
+			return
+		}
+		defer db.Close()
+		_, _ = db.Exec("DROP DATABASE IF EXISTS `" + name + "`")
+	})
+	return devdb.DSN(cfg, name)
+}

@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"bytes"
@@ -15,23 +15,29 @@ import (
 	"github.com/fencekit/fencekit/worker"
 )
 
-// chaosAgentFlags are the settings refundd chaos gives each process of its
+// AgentCommand is the hidden refundd command the fleet's processes run:
+// refundd run's flags and worker, plus AgentFlags, with the Agent's hooks.
+// refundd wires it; it is for this harness only and listed nowhere.
+const AgentCommand = "chaos-agent"
+
+// AgentFlags are the settings refundd chaos gives each process of its
 // fleet: where to record the history, and where to report each step
 // boundary so that the chaos process can inject a fault exactly there.
-type chaosAgentFlags struct {
+type AgentFlags struct {
 	history, control, proc string
 }
 
-func (f *chaosAgentFlags) register(fs *flag.FlagSet) {
+// Register registers the agent's flags on AgentCommand's flag set.
+func (f *AgentFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.history, "chaos-history", "", "refundd chaos: append this process's history of operations to this file")
 	fs.StringVar(&f.control, "chaos-control", "", "refundd chaos: URL the process reports its step boundaries to, and waits on")
 	fs.StringVar(&f.proc, "chaos-proc", "", "refundd chaos: this process's name in the history")
 }
 
-// chaosAgent records a fleet process's history and stops at each step
+// Agent records a fleet process's history and stops at each step
 // boundary until the chaos process, which may kill, pause or cut it there,
 // lets it go on. A nil agent does nothing.
-type chaosAgent struct {
+type Agent struct {
 	rec     *history.Recorder
 	control string
 	proc    string
@@ -80,22 +86,21 @@ const (
 	stepWroteBack     = "wrote_back"     // a job's write-back returned
 )
 
-func (f chaosAgentFlags) open() (*chaosAgent, error) {
-	if f.history == "" && f.control == "" {
-		return nil, nil
-	}
+// Open opens the agent's history file. All three flags are required.
+func (f AgentFlags) Open() (*Agent, error) {
 	if f.history == "" || f.control == "" || f.proc == "" {
-		return nil, errors.New("-chaos-history, -chaos-control and -chaos-proc go together")
+		return nil, errors.New("chaos agent: -chaos-history, -chaos-control and -chaos-proc are all required")
 	}
 	rec, err := history.Open(f.history, f.proc)
 	if err != nil {
 		return nil, err
 	}
-	return &chaosAgent{rec: rec, control: f.control, proc: f.proc, client: &http.Client{Timeout: stepTimeout},
+	return &Agent{rec: rec, control: f.control, proc: f.proc, client: &http.Client{Timeout: stepTimeout},
 		calls: map[jobAttempt]int64{}, writes: map[jobAttempt]int64{}, batched: map[jobAttempt]int{}, resolve: map[jobAttempt]int64{}}, nil
 }
 
-func (a *chaosAgent) close() {
+// Close closes the agent's history file.
+func (a *Agent) Close() {
 	if a != nil {
 		a.rec.Close()
 	}
@@ -103,7 +108,7 @@ func (a *chaosAgent) close() {
 
 // step reports s and waits until the chaos process lets the process go on
 // (it may never: a SIGKILL). Without an answer it goes on.
-func (a *chaosAgent) step(s chaosStep) {
+func (a *Agent) step(s chaosStep) {
 	s.Proc = a.proc
 	body, _ := json.Marshal(s)
 	resp, err := a.client.Post(a.control, "application/json", bytes.NewReader(body))
@@ -120,7 +125,9 @@ type claimBatch struct {
 
 type claimBatchKey struct{}
 
-func (a *chaosAgent) hooks() worker.Hooks {
+// Hooks are the worker's hooks that record the process's history and
+// report each step boundary. A nil agent's are none.
+func (a *Agent) Hooks() worker.Hooks {
 	if a == nil {
 		return worker.Hooks{}
 	}

@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"context"
@@ -14,14 +14,15 @@ import (
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/internal/history"
+	"github.com/fencekit/fencekit/internal/scratchdb"
 	"github.com/fencekit/fencekit/provider"
 )
 
 // check reads what happened, from the histories, the database and the fake
 // provider, and checks it.
-func (r *chaosRun) check(ctx context.Context) (chaosSummary, error) {
-	s := chaosSummary{Seed: r.f.seed, Jobs: r.f.jobs, Processes: r.f.workers, Incarnations: r.incarn, History: r.dir}
-	c, err := openClient(r.dsn)
+func (r *chaosRun) check(ctx context.Context) (Summary, error) {
+	s := Summary{Seed: r.f.Seed, Jobs: r.f.Jobs, Processes: r.f.Workers, Incarnations: r.incarn, History: r.dir}
+	c, err := scratchdb.OpenClient(r.dsn)
 	if err != nil {
 		return s, err
 	}
@@ -220,14 +221,14 @@ func evidenceOf(key, detail string) []string {
 	return nil
 }
 
-// errInconclusive is report's error for a run that did not exercise a zombie
+// ErrInconclusive is report's error for a run that did not exercise a zombie
 // write-back of every kind, alone and in a batch: its checks, passed or not,
 // prove nothing about the fence there.
-var errInconclusive = errors.New("inconclusive")
+var ErrInconclusive = errors.New("inconclusive")
 
 // report prints the summary and fails when a check did, or when the run was
-// inconclusive (errInconclusive).
-func (r *chaosRun) report(s chaosSummary, out io.Writer) error {
+// inconclusive (ErrInconclusive).
+func (r *chaosRun) report(s Summary, out io.Writer) error {
 	var failed []string
 	for _, c := range []struct {
 		n    int
@@ -253,7 +254,7 @@ func (r *chaosRun) report(s chaosSummary, out io.Writer) error {
 	if b, err := os.ReadFile(filepath.Join(r.dir, "invariants.txt")); err == nil {
 		fmt.Fprintf(out, "invariants broken:\n%s", b)
 	}
-	if r.f.json {
+	if r.f.JSON {
 		b, err := json.Marshal(s)
 		if err != nil {
 			return err
@@ -285,7 +286,7 @@ func (r *chaosRun) report(s chaosSummary, out io.Writer) error {
 	var inconclusive error
 	if missing := s.ZombieWriteBacks.Missing(); len(missing) > 0 {
 		inconclusive = fmt.Errorf("%w: no zombie write-back (sent after another worker's takeover committed) was refused by the fence for %s",
-			errInconclusive, strings.Join(missing, ", "))
+			ErrInconclusive, strings.Join(missing, ", "))
 	}
 	switch {
 	case len(failed) > 0 && inconclusive != nil:
@@ -295,7 +296,7 @@ func (r *chaosRun) report(s chaosSummary, out io.Writer) error {
 	case inconclusive != nil:
 		return fmt.Errorf("chaos (seed %d, history in %s): %w", s.Seed, r.dir, inconclusive)
 	}
-	if r.f.dir == "" {
+	if r.f.Dir == "" {
 		_ = os.RemoveAll(r.dir)
 	}
 	return nil

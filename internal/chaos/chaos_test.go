@@ -1,19 +1,25 @@
-package main
+package chaos
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fencekit/fencekit/internal/dbtest"
 )
 
-// buildRefundd builds the refundd binary the fleet runs, with tags.
+// buildRefundd builds the refundd binary the fleet runs (its hidden
+// AgentCommand), with tags.
 func buildRefundd(t *testing.T, tags string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "refundd")
@@ -21,18 +27,27 @@ func buildRefundd(t *testing.T, tags string) string {
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
-	cmd := exec.Command("go", append(args, ".")...)
+	cmd := exec.Command("go", append(args, "github.com/fencekit/fencekit/cmd/refundd")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build refundd: %v\n%s", err, out)
 	}
 	return bin
 }
 
+// config is the harness's Config with refundd chaos's defaults, running bin
+// in dsn's database, its histories kept in a directory of t's.
+func config(t *testing.T, bin string) Config {
+	var c Config
+	c.RegisterFlags(flag.NewFlagSet("chaos", flag.PanicOnError))
+	c.Exe, c.Dir, c.JSON = bin, t.TempDir(), true
+	return c
+}
+
 // lastJSON decodes the last line of out, refundd chaos -json's summary.
-func lastJSON(t *testing.T, out string) chaosSummary {
+func lastJSON(t *testing.T, out string) Summary {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var s chaosSummary
+	var s Summary
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
 		t.Fatalf("the last line is not the JSON summary: %v\n%s", err, out)
 	}
@@ -83,8 +98,9 @@ func wantEveryZombieWriteBack(t *testing.T, out string) {
 func TestChaosShortRun(t *testing.T) {
 	bin := buildRefundd(t, "")
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"chaos", "-dsn", freshDSN(t, "_chaos"), "-exe", bin, "-history", t.TempDir(),
-		"--jobs", "240", "--workers", "3", "--duration", "25s", "--seed", "20261203", "--pause", "0.05", "--json"}, &out)
+	c := config(t, bin)
+	c.Jobs, c.Workers, c.Duration, c.Seed, c.Pause = 240, 3, 25*time.Second, 20261203, 0.05
+	err := Run(context.Background(), dbtest.ScratchDSN(t, "_chaos"), c, &out)
 	if err != nil {
 		t.Fatalf("chaos: %v\n%s", err, out.String())
 	}
@@ -153,12 +169,13 @@ func TestChaosShortRun(t *testing.T) {
 // The counts come from the history, not from the plan.
 func TestChaosExercisesEveryZombieWriteBack(t *testing.T) {
 	bin := buildRefundd(t, "")
-	for _, seed := range []string{"3", "7", "11"} {
-		t.Run("seed "+seed+" refuses a zombie write-back of every kind, alone and batched", func(t *testing.T) {
+	for _, seed := range []uint64{3, 7, 11} {
+		t.Run(fmt.Sprintf("seed %d", seed)+" refuses a zombie write-back of every kind, alone and batched", func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			err := run(context.Background(), []string{"chaos", "-dsn", freshDSN(t, "_chaos"), "-exe", bin, "-history", t.TempDir(),
-				"--jobs", "40", "--workers", "2", "--duration", "5s", "--seed", seed, "--json"}, &out)
+			c := config(t, bin)
+			c.Jobs, c.Workers, c.Duration, c.Seed = 40, 2, 5*time.Second, seed
+			err := Run(context.Background(), dbtest.ScratchDSN(t, "_chaos"), c, &out)
 			if err != nil {
 				t.Fatalf("chaos: %v\n%s", err, out.String())
 			}
@@ -176,12 +193,13 @@ func TestChaosExercisesEveryZombieWriteBack(t *testing.T) {
 // in a batch, so every seed must be caught.
 func TestChaosCatchesABrokenFence(t *testing.T) {
 	bin := buildRefundd(t, "fencekit_broken_fence")
-	for _, seed := range []string{"7", "8"} {
-		t.Run("seed "+seed+" is caught by the history check", func(t *testing.T) {
+	for _, seed := range []uint64{7, 8} {
+		t.Run(fmt.Sprintf("seed %d", seed)+" is caught by the history check", func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			err := run(context.Background(), []string{"chaos", "-dsn", freshDSN(t, "_chaos"), "-exe", bin, "-history", t.TempDir(),
-				"--jobs", "40", "--workers", "2", "--duration", "5s", "--seed", seed, "--json"}, &out)
+			c := config(t, bin)
+			c.Jobs, c.Workers, c.Duration, c.Seed = 40, 2, 5*time.Second, seed
+			err := Run(context.Background(), dbtest.ScratchDSN(t, "_chaos"), c, &out)
 			if err == nil {
 				t.Fatalf("chaos passed with a broken fence:\n%s", out.String())
 			}
@@ -207,21 +225,28 @@ func TestChaosCatchesABrokenFence(t *testing.T) {
 // end in _chaos, and bad settings, each named, before touching anything.
 func TestChaosRefusesBadSettings(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
+		dsn  string
+		set  func(*Config)
 		want string
 	}{
-		{[]string{"-dsn", "root@tcp(127.0.0.1:3306)/payments"}, "the name must end in _chaos"},
-		{[]string{"--workers", "1"}, "--workers must be at least 2"},
-		{[]string{"--jobs", "0"}, "--jobs must be at least 8"},
-		{[]string{"--jobs", "7"}, "--jobs must be at least 8: every run steers that many jobs into zombie write-backs"},
-		{[]string{"--slots", "4"}, "--slots must be at least 8"},
-		{[]string{"--lease", "10ms"}, "--lease must be at least 1s"},
-		{[]string{"--pause", "2"}, "--pause must be a probability"},
-		{[]string{"--duration", "0s"}, "--duration must be positive"},
+		{"root@tcp(127.0.0.1:3306)/payments", func(*Config) {}, "the name must end in _chaos"},
+		{"", func(c *Config) { c.Workers = 1 }, "--workers must be at least 2"},
+		{"", func(c *Config) { c.Jobs = 0 }, "--jobs must be at least 8"},
+		{"", func(c *Config) { c.Jobs = 7 }, "--jobs must be at least 8: every run steers that many jobs into zombie write-backs"},
+		{"", func(c *Config) { c.Slots = 4 }, "--slots must be at least 8"},
+		{"", func(c *Config) { c.Lease = 10 * time.Millisecond }, "--lease must be at least 1s"},
+		{"", func(c *Config) { c.Pause = 2 }, "--pause must be a probability"},
+		{"", func(c *Config) { c.Duration = 0 }, "--duration must be positive"},
 	} {
-		err := run(context.Background(), append([]string{"chaos"}, tc.args...), io.Discard)
+		c := config(t, "refundd")
+		tc.set(&c)
+		dsn := tc.dsn
+		if dsn == "" {
+			dsn = "root@tcp(127.0.0.1:3306)/untouched_chaos"
+		}
+		err := Run(context.Background(), dsn, c, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("chaos %v: %v, want an error containing %q", tc.args, err, tc.want)
+			t.Errorf("chaos %+v: %v, want an error containing %q", c, err, tc.want)
 		}
 	}
 }
@@ -243,16 +268,16 @@ func TestChaosReportsAnUnexercisedKindAsInconclusive(t *testing.T) {
 		{"a run with every kind alone and in a batch is conclusive", every, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var s chaosSummary
+			var s Summary
 			if err := json.Unmarshal([]byte(`{"seed":7,"history_check":"ok","zombie_write_backs":`+tc.zombies+`}`), &s); err != nil {
 				t.Fatal(err)
 			}
-			r := &chaosRun{f: chaosFlags{json: true, dir: t.TempDir()}}
-			r.dir = r.f.dir
+			r := &chaosRun{f: Config{JSON: true, Dir: t.TempDir()}}
+			r.dir = r.f.Dir
 			var out bytes.Buffer
 			err := r.report(s, &out)
-			if tc.want != nil && !errors.Is(err, errInconclusive) {
-				t.Errorf("report: %v, want an error matching errInconclusive", err)
+			if tc.want != nil && !errors.Is(err, ErrInconclusive) {
+				t.Errorf("report: %v, want an error matching ErrInconclusive", err)
 			}
 			if tc.want == nil {
 				if err != nil {

@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"bufio"
@@ -44,7 +44,7 @@ func (r *chaosRun) start(ctx context.Context, p *fleetProc) error {
 	p.mu.Unlock()
 	cfg := r.cfg.Clone()
 	cfg.Addr = p.db.Listen
-	args := []string{"run",
+	args := []string{AgentCommand,
 		"-dsn", cfg.FormatDSN(),
 		"-provider-url", "http://" + p.prov.Listen,
 		"-provider-key-retention", chaosKeyRetention.String(),
@@ -52,8 +52,8 @@ func (r *chaosRun) start(ctx context.Context, p *fleetProc) error {
 		"-provider-skew-margin", "2s",
 		"-listen", "127.0.0.1:0",
 		"-operator-listen", "127.0.0.1:0",
-		"-workers", fmt.Sprint(r.f.slots),
-		"-lease", r.f.lease.String(),
+		"-workers", fmt.Sprint(r.f.Slots),
+		"-lease", r.f.Lease.String(),
 		"-scan", chaosScan.String(),
 		"-provider-timeout", chaosProviderTimeout.String(),
 		"-budget-rate", "5000", "-budget-burst", "500",
@@ -66,7 +66,7 @@ func (r *chaosRun) start(ctx context.Context, p *fleetProc) error {
 		"-chaos-control", r.controlURL + "/step",
 		"-chaos-proc", name,
 	}
-	cmd := exec.Command(r.f.exe, args...)
+	cmd := exec.Command(r.f.Exe, args...)
 	// A fleet process never outlives refundd chaos.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Env = append(os.Environ(), "FENCEKIT_WEBHOOK_SECRET="+r.secret)
@@ -188,7 +188,7 @@ func (r *chaosRun) rollingRestart(ctx context.Context) {
 			return
 		}
 		// A frozen process is deployed once it thaws.
-		for wait := time.Now().Add(3 * r.f.lease); ; {
+		for wait := time.Now().Add(3 * r.f.Lease); ; {
 			p.mu.Lock()
 			paused := p.paused
 			p.mu.Unlock()

@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func (r *chaosRun) serveStep(w http.ResponseWriter, req *http.Request) {
 			r.count(faultHeldForZombie, 1)
 			select {
 			case <-z.wrote:
-			case <-time.After(2 * r.f.lease):
+			case <-time.After(2 * r.f.Lease):
 				// The zombie died or never wrote back: stop waiting for it.
 				r.zombieMu.Lock()
 				if r.zombies[s.Job] == z {
@@ -95,7 +95,7 @@ func (r *chaosRun) serveStep(w http.ResponseWriter, req *http.Request) {
 		switch {
 		case r.chance(0.004):
 			r.kill(p, faultKillAfterAnswer)
-		case r.chance(r.f.pause):
+		case r.chance(r.f.Pause):
 			r.pause(p, s)
 		}
 	case stepBusinessWrite:
@@ -162,7 +162,7 @@ func (r *chaosRun) pause(p *fleetProc, s chaosStep) {
 	p.mu.Lock()
 	p.paused = true
 	p.mu.Unlock()
-	time.Sleep(r.f.lease + 4*chaosScan) // the fault itself: a process frozen past its lease
+	time.Sleep(r.f.Lease + 4*chaosScan) // the fault itself: a process frozen past its lease
 	p.mu.Lock()
 	p.paused = false
 	p.mu.Unlock()

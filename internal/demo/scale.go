@@ -1,9 +1,10 @@
-package main
+package demo
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,23 +20,39 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/scratchdb"
 	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 	"github.com/fencekit/fencekit/worker"
 )
 
-// scaleFlags are the demo's settings.
-type scaleFlags struct {
-	jobs, workers int
-	seed          uint64
-	json          bool
-	lease, scan   time.Duration
-	deadline      time.Duration
+// Config are the demo at scale's settings; RegisterFlags names them as
+// flags.
+type Config struct {
+	Jobs     int           // refunds to enqueue
+	Workers  int           // worker clients sharing the queue and its budget
+	Seed     uint64        // seed of the injected faults (0: a new one, printed)
+	JSON     bool          // print the summary as one JSON object on the last line
+	Lease    time.Duration // the workers' lease
+	Scan     time.Duration // the workers' scan interval
+	Deadline time.Duration // give up waiting for the jobs to settle after this long
 }
 
-// summary is what the demo found at the end, from the database and the
+// RegisterFlags registers c's fields as refundd demo's flags, with their
+// defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.Jobs, "jobs", 300, "refunds to enqueue")
+	fs.IntVar(&c.Workers, "workers", 4, "worker clients sharing the queue and its budget")
+	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the injected faults (0: a new one, printed)")
+	fs.BoolVar(&c.JSON, "json", false, "print the summary as one JSON object on the last line")
+	fs.DurationVar(&c.Lease, "lease", time.Second, "the workers' lease")
+	fs.DurationVar(&c.Scan, "scan", 200*time.Millisecond, "the workers' scan interval")
+	fs.DurationVar(&c.Deadline, "deadline", 3*time.Minute, "give up waiting for the jobs to settle after this long")
+}
+
+// Summary is what the demo found at the end, from the database and the
 // fake provider, not from what the workers believe.
-type summary struct {
+type Summary struct {
 	Seed                         uint64         `json:"seed"`
 	Jobs                         int            `json:"jobs"`
 	Workers                      int            `json:"workers"`
@@ -98,31 +115,31 @@ func (tl *timeline) add(key, format string, args ...any) {
 	tl.events = append(tl.events, fmt.Sprintf("%7.3fs  ", time.Since(tl.start).Seconds())+fmt.Sprintf(format, args...))
 }
 
-// demoScale runs the demo at scale: a fresh database, the fake provider with
+// Scale runs the demo at scale: a fresh database, the fake provider with
 // the seed's faults at random, several real workers sharing one budget,
 // a few hundred refunds, one worker paused past its lease and resumed. It
 // ends with the timeline of that zombie episode and a summary, and fails if
 // any key was paid twice, a ledger row parted from its job, or a job is left
 // unfinished.
-func demoScale(ctx context.Context, dsn string, f scaleFlags, out io.Writer) error {
-	if f.jobs < 1 || f.workers < 2 {
+func Scale(ctx context.Context, dsn string, f Config, out io.Writer) error {
+	if f.Jobs < 1 || f.Workers < 2 {
 		return errors.New("demo: -jobs must be at least 1 and -workers at least 2 (one of them is paused)")
 	}
-	if f.seed == 0 {
-		f.seed = uint64(time.Now().UnixNano())
+	if f.Seed == 0 {
+		f.Seed = uint64(time.Now().UnixNano())
 	}
 	say := func(format string, args ...any) {
-		if !f.json {
+		if !f.JSON {
 			fmt.Fprintf(out, format+"\n", args...)
 		}
 	}
-	if err := recreate(ctx, dsn); err != nil {
+	if err := scratchdb.Recreate(ctx, dsn, "demo"); err != nil {
 		return err
 	}
-	if err := migrate(ctx, dsn, false, io.Discard); err != nil {
+	if err := scratchdb.Migrate(ctx, dsn, io.Discard); err != nil {
 		return err
 	}
-	say("seed %d: %d refunds, %d workers, lease %v, scan %v (replay with -seed %d)", f.seed, f.jobs, f.workers, f.lease, f.scan, f.seed)
+	say("seed %d: %d refunds, %d workers, lease %v, scan %v (replay with -seed %d)", f.Seed, f.Jobs, f.Workers, f.Lease, f.Scan, f.Seed)
 
 	// The webhook endpoint of the fleet.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -139,9 +156,9 @@ func demoScale(ctx context.Context, dsn string, f scaleFlags, out io.Writer) err
 	})}
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
-	secret := []byte(fmt.Sprintf("whsec_demo_%d", f.seed))
+	secret := []byte(fmt.Sprintf("whsec_demo_%d", f.Seed))
 
-	rng := rand.New(rand.NewPCG(f.seed, f.seed^0x9e3779b97f4a7c15))
+	rng := rand.New(rand.NewPCG(f.Seed, f.Seed^0x9e3779b97f4a7c15))
 	srv := fakeprovider.StartWith(fakeprovider.Config{
 		LookupLag:     300 * time.Millisecond,
 		WebhookURL:    "http://" + ln.Addr().String() + "/webhooks",
@@ -158,12 +175,12 @@ func demoScale(ctx context.Context, dsn string, f scaleFlags, out io.Writer) err
 	})
 	defer srv.Close()
 
-	svc, err := openClient(dsn)
+	svc, err := scratchdb.OpenClient(dsn)
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
-	for i := range f.jobs {
+	for i := range f.Jobs {
 		p := ent.RefundJobEnqueue{OperationKey: fmt.Sprintf("refund-%05d", i+1), PaymentRef: fmt.Sprintf("pay-%05d", i+1),
 			AmountMinor: int64(100 + rng.IntN(100_000)), Currency: "EUR"}
 		srv.AddPayment(p.PaymentRef, p.AmountMinor, p.Currency)
@@ -171,7 +188,7 @@ func demoScale(ctx context.Context, dsn string, f scaleFlags, out io.Writer) err
 			return err
 		}
 	}
-	say("enqueued %d refunds", f.jobs)
+	say("enqueued %d refunds", f.Jobs)
 
 	tl := &timeline{start: time.Now()}
 	m := &demoMetrics{calls: map[string]int{}}
@@ -179,7 +196,7 @@ func demoScale(ctx context.Context, dsn string, f scaleFlags, out io.Writer) err
 	var zombieDone atomic.Bool // and has written back since
 	var pausedAttempt atomic.Int64
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	workers := make([]*worker.Client, f.workers)
+	workers := make([]*worker.Client, f.Workers)
 	for i := range workers {
 		name := fmt.Sprintf("W%d", i+1)
 		db, err := fencedwrite.OpenDB(dsn, fencedwrite.DSNOptions{})
@@ -188,7 +205,7 @@ func demoScale(ctx context.Context, dsn string, f scaleFlags, out io.Writer) err
 		}
 		defer db.Close()
 		w, err := worker.New(worker.Config{
-			DB: db, Provider: srv.Client(), Workers: 8, Lease: f.lease, ScanInterval: f.scan,
+			DB: db, Provider: srv.Client(), Workers: 8, Lease: f.Lease, ScanInterval: f.Scan,
 			ProviderTimeout: 2 * time.Second, PendingDelay: 300 * time.Millisecond, RetryDelay: 100 * time.Millisecond, LagPoll: 100 * time.Millisecond,
 			BudgetRate: 2000, BudgetBurst: 200, WebhookSecret: secret, Logger: quiet, Metrics: m,
 			Hooks: worker.Hooks{
@@ -202,8 +219,8 @@ func demoScale(ctx context.Context, dsn string, f scaleFlags, out io.Writer) err
 						tl.mu.Unlock()
 						pausedAttempt.Store(j.Attempt)
 						tl.add(j.OperationKey, "%s claimed job %d at attempt %d and sent %s; the provider answered", name, j.ID, j.Attempt, j.OperationKey)
-						tl.add(j.OperationKey, "%s pauses (a GC pause, a stuck socket) for %v, past its %v lease", name, 3*f.lease, f.lease)
-						time.Sleep(3 * f.lease) // the demo's fault: a worker stalled past its lease
+						tl.add(j.OperationKey, "%s pauses (a GC pause, a stuck socket) for %v, past its %v lease", name, 3*f.Lease, f.Lease)
+						time.Sleep(3 * f.Lease) // the demo's fault: a worker stalled past its lease
 						tl.add(j.OperationKey, "%s resumes and writes back at attempt %d", name, j.Attempt)
 						return
 					}
@@ -238,7 +255,7 @@ func demoScale(ctx context.Context, dsn string, f scaleFlags, out io.Writer) err
 	}
 
 	started := time.Now()
-	deadline := time.After(f.deadline)
+	deadline := time.After(f.Deadline)
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	counts := func() map[refundjob.State]int {
@@ -265,13 +282,13 @@ wait:
 			break wait
 		case <-tick.C:
 			c := counts()
-			if !f.json {
+			if !f.JSON {
 				fmt.Fprintf(out, "\r%6.1fs  succeeded %4d  failed %3d  manual review %3d  waiting %4d  running %3d  takeovers %3d  stale writes refused %3d ",
 					time.Since(started).Seconds(), c[refundjob.StateSucceeded], c[refundjob.StateFailed], c[refundjob.StateManualReview],
 					c[refundjob.StateReady], c[refundjob.StateRunning], m.takeovers.Load(), m.stale.Load())
 			}
 			// Done when every job is settled and the paused worker came back.
-			if c[refundjob.StateReady]+c[refundjob.StateRunning] == 0 && (zombieDone.Load() || !paused.Load() && time.Since(started) > 5*f.lease) {
+			if c[refundjob.StateReady]+c[refundjob.StateRunning] == 0 && (zombieDone.Load() || !paused.Load() && time.Since(started) > 5*f.Lease) {
 				break wait
 			}
 		}
@@ -285,10 +302,10 @@ wait:
 	}
 	final = counts()
 
-	s := summary{Seed: f.seed, Jobs: f.jobs, Workers: f.workers, Succeeded: final[refundjob.StateSucceeded], Failed: final[refundjob.StateFailed],
+	s := Summary{Seed: f.Seed, Jobs: f.Jobs, Workers: f.Workers, Succeeded: final[refundjob.StateSucceeded], Failed: final[refundjob.StateFailed],
 		ManualReview: final[refundjob.StateManualReview], Unfinished: final[refundjob.StateReady] + final[refundjob.StateRunning],
 		Takeovers: m.takeovers.Load(), StaleWritesRejected: m.stale.Load(), Alerts: m.alerts.Load(),
-		Seconds: elapsed.Seconds(), JobsPerSecond: float64(f.jobs) / elapsed.Seconds()}
+		Seconds: elapsed.Seconds(), JobsPerSecond: float64(f.Jobs) / elapsed.Seconds()}
 	m.mu.Lock()
 	s.ProviderCalls = m.calls
 	m.mu.Unlock()
@@ -303,7 +320,7 @@ wait:
 	events := tl.events
 	key := tl.key
 	tl.mu.Unlock()
-	if !f.json {
+	if !f.JSON {
 		say("one zombie episode, %s:", key)
 		for _, e := range events {
 			say("  %s", e)
@@ -321,7 +338,7 @@ wait:
 		say("  provider calls %v; faults injected %v", s.ProviderCalls, s.FaultsInjected)
 		say("  refunds the provider executed %d; operation keys paid more than once %d; ledger rows parted from their job %d",
 			s.ProviderRefundsExecuted, s.OperationKeysPaidMoreThanOne, s.LedgerMismatches)
-		say("the database %s is left in place: refundd jobs -state manual_review, refundd jobs -id N", dbName(dsn))
+		say("the database %s is left in place: refundd jobs -state manual_review, refundd jobs -id N", scratchdb.Name(dsn))
 	} else {
 		b, err := json.Marshal(s)
 		if err != nil {
@@ -346,7 +363,7 @@ wait:
 }
 
 // audit fills in what the database and the provider say.
-func audit(ctx context.Context, c *ent.Client, srv *fakeprovider.Server, s *summary) error {
+func audit(ctx context.Context, c *ent.Client, srv *fakeprovider.Server, s *Summary) error {
 	jobs, err := c.RefundJob.Query().All(ctx)
 	if err != nil {
 		return err
@@ -398,13 +415,4 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-func dbName(dsn string) string {
-	i := strings.LastIndex(dsn, "/")
-	name := dsn[i+1:]
-	if j := strings.IndexByte(name, '?'); j >= 0 {
-		name = name[:j]
-	}
-	return name
 }

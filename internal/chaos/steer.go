@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"context"
@@ -122,7 +122,7 @@ type steerer struct {
 func newSteerer(r *chaosRun, proc string) *steerer {
 	alone, together := steerPlan(steerBatchers)
 	return &steerer{r: r, proc: proc, batchers: steerBatchers, alone: alone, together: together,
-		bound:   min(20*r.f.lease+time.Minute, stepTimeout/2),
+		bound:   min(20*r.f.Lease+time.Minute, stepTimeout/2),
 		byLease: map[jobAttempt]*steered{}, byJob: map[int64]*steered{}, sent: map[string]bool{},
 		passed: map[jobAttempt]bool{}, once: map[chan struct{}]bool{},
 		planned: make(chan struct{}), done: make(chan struct{}), abort: make(chan struct{})}
