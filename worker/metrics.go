@@ -15,7 +15,7 @@ const (
 )
 
 // Metrics receives the worker's measurements. Implementations must be safe
-// for concurrent use; cmd/refundd implements it with Prometheus, so the
+// for concurrent use; package worker/metrics implements it with Prometheus, so the
 // worker itself depends on no metrics library.
 type Metrics interface {
 	// Claims counts jobs claimed to run now, by action (refund, reconcile).

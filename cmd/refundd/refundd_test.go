@@ -1,10 +1,14 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/fencekit/fencekit/worker/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // asRefundd, in the environment, makes the test binary run refundd's main
@@ -50,6 +54,45 @@ func TestRunCarriesNoChaosFlag(t *testing.T) {
 	for _, want := range []string{"-chaos-history", "-chaos-control", "-chaos-proc", "-provider-url"} {
 		if !strings.Contains(agent, want) {
 			t.Errorf("refundd chaos-agent -h lacks %s:\n%s", want, agent)
+		}
+	}
+}
+
+// refundd run's /metrics shows every metric of the worker before any job
+// ran, the labelled counters at 0 with snake_case label values.
+func TestRunExportsEveryMetricBeforeAnyJob(t *testing.T) {
+	t.Parallel()
+	r := startRun(t, migratedDSN(t), "-no-webhooks", "-provider-url", "http://127.0.0.1:9/v1")
+	code, body := get(t, r.operator, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	fams, err := func() ([]string, error) {
+		reg := prometheus.NewRegistry()
+		metrics.New(reg)
+		got, err := reg.Gather()
+		names := make([]string, len(got))
+		for i, f := range got {
+			names[i] = f.GetName()
+		}
+		return names, err
+	}()
+	if err != nil || len(fams) < 13 {
+		t.Fatalf("metrics.New registers %d metrics (%v): %v", len(fams), fams, err)
+	}
+	for _, name := range fams {
+		if !strings.Contains(body, "\n"+name+" 0\n") && !strings.Contains(body, "\n"+name+"{") {
+			t.Errorf("/metrics lacks %s before any job", name)
+		}
+	}
+	for _, want := range []string{
+		`fencekit_stale_writes_rejected_total{transition="manual_review"} 0`,
+		`fencekit_provider_calls_total{kind="reconcile"} 0`,
+		`fencekit_takeovers_total 0`,
+		`fencekit_claims_total{action="refund"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
 		}
 	}
 }

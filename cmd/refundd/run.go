@@ -21,6 +21,7 @@ import (
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/worker"
+	"github.com/fencekit/fencekit/worker/metrics"
 )
 
 // runFlags are refundd run's settings.
@@ -183,7 +184,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		LagPoll:          f.lagPoll,
 		WebhookSecret:    []byte(secret),
 		Logger:           log,
-		Metrics:          newPromMetrics(reg),
+		Metrics:          metrics.New(reg),
 		Hooks:            f.hooks,
 	})
 	if err != nil {
