@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -94,5 +96,32 @@ func TestRunExportsEveryMetricBeforeAnyJob(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// refundd run's log lines write durations as people read them ("30s"), not
+// as nanoseconds.
+func TestRunLogsDurationsReadably(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	r := startRunLogging(t, migratedDSN(t), logs, "-no-webhooks", "-provider-url", "http://127.0.0.1:9/v1", "-lease", "2m30s", "-stop-grace", "1500ms")
+	r.stop(t)
+	lines := map[string]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("a log line is not JSON: %v: %s", err, line)
+		}
+		lines[fmt.Sprint(l["msg"])] = l
+	}
+	running, stopping := lines["refundd running"], lines["stopping: no more claims; calls in flight finish or are cancelled"]
+	if running == nil || stopping == nil {
+		t.Fatalf("no start or stop line in the log:\n%s", logs.String())
+	}
+	if running["lease"] != "2m30s" {
+		t.Errorf(`the start line's lease is %#v, want "2m30s": %v`, running["lease"], running)
+	}
+	if stopping["grace"] != "1.5s" {
+		t.Errorf(`the stop line's grace is %#v, want "1.5s": %v`, stopping["grace"], stopping)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -165,7 +164,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	caps, _ := f.capabilities() // checked above
-	log := slog.New(slog.NewJSONHandler(logOut, nil))
+	log := newLogger(logOut)
 	w, err := worker.New(worker.Config{
 		DB:               db,
 		Provider:         provider.NewHTTPClient(f.providerURL, &http.Client{}, caps),
