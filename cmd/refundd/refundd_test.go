@@ -1,15 +1,24 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/devdb"
 	"github.com/fencekit/fencekit/worker/metrics"
+	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -123,5 +132,138 @@ func TestRunLogsDurationsReadably(t *testing.T) {
 	}
 	if stopping["grace"] != "1.5s" {
 		t.Errorf(`the stop line's grace is %#v, want "1.5s": %v`, stopping["grace"], stopping)
+	}
+}
+
+// freeAddr is a local address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// signalWriter is a log destination that closes seen once a line contains
+// want.
+type signalWriter struct {
+	syncBuffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	n, err := w.syncBuffer.Write(p)
+	if strings.Contains(w.syncBuffer.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
+// refundd run started while nothing answers at the database's address waits
+// for it, retrying with backoff, and says so in one line naming the address,
+// the account and the database, never the password; when its context ends
+// it returns an error saying what it waited for.
+func TestRunWaitsForAnUnreachableDatabase(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	dsn := "fencekit_app:s3cret-pw@tcp(" + addr + ")/payments"
+	const waiting = "waiting for the database"
+
+	t.Run("several attempts, one line", func(t *testing.T) {
+		db, err := fencedwrite.OpenDB(dsn, fencedwrite.DSNOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		logs := &syncBuffer{}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var attempts []error
+		err = waitForDatabase(ctx, db, dsn, newLogger(logs), func(n int, err error) {
+			attempts = append(attempts, err)
+			if n == 4 {
+				cancel()
+			}
+		})
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), addr) {
+			t.Errorf("waitForDatabase: %v, want context.Canceled naming %s", err, addr)
+		}
+		if len(attempts) != 4 {
+			t.Errorf("%d attempts before the context ended, want 4: %v", len(attempts), attempts)
+		}
+		if n := strings.Count(logs.String(), waiting); n != 1 {
+			t.Errorf("%d lines say what it waits for after 4 attempts, want 1:\n%s", n, logs)
+		}
+		for _, want := range []string{addr, `\"payments\"`, "fencekit_app"} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("the waiting line does not name %s:\n%s", want, logs)
+			}
+		}
+		if strings.Contains(logs.String()+err.Error(), "s3cret-pw") {
+			t.Errorf("the password is in the log or the error:\n%s\n%v", logs, err)
+		}
+		t.Logf("log:\n%s\nerror: %v", logs, err)
+	})
+
+	t.Run("refundd run waits until stopped", func(t *testing.T) {
+		var f runFlags
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse([]string{"-no-webhooks", "-provider-url", "http://127.0.0.1:9/v1", "-operator-listen", "127.0.0.1:0"}); err != nil {
+			t.Fatal(err)
+		}
+		f.dsn = dsn
+		logs := &signalWriter{want: waiting, seen: make(chan struct{})}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- runWorker(ctx, f, logs) }()
+		select {
+		case <-logs.seen:
+		case err := <-done:
+			t.Fatalf("refundd run returned without waiting: %v\n%s", err, logs.String())
+		case <-time.After(time.Minute):
+			t.Fatal("refundd run never said it waits for the database")
+		}
+		cancel()
+		err := <-done
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "wait for the database") || !strings.Contains(err.Error(), addr) {
+			t.Errorf("refundd run: %v, want an error saying it waited for the database at %s", err, addr)
+		}
+		if n := strings.Count(logs.String(), waiting); n != 1 {
+			t.Errorf("%d waiting lines, want 1:\n%s", n, logs.String())
+		}
+	})
+}
+
+// A server that answers with an error is not waited for: a wrong password
+// fails at once.
+func TestRunDoesNotWaitForAServerThatRefuses(t *testing.T) {
+	t.Parallel()
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User, cfg.Passwd = "fencekit_nobody", "wrong-pw"
+	dsn := cfg.FormatDSN()
+	db, err := fencedwrite.OpenDB(dsn, fencedwrite.DSNOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	logs := &syncBuffer{}
+	err = waitForDatabase(context.Background(), db, dsn, newLogger(logs), func(n int, err error) {
+		t.Errorf("attempt %d failed with %v and was retried: the server answered", n, err)
+	})
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1045 {
+		t.Errorf("waitForDatabase with a wrong password: %v, want the server's access denied (1045)", err)
+	}
+	if strings.Contains(logs.String(), "waiting for") {
+		t.Errorf("it waited for a server that answered:\n%s", logs)
 	}
 }

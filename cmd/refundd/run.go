@@ -165,6 +165,9 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	caps, _ := f.capabilities() // checked above
 	log := newLogger(logOut)
+	if err := waitForDatabase(ctx, db, f.dsn, log, nil); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
 	w, err := worker.New(worker.Config{
 		DB:               db,
 		Provider:         provider.NewHTTPClient(f.providerURL, &http.Client{}, caps),
