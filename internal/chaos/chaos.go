@@ -99,8 +99,13 @@ type Summary struct {
 	// alone and in batches (history.Zombies). A run missing any is
 	// inconclusive.
 	ZombieWriteBacks history.ZombieWrites `json:"zombie_write_backs"`
-	Seconds          float64              `json:"seconds"`
-	History          string               `json:"history_dir"`
+	// FaultPhaseSeconds is how long faults were really injected: from the
+	// fleet's start until every job settled or --duration ran out, whichever
+	// came first (FaultPhaseEnd says which).
+	FaultPhaseSeconds float64 `json:"fault_phase_seconds"`
+	FaultPhaseEnd     string  `json:"fault_phase_end"`
+	Seconds           float64 `json:"seconds"`
+	History           string  `json:"history_dir"`
 }
 
 // Fault kinds, as faults_by_kind names them.
@@ -176,7 +181,7 @@ func Run(ctx context.Context, dsn string, f Config, out io.Writer) (err error) {
 			return fmt.Errorf("chaos: %w", err)
 		}
 	}
-	fmt.Fprintf(out, "chaos: seed %d: %d jobs, %d processes, faults for %v (replay the same faults with --seed %d)\n",
+	fmt.Fprintf(out, "chaos: seed %d: %d jobs, %d processes, faults for up to %v, less once every job settled (replay the same faults with --seed %d)\n",
 		f.Seed, f.Jobs, f.Workers, f.Duration, f.Seed)
 	if err := scratchdb.Recreate(ctx, dsn, "chaos"); err != nil {
 		return err
@@ -227,8 +232,9 @@ type chaosRun struct {
 	faults  map[string]int
 	logMu   sync.Mutex
 
-	injecting atomic.Bool // faults are injected until the fault phase ends
-	stopping  atomic.Bool // the fleet is being stopped: do not restart
+	injecting  atomic.Bool // faults are injected until the fault phase ends
+	faultsFrom time.Time   // when the fault phase began: the fleet's start
+	stopping   atomic.Bool // the fleet is being stopped: do not restart
 
 	srv        *fakeprovider.Server
 	controlURL string
@@ -347,6 +353,7 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 	// The steered process starts alone, so that its first claims are the
 	// steered jobs; the others start once their answers are scripted.
 	go r.steer.drive()
+	r.faultsFrom = time.Now() // faults begin with the first process
 	for i, p := range r.procs {
 		p.startMu.Lock()
 		err := r.start(ctx, p)
@@ -367,6 +374,7 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 	// The fault phase: background faults, one rolling restart half-way.
 	phase, endPhase := context.WithTimeout(ctx, f.Duration)
 	defer endPhase()
+	ended := phaseDuration
 	var bg sync.WaitGroup
 	bg.Add(1)
 	go func() {
@@ -377,16 +385,22 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 	select {
 	case <-phase.Done():
 	case <-done:
+		ended = phaseSettled
 	case <-r.settled(phase, 0.4): // a deploy while the queue is busy
 		r.rollingRestart(ctx) // a deploy once begun runs to its end
 		select {
 		case <-phase.Done():
 		case <-done:
+			ended = phaseSettled
 		}
+	}
+	if ctx.Err() != nil {
+		ended = phaseInterrupted
 	}
 	endPhase()
 	bg.Wait()
 	r.injecting.Store(false)
+	faultPhase := time.Since(r.faultsFrom)
 	r.clearToxics()
 
 	// Faults stop; leases run out; every job must settle.
@@ -394,8 +408,17 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 	<-r.settled(settleCtx, 1)
 	cancel()
 	r.stopAll()
-	return r.check(ctx)
+	sum, err := r.check(ctx)
+	sum.FaultPhaseSeconds, sum.FaultPhaseEnd = faultPhase.Seconds(), ended
+	return sum, err
 }
+
+// How the fault phase ended, as Summary.FaultPhaseEnd says.
+const (
+	phaseSettled     = "every job settled"
+	phaseDuration    = "--duration ran out"
+	phaseInterrupted = "interrupted"
+)
 
 // settleTime bounds how long the fleet has to settle every job once faults
 // stop: leases run out, pending refunds are decided, keys' windows lapse.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/internal/history"
 )
 
 // buildRefundd builds the refundd binary the fleet runs (its hidden
@@ -107,6 +108,13 @@ func TestChaosShortRun(t *testing.T) {
 	s := lastJSON(t, out.String())
 	if s.HistoryCheck != "ok" || s.KeysPaidTwice+s.TerminalRegressions+s.AttemptRegressions+s.LostReceipts+s.LedgerMismatches+s.Unfinished != 0 {
 		t.Fatalf("chaos passed but its summary shows a failure: %+v", s)
+	}
+	// The fault phase's real length: it ends once every job settled, or
+	// when --duration runs out.
+	if s.FaultPhaseSeconds <= 0 || s.FaultPhaseSeconds > c.Duration.Seconds()+60 ||
+		(s.FaultPhaseEnd != phaseSettled && s.FaultPhaseEnd != phaseDuration) {
+		t.Errorf("fault phase %.1fs, ended when %q: want a real length within --duration %v (plus a deploy's end), ended by settling or by the duration",
+			s.FaultPhaseSeconds, s.FaultPhaseEnd, c.Duration)
 	}
 	if s.Jobs != 240 || s.Succeeded+s.Failed+s.ManualReview != 240 {
 		t.Errorf("jobs %d, settled %d+%d+%d: want all 240 settled", s.Jobs, s.Succeeded, s.Failed, s.ManualReview)
@@ -211,7 +219,14 @@ func TestChaosCatchesABrokenFence(t *testing.T) {
 				t.Errorf("history_check is ok with a broken fence: %+v", s)
 			}
 			text := out.String()
-			for _, want := range []string{"not linearizable", "write attempt", "→ succeeded: ok", "takeover"} {
+			// The failure names the job's operation key and the late write
+			// that broke its history, not only the job's id.
+			for _, want := range []string{"(operation key chaos-", "the late write: w", "'s write of attempt"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the failure does not name %q: %v", want, err)
+				}
+			}
+			for _, want := range []string{"not linearizable", "write attempt", "→ succeeded: ok", "takeover", "The late write: "} {
 				if !strings.Contains(text, want) {
 					t.Errorf("the explanation lacks %q:\n%s", want, text)
 				}
@@ -298,6 +313,49 @@ func TestChaosReportsAnUnexercisedKindAsInconclusive(t *testing.T) {
 				if strings.Contains(missing, w) {
 					t.Errorf("the error names %q, which the run exercised: %v", w, err)
 				}
+			}
+		})
+	}
+}
+
+// The history directory is removed after a run that passed, unless asked
+// for (-keep-history, or -history DIR); whenever it stays, chaos prints
+// where, and the text summary gives the fault phase's real length.
+func TestChaosKeepsTheHistoryWhenAsked(t *testing.T) {
+	every := Summary{Seed: 7, HistoryCheck: "ok", FaultPhaseSeconds: 7.25, FaultPhaseEnd: phaseSettled}
+	for _, k := range []*history.ZombieCount{&every.ZombieWriteBacks.Complete, &every.ZombieWriteBacks.Reschedule, &every.ZombieWriteBacks.ManualReview, &every.ZombieWriteBacks.Fail} {
+		k.Single, k.Batched = 1, 1
+	}
+	for _, tc := range []struct {
+		name       string
+		keep, json bool
+		wantKept   bool
+	}{
+		{"a passing run's temporary history is removed", false, false, false},
+		{"-keep-history keeps it and prints where", true, false, true},
+		{"-keep-history -json prints where before the JSON line", true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "fencekit-chaos-1")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r := &chaosRun{f: Config{KeepHistory: tc.keep, JSON: tc.json, Duration: 25 * time.Second}, dir: dir}
+			var out bytes.Buffer
+			if err := r.report(every, &out); err != nil {
+				t.Fatalf("report: %v\n%s", err, out.String())
+			}
+			_, statErr := os.Stat(dir)
+			if kept := statErr == nil; kept != tc.wantKept {
+				t.Errorf("history directory kept: %v, want %v", kept, tc.wantKept)
+			}
+			if said := strings.Contains(out.String(), "kept in "+dir); said != tc.wantKept {
+				t.Errorf("output says where the history is kept: %v, want %v:\n%s", said, tc.wantKept, out.String())
+			}
+			if tc.json {
+				lastJSON(t, out.String())
+			} else if !strings.Contains(out.String(), "fault phase 7.2s (up to 25s asked; it ended when every job settled)") {
+				t.Errorf("the summary does not give the fault phase's real length:\n%s", out.String())
 			}
 		})
 	}

@@ -254,6 +254,17 @@ func (r *chaosRun) report(s Summary, out io.Writer) error {
 	if b, err := os.ReadFile(filepath.Join(r.dir, "invariants.txt")); err == nil {
 		fmt.Fprintf(out, "invariants broken:\n%s", b)
 	}
+	// The directory stays when asked (-history, -keep-history) or when
+	// the run failed or was inconclusive; say where.
+	var inconclusive error
+	if missing := s.ZombieWriteBacks.Missing(); len(missing) > 0 {
+		inconclusive = fmt.Errorf("%w: no zombie write-back (sent after another worker's takeover committed) was refused by the fence for %s",
+			ErrInconclusive, strings.Join(missing, ", "))
+	}
+	keep := r.f.Dir != "" || r.f.KeepHistory || len(failed) > 0 || inconclusive != nil
+	if keep {
+		fmt.Fprintf(out, "chaos: the histories and logs are kept in %s\n", r.dir)
+	}
 	if r.f.JSON {
 		b, err := json.Marshal(s)
 		if err != nil {
@@ -267,6 +278,7 @@ func (r *chaosRun) report(s Summary, out io.Writer) error {
 		}
 		sort.Strings(kinds)
 		fmt.Fprintf(out, "chaos: %d jobs in %.0fs, %d processes (%d incarnations)\n", s.Jobs, s.Seconds, s.Processes, s.Incarnations)
+		fmt.Fprintf(out, "  fault phase %.1fs (up to %v asked; it ended when %s)\n", s.FaultPhaseSeconds, r.f.Duration, s.FaultPhaseEnd)
 		fmt.Fprintf(out, "  faults injected %d:\n", s.FaultsInjected)
 		for _, k := range kinds {
 			fmt.Fprintf(out, "    %-40s %d\n", k, s.FaultsByKind[k])
@@ -282,12 +294,7 @@ func (r *chaosRun) report(s Summary, out io.Writer) error {
 		fmt.Fprintf(out, "  history: %d operations (%d unknown): %s\n", s.HistoryOps, s.HistoryUnknown, s.HistoryCheck)
 	}
 	// A run that never made a zombie write-back reach the fence says
-	// nothing about the fence, however clean its checks.
-	var inconclusive error
-	if missing := s.ZombieWriteBacks.Missing(); len(missing) > 0 {
-		inconclusive = fmt.Errorf("%w: no zombie write-back (sent after another worker's takeover committed) was refused by the fence for %s",
-			ErrInconclusive, strings.Join(missing, ", "))
-	}
+	// nothing about the fence, however clean its checks (inconclusive).
 	switch {
 	case len(failed) > 0 && inconclusive != nil:
 		return fmt.Errorf("chaos (seed %d, history in %s): %s; %w", s.Seed, r.dir, strings.Join(failed, "; "), inconclusive)
@@ -296,7 +303,7 @@ func (r *chaosRun) report(s Summary, out io.Writer) error {
 	case inconclusive != nil:
 		return fmt.Errorf("chaos (seed %d, history in %s): %w", s.Seed, r.dir, inconclusive)
 	}
-	if r.f.Dir == "" {
+	if !keep {
 		_ = os.RemoveAll(r.dir)
 	}
 	return nil

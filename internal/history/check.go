@@ -81,6 +81,7 @@ type run struct {
 // jobHistory is what happened to one job.
 type jobHistory struct {
 	job      int64
+	key      string   // the job's operation key, from the first event that names it
 	ops      []*op    // claims, takeovers, writes and the final read, in call order
 	provider []*op    // provider calls, in call order
 	problems []string // why the events do not make a history
@@ -113,6 +114,9 @@ func split(events []Event, final map[int64]Final) *run {
 			continue
 		}
 		h := job(e.Job)
+		if h.key == "" {
+			h.key = e.Key
+		}
 		if calls[key{e.Proc, e.ID}] != nil {
 			h.problem("%s called operation %d twice", e.Proc, e.ID)
 			continue

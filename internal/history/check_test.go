@@ -117,6 +117,39 @@ func TestCheck(t *testing.T) {
 		}
 	})
 
+	t.Run("a failure names the operation key and the late write", func(t *testing.T) {
+		keyed := func(e Event) Event { e.Key = "refund-17"; return e }
+		s := new(script).
+			add("w1.1", 0, 10, claim(17, 1), ResultOK).
+			add("w2.1", 100, 110, takeover(17, 2), ResultOK).
+			add("w1.1", 200, 210, keyed(write(17, 1, "succeeded")), ResultOK)
+		r := Check(s.events, map[int64]Final{17: row1("succeeded", 2)}, 0)
+		f := mustFail(t, r, 17)
+		const late = "w1.1's write of attempt 1 (→ succeeded), called at +0.200000s, answered ok at +0.210000s"
+		if f.Key != "refund-17" || f.LateWrite != late {
+			t.Errorf("failure names key %q and late write %q, want refund-17 and %q", f.Key, f.LateWrite, late)
+		}
+		for _, want := range []string{"job 17 (operation key refund-17)", "the late write: " + late} {
+			if !strings.Contains(r.Summary(), want) {
+				t.Errorf("summary lacks %q: %s", want, r.Summary())
+			}
+		}
+		if !strings.Contains(f.Explanation, "job 17 (operation key refund-17): ") || !strings.Contains(f.Explanation, "The late write: "+late+".") {
+			t.Errorf("explanation lacks the key or the late write:\n%s", f.Explanation)
+		}
+	})
+
+	t.Run("a failure without a late write names none", func(t *testing.T) {
+		s := new(script).
+			add("w1.1", 0, 10, claim(18, 1), ResultOK).
+			add("w2.1", 5, 15, claim(18, 1), ResultOK) // two holders of one attempt
+		r := Check(s.events, map[int64]Final{18: row1("running", 1)}, 0)
+		f := mustFail(t, r, 18)
+		if f.LateWrite != "" || strings.Contains(r.Summary(), "late write") {
+			t.Errorf("no write was made, yet the failure names one: %q; %s", f.LateWrite, r.Summary())
+		}
+	})
+
 	t.Run("a write that never returned may or may not have landed", func(t *testing.T) {
 		s := new(script).
 			add("w1.1", 0, 10, claim(5, 1), ResultOK).

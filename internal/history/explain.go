@@ -40,6 +40,7 @@ func (r *run) explain(h *jobHistory, info porcupine.LinearizationInfo) *Failure 
 	slices.SortStableFunc(stuck, func(a, b *op) int { return cmp.Compare(a.end(r.pending), b.end(r.pending)) })
 
 	reason := "no order of its operations explains every answer"
+	var late *op
 	if len(stuck) > 0 {
 		o := stuck[0]
 		// The operation that took away the rows o needs: the one after the
@@ -51,15 +52,59 @@ func (r *run) explain(h *jobHistory, info porcupine.LinearizationInfo) *Failure 
 			}
 		}
 		reason = o.refusal(now, cause != nil) + r.because(cause, o)
+		switch {
+		case o.kind == OpWrite:
+			late = o
+		case cause != nil && cause.kind == OpWrite:
+			late = cause
+		}
 		for _, other := range stuck[1:] {
 			reason += fmt.Sprintf("; nor could %s come next: it needs %s", other.who(), other.needs())
 		}
 	}
-	return &Failure{
-		Job:         h.job,
-		Reason:      "not linearizable: " + reason,
-		Explanation: r.list(h, "no order of its operations explains every answer") + reason + ".",
+	if late == nil {
+		late = lateWrite(h)
 	}
+	f := &Failure{
+		Job:    h.job,
+		Key:    h.key,
+		Reason: "not linearizable: " + reason,
+	}
+	explanation := r.list(h, "no order of its operations explains every answer") + reason + "."
+	if late != nil {
+		f.LateWrite = r.late(late)
+		explanation += "\nThe late write: " + f.LateWrite + "."
+	}
+	f.Explanation = explanation
+	return f
+}
+
+// lateWrite finds an acknowledged write of h called after a claim or
+// takeover of a newer attempt was acknowledged: a write its fence should
+// have refused. nil if there is none.
+func lateWrite(h *jobHistory) *op {
+	for _, w := range h.ops {
+		if w.kind != OpWrite || !w.returned || w.result != ResultOK {
+			continue
+		}
+		for _, c := range h.ops {
+			if (c.kind == OpClaim || c.kind == OpTakeover) && c.returned && c.result == ResultOK && c.attempt > w.attempt && c.ret < w.call {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// late names the write w: who sent it, when, and its answer.
+func (r *run) late(w *op) string {
+	when := "called at " + r.rel(w.call)
+	if w.returned {
+		when += ", answered " + w.result + " at " + r.rel(w.ret)
+	} else {
+		when += ", never answered"
+	}
+	return w.who() + ", " + when
 }
 
 // longest returns the longest of porcupine's partial orders, the first by
@@ -92,6 +137,7 @@ func (r *run) because(cause, o *op) string {
 func (r *run) malformed(h *jobHistory) *Failure {
 	return &Failure{
 		Job:         h.job,
+		Key:         h.key,
 		Reason:      "malformed: " + h.problems[0],
 		Explanation: r.list(h, "its events do not make a history") + strings.Join(h.problems, ".\n") + ".",
 	}
@@ -107,7 +153,11 @@ func (r *run) list(h *jobHistory, headline string) string {
 		width = max(width, len(o.proc))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "job %d: %s.\nIts operations in call order (seconds since the run's first event):\n", h.job, headline)
+	what := fmt.Sprintf("job %d", h.job)
+	if h.key != "" {
+		what += " (operation key " + h.key + ")"
+	}
+	fmt.Fprintf(&b, "%s: %s.\nIts operations in call order (seconds since the run's first event):\n", what, headline)
 	for _, o := range all {
 		when := "at the end"
 		switch {

@@ -37,12 +37,28 @@ type Report struct {
 // Failure is a job whose history no order of its operations explains.
 type Failure struct {
 	Job int64
+	// Key is the job's operation key, "" when no event of the job named it.
+	Key string
 	// Reason says in one line what is wrong: "not linearizable: …" or
 	// "malformed: …" (the events do not pair into operations).
 	Reason string
+	// LateWrite names the write that broke the history, when one did: the
+	// write that cannot be placed or that took away the rows the
+	// unplaceable operation needs, or else an acknowledged write called
+	// after a newer attempt's claim or takeover was acknowledged. "" when
+	// no write is to blame.
+	LateWrite string
 	// Explanation lists the job's operations, one a line, then says which
 	// one cannot be placed and why.
 	Explanation string
+}
+
+// what names f's job, with its operation key when known.
+func (f Failure) what() string {
+	if f.Key == "" {
+		return fmt.Sprintf("job %d", f.Job)
+	}
+	return fmt.Sprintf("job %d (operation key %s)", f.Job, f.Key)
 }
 
 // Summary is "ok", or one line saying what failed.
@@ -54,10 +70,13 @@ func (r Report) Summary() string {
 	switch len(r.Failures) {
 	case 0:
 	case 1:
-		parts = append(parts, fmt.Sprintf("history of job %d is %s", r.Failures[0].Job, r.Failures[0].Reason))
+		parts = append(parts, fmt.Sprintf("history of %s is %s", r.Failures[0].what(), r.Failures[0].Reason))
 	default:
-		parts = append(parts, fmt.Sprintf("%d job histories fail, the first, job %d, is %s",
-			len(r.Failures), r.Failures[0].Job, r.Failures[0].Reason))
+		parts = append(parts, fmt.Sprintf("%d job histories fail, the first, %s, is %s",
+			len(r.Failures), r.Failures[0].what(), r.Failures[0].Reason))
+	}
+	if len(r.Failures) > 0 && r.Failures[0].LateWrite != "" {
+		parts = append(parts, "the late write: "+r.Failures[0].LateWrite)
 	}
 	if r.AttemptRegressions > 0 {
 		parts = append(parts, plural(r.AttemptRegressions, "attempt regression"))
