@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# Runs every test of fencekit, doing its own set-up: it brings up a local
-# MySQL-compatible server when none answers (scripts/ensure-db.sh), then
-# checks formatting, vets, lints the repository with fencelint, runs all
-# tests of the three modules under the race detector against that server,
-# and runs the benchmark once at a tiny size (bench/, which also needs the
-# local PostgreSQL) to keep it compiling and honest: not a timed test.
+# Runs every test of fencekit, doing its own set-up and saying what it did:
+# it brings up every server and tool the tests need, each script starting
+# or installing only what is missing and changing no existing account or
+# password without saying so:
+#   - a MySQL-compatible server on 127.0.0.1:3306 (scripts/ensure-db.sh);
+#   - PostgreSQL on 127.0.0.1:5432 for the benchmark's River side
+#     (scripts/ensure-pg.sh, which prints the URL it exports as
+#     FENCEKIT_BENCH_PG);
+#   - Chromium for the console's browser tests (scripts/ensure-chromium.sh,
+#     when present).
+# Then it checks formatting, vets, lints the repository with fencelint,
+# runs all tests of the three modules under the race detector against that
+# server, and runs the benchmark once at a tiny size (bench/) to keep it
+# compiling and honest: not a timed test.
 # When a tidb-server is already built in the cache (scripts/tidb.sh), it
 # also runs the conformance suites against TiDB (scripts/test-tidb.sh); it
 # never builds one, which takes 10 to 15 minutes.
@@ -13,8 +21,19 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "database"
+step "MySQL-compatible server (scripts/ensure-db.sh)"
 scripts/ensure-db.sh
+
+step "PostgreSQL for the benchmark (scripts/ensure-pg.sh)"
+FENCEKIT_BENCH_PG=$(scripts/ensure-pg.sh)
+export FENCEKIT_BENCH_PG
+
+step "Chromium for the console's tests (scripts/ensure-chromium.sh)"
+if [ -x scripts/ensure-chromium.sh ]; then
+  scripts/ensure-chromium.sh
+else
+  echo "no scripts/ensure-chromium.sh in this checkout: nothing to set up"
+fi
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files "*.go" | grep -v "/testdata/"))
