@@ -60,7 +60,7 @@ func usage(w io.Writer) {
   refundd migrate [-create]                                 apply the migrations to the database
   refundd fence   mode [observe|enforce -reason TEXT] | report [-json]   the fence's rollout mode, and the writes it let through
   refundd demo    [-json] [-scene zombie] ...               the demo at scale, or the article's scene
-  refundd chaos   --jobs N --workers W --duration D --seed S [--json]   a fleet under faults, checked
+  refundd chaos   --jobs N --workers W --duration D --seed S [--json] [--keep-history]   a fleet under faults, checked
 every command takes -dsn DSN (default $FENCEKIT_DSN or `+defaultDSN+`)
 `)
 }
