@@ -1,6 +1,11 @@
 package worker
 
-import "time"
+import (
+	"time"
+
+	"github.com/fencekit/fencekit/evidence"
+	"github.com/fencekit/fencekit/worker/internal/decide"
+)
 
 // CallKind is the kind of a provider call.
 type CallKind string
@@ -13,6 +18,28 @@ const (
 	CallResend    CallKind = "resend"    // a send of a key an earlier claim may have sent
 	CallReconcile CallKind = "reconcile" // a lookup of the key
 )
+
+// The reconciler's alerts (Metrics.Alert); the last two end with the
+// evidence's status.
+const (
+	alertArchivedReversal     = "reversal of an archived refund"
+	alertContradictsSucceeded = "evidence contradicts a succeeded refund: "
+	alertRefundOfFailed       = "evidence of a refund for a failed job: "
+)
+
+// AlertKinds lists every kind of alert the worker reports through
+// Metrics.Alert, so that a Metrics implementation can export each at 0
+// before the first.
+func AlertKinds() []string {
+	return []string{
+		decide.AlertReversed, decide.AlertSeveralRefund, alertArchivedReversal,
+		alertContradictsSucceeded + string(evidence.Reversed),
+		alertContradictsSucceeded + string(evidence.Rejected),
+		alertContradictsSucceeded + string(evidence.Succeeded),
+		alertRefundOfFailed + string(evidence.Succeeded),
+		alertRefundOfFailed + string(evidence.Reversed),
+	}
+}
 
 // Metrics receives the worker's measurements. Implementations must be safe
 // for concurrent use; package worker/metrics implements it with Prometheus, so the

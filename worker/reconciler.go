@@ -78,7 +78,7 @@ func (c *Client) actOn(ctx context.Context, e evidence.Entry) (done, wake bool, 
 	if ent.IsNotFound(err) {
 		// Archived (or never ours): nothing to wake; keep the record.
 		if e.Status == evidence.Reversed {
-			c.alert(log, "reversal of an archived refund")
+			c.alert(log, alertArchivedReversal)
 		}
 		return c.markProcessed(ctx, e)
 	}
@@ -117,14 +117,14 @@ func (c *Client) actOn(ctx context.Context, e evidence.Entry) (done, wake bool, 
 	case refundjob.StateSucceeded:
 		if e.Status == evidence.Reversed || e.Status == evidence.Rejected ||
 			e.ProviderRefundID != "" && job.ProviderRefundID != nil && e.ProviderRefundID != *job.ProviderRefundID && e.Status == evidence.Succeeded {
-			c.alert(log, "evidence contradicts a succeeded refund: "+string(e.Status))
+			c.alert(log, alertContradictsSucceeded+string(e.Status))
 		}
 		return c.markProcessed(ctx, e)
 	default: // failed
 		// A pending event that arrives after the decline is history, not a
 		// contradiction; a success is.
 		if e.Status == evidence.Succeeded || e.Status == evidence.Reversed {
-			c.alert(log, "evidence of a refund for a failed job: "+string(e.Status))
+			c.alert(log, alertRefundOfFailed+string(e.Status))
 		}
 		return c.markProcessed(ctx, e)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/worker"
-	"github.com/fencekit/fencekit/worker/internal/decide"
 )
 
 // The metrics' names.
@@ -50,10 +49,7 @@ var (
 	writeBacks = []string{"complete", "reschedule", "manual review", "fail"}
 	callKinds  = []string{string(worker.CallSend), string(worker.CallResend), string(worker.CallReconcile)}
 	sources    = []string{string(evidence.ProviderResponse), string(evidence.Webhook), string(evidence.Reconcile), string(evidence.Operator)}
-	// alertKinds are the fixed kinds; the reconciler's alerts about
-	// evidence against a settled job name the evidence's status, and
-	// appear on their first event.
-	alertKinds = []string{decide.AlertReversed, decide.AlertSeveralRefund, "reversal of an archived refund"}
+	alertKinds = worker.AlertKinds()
 )
 
 // Prometheus implements worker.Metrics with Prometheus metrics.

@@ -109,7 +109,7 @@ func TestLabelValuesAreSnakeCase(t *testing.T) {
 	m.Transition("wake-up")
 	m.ProviderCall(worker.CallResend)
 	m.Evidence("provider_response")
-	m.Alert("evidence contradicts a succeeded refund: pending")
+	m.Alert("evidence contradicts a succeeded refund: pending") // not a kind the worker reports: exported all the same
 	m.Alert("Reversed after success")
 	m.Takeovers(1)
 	m.OldestUnfinished(1500 * time.Millisecond)
