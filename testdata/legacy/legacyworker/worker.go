@@ -34,6 +34,10 @@ type job struct {
 	action                 string
 }
 
+// Requeue is the catch block's write-back: the job goes back to the queue,
+// by its id alone.
+const Requeue = "UPDATE refund_jobs SET state = 'ready', next_action = 'refund', lease_until = NULL WHERE id = ?"
+
 // ErrNothingToDo is Step's answer when no job is due and no lease expired.
 var ErrNothingToDo = errors.New("legacy worker: nothing to do")
 
@@ -48,8 +52,7 @@ func (w *Worker) Step(ctx context.Context) (int64, error) {
 	if err != nil {
 		// The catch block of the article's story: whatever the job became
 		// while we waited, it goes back to the queue.
-		_, werr := w.DB.ExecContext(context.WithoutCancel(ctx),
-			"UPDATE refund_jobs SET state = 'ready', next_action = 'refund', lease_until = NULL WHERE id = ?", j.id)
+		_, werr := w.DB.ExecContext(context.WithoutCancel(ctx), Requeue, j.id)
 		return j.id, errors.Join(fmt.Errorf("legacy worker: job %d: %w", j.id, err), werr)
 	}
 	_, err = w.DB.ExecContext(ctx,
