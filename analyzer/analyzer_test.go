@@ -1,6 +1,10 @@
 package analyzer_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/fencekit/fencekit/analyzer"
@@ -67,5 +71,54 @@ func TestNewRejectsBadTables(t *testing.T) {
 		if _, err := analyzer.NewWithOptions(analyzer.Options{Sinks: sinks}); err == nil {
 			t.Errorf("NewWithOptions(Sinks: %q) succeeded", sinks)
 		}
+	}
+}
+
+// TestBaseline: accepted findings are not reported wherever they moved in
+// their function; a new one is, and so is a function that grew beyond its
+// entry; an entry that matches fewer findings (or none, or whose file is
+// gone) is reported so that the baseline shrinks; entries of other
+// packages are not judged here; directive problems are never baselined.
+func TestBaseline(t *testing.T) {
+	path, err := filepath.Abs(filepath.Join(analysistest.TestData(), "baselined.baseline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withFlag(t, "baseline", path)
+	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "baselined")
+}
+
+// errorRecorder is an analysistest.Testing that keeps the errors.
+type errorRecorder struct{ errs []string }
+
+func (r *errorRecorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+// TestMalformedBaselineIsAnError: a bad line fails the analysis, naming
+// the file, the line and the problem; it never means an empty baseline.
+func TestMalformedBaselineIsAnError(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"baselined baselined.go Old one unfenced UPDATE\n", `:1: count "one" is not a positive integer`},
+		{"# ok\n\nbaselined baselined.go Old 1\n", ":3: missing message"},
+		{"baselined baselined.go\n", ":1: missing function"},
+		{"baselined baselined.go Old 1 m\nbaselined baselined.go Old 2 m\n", ":2: entry repeats line 1"},
+	} {
+		path := filepath.Join(t.TempDir(), "bad.baseline")
+		if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		withFlag(t, "baseline", path)
+		var r errorRecorder
+		analysistest.Run(&r, analysistest.TestData(), analyzer.Analyzer, "baselined")
+		if !strings.Contains(strings.Join(r.errs, "\n"), "fencelint baseline "+path+tc.want) {
+			t.Errorf("baseline %q: errors\n%s\nwant one containing %q", tc.text, strings.Join(r.errs, "\n"), path+tc.want)
+		}
+	}
+	withFlag(t, "baseline", filepath.Join(t.TempDir(), "missing.baseline"))
+	var r errorRecorder
+	analysistest.Run(&r, analysistest.TestData(), analyzer.Analyzer, "baselined")
+	if !strings.Contains(strings.Join(r.errs, "\n"), "missing.baseline: no such file") {
+		t.Errorf("missing baseline: errors\n%s", strings.Join(r.errs, "\n"))
 	}
 }

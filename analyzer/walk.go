@@ -116,7 +116,7 @@ func newChecker(pass *analysis.Pass, o *options) *checker {
 }
 
 func (c *checker) add(pos token.Pos, msg string) {
-	c.findings = append(c.findings, finding{pos, msg})
+	c.findings = append(c.findings, finding{pos: pos, msg: msg})
 }
 
 // walk visits every file once: maximal static strings, sink calls, query
