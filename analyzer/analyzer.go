@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/build"
 	"go/token"
+	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -39,7 +40,11 @@ var Analyzer = &analysis.Analyzer{
 	Doc:  doc,
 	URL:  "https://pkg.go.dev/github.com/fencekit/fencekit/analyzer",
 	Run: func(pass *analysis.Pass) (any, error) {
-		o, err := Options{Tables: tablesFlag, Delete: deleteFlag, Sinks: sinksFlag, Runtime: &runtimeFlag, Baseline: baselineFlag}.parse()
+		b := baselineFlag
+		if b == "" {
+			b = os.Getenv(BaselineEnv)
+		}
+		o, err := Options{Tables: tablesFlag, Delete: deleteFlag, Sinks: sinksFlag, Runtime: &runtimeFlag, Baseline: b}.parse()
 		if err != nil {
 			return nil, err
 		}
@@ -48,6 +53,13 @@ var Analyzer = &analysis.Analyzer{
 	FactTypes:  factTypes,
 	ResultType: reflect.TypeFor[*Result](),
 }
+
+// BaselineEnv names the environment variable that gives the baseline file
+// when -baseline is not set. Under go vet, prefer it to the flag: go vet
+// caches a package's clean result by the tool's version and its flags,
+// not the baseline's content, and fencelint -V=full (which go vet asks
+// for) folds the content of the file this variable names into the version.
+const BaselineEnv = "FENCELINT_BASELINE"
 
 // factTypes are the facts fencelint exports about functions, so that
 // wrappers and query helpers are followed across packages.
@@ -71,7 +83,7 @@ func init() {
 	Analyzer.Flags.StringVar(&runtimeFlag, "runtime", runtimeFlag,
 		"import path of the fenced layer's runtime, whose use outside generated code (and the fenced layer's own packages) is reported; empty turns the check off")
 	Analyzer.Flags.StringVar(&baselineFlag, "baseline", "",
-		"baseline file of accepted findings (written by fencelint -write-baseline): they are not reported, and an entry that matches no finding is; a relative path is looked up from each package's directory upwards")
+		"baseline file of accepted findings (written by fencelint -write-baseline FILE ./...): they are not reported, and an entry that no longer matches is; a relative path is looked up from each package's directory upwards; default $"+BaselineEnv+" (use that under go vet: see docs/fencelint.md)")
 }
 
 // Options configure an analyzer made with [NewWithOptions]. The fields
@@ -226,7 +238,9 @@ func report(pass *analysis.Pass, b *baseline.Baseline, fs []finding) *Result {
 	res := &Result{}
 	files := map[string]*ast.File{}
 	for _, f := range pass.Files {
-		files[pass.Fset.File(f.Pos()).Name()] = f
+		name := pass.Fset.File(f.Pos()).Name()
+		files[name] = f
+		res.Files = append(res.Files, relFile(pass, name))
 	}
 	keys := make([]baseline.Key, len(left))
 	for i, f := range left {

@@ -21,7 +21,13 @@ import (
 // //fencelint:allow directives and before the baseline, each with its
 // baseline key. fencelint -write-baseline records them; the directives'
 // own problems are not findings and are never in a baseline.
-type Result struct{ Findings []Finding }
+type Result struct {
+	Findings []Finding
+	// Files are the names of the package's files as a baseline records
+	// them: an entry of this package for one of them is judged by this
+	// pass.
+	Files []string
+}
 
 // Finding is one finding and the baseline entry that would accept it.
 type Finding struct {
@@ -48,19 +54,27 @@ type loadedBaseline struct {
 // loadBaseline finds and reads the baseline named by flag (the -baseline
 // value) for pass. It returns nil, nil when the package lies outside any
 // module and flag is relative (a generated test main in the build cache):
-// no entry can name its files.
+// no entry can name its files. A relative path found nowhere above the
+// package is not an error but a diagnostic (every finding is reported
+// too): a dependency in the module cache, analysed for its facts only,
+// does not see the file, and its diagnostics are not shown.
 func loadBaseline(pass *analysis.Pass, flag string) (*baseline.Baseline, error) {
 	dir := filepath.Dir(pass.Fset.File(pass.Files[0].Pos()).Name())
 	if !filepath.IsAbs(flag) && baseline.ModuleRoot(dir) == "" {
 		return nil, nil
 	}
 	path, err := baseline.Locate(flag, dir)
+	if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(flag) {
+		pass.Report(analysis.Diagnostic{Pos: pass.Files[0].Package, Message: fmt.Sprintf(
+			"fencelint baseline %s is not in %s or any parent directory: every finding of this package is reported", flag, dir)})
+		return nil, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("fencelint -baseline=%s: %w", flag, err)
+		return nil, err
 	}
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("fencelint -baseline=%s: %w", flag, err)
+		return nil, fmt.Errorf("read fencelint baseline: %w", err)
 	}
 	v, _ := baselines.LoadOrStore(baselineStamp{path, st.Size(), st.ModTime()}, &loadedBaseline{})
 	l := v.(*loadedBaseline)

@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -238,7 +239,7 @@ func Less(a, b Key) bool {
 // Found is one finding of the whole run that -write-baseline sees.
 type Found struct {
 	Key
-	Where string // file:line:col, for messages
+	Pos token.Position // for messages
 }
 
 // Update is the result of rewriting a baseline with today's findings.
@@ -307,7 +308,22 @@ func Rewrite(old *Baseline, found []Found, judged func(Key) bool, gone func(Key)
 		}
 	}
 	Sort(u.Entries)
+	sortFound(u.NotAdded)
+	sortFound(u.Added)
 	return u
+}
+
+func sortFound(fs []Found) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i].Pos, fs[j].Pos
+		if a.Filename != b.Filename {
+			return a.Filename < b.Filename
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
 }
 
 // ModuleRoot returns the directory of the go.mod nearest above dir
