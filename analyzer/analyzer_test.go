@@ -122,3 +122,10 @@ func TestMalformedBaselineIsAnError(t *testing.T) {
 		t.Errorf("missing baseline: errors\n%s", strings.Join(r.errs, "\n"))
 	}
 }
+
+// TestSuggestedFixes: the mechanical fixes, applied, give
+// testdata/src/fixes/fixes.go.golden; the cases without one keep only the
+// diagnostic.
+func TestSuggestedFixes(t *testing.T) {
+	analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), analyzer.Analyzer, "fixes")
+}

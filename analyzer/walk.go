@@ -686,7 +686,7 @@ func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 	case ctxGlobal:
 		c.globals = append(c.globals, globalConst{e, c.pass.TypesInfo.ObjectOf(id).(*types.Var), ps})
 	default:
-		c.add(e.Pos(), problemsMessage(ps))
+		c.findings = append(c.findings, finding{pos: e.Pos(), msg: problemsMessage(ps), fixes: c.suggestFix(e, s, ps, stack)})
 	}
 }
 

@@ -100,3 +100,23 @@ func skipQuoted(s string, i int) int {
 	}
 	return len(s)
 }
+
+// Placeholders counts the "?" placeholders of s outside quoted text and
+// comments. ok is false when s also holds named or numbered placeholders
+// (:name, $1), whose order against "?" a caller cannot tell.
+func Placeholders(s string) (n int, ok bool) {
+	if ReplaceNamedParams(s) != s {
+		return 0, false
+	}
+	for i := 0; i < len(s); {
+		if j, skipped := skipNonCode(s, i); skipped {
+			i = j
+			continue
+		}
+		if s[i] == '?' {
+			n++
+		}
+		i++
+	}
+	return n, true
+}
