@@ -17,14 +17,18 @@ import (
 // fencelint.baseline.
 
 // copyLegacy copies testdata/legacy to a fresh directory, to be edited.
-func copyLegacy(t *testing.T) string {
+func copyLegacy(t *testing.T) string { return copyModule(t, "legacy") }
+
+// copyModule copies testdata/name to a fresh directory.
+func copyModule(t *testing.T, name string) string {
 	t.Helper()
 	dst := t.TempDir()
-	err := filepath.WalkDir(filepath.Join("testdata", "legacy"), func(p string, d fs.DirEntry, err error) error {
+	src := filepath.Join("testdata", name)
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(filepath.Join("testdata", "legacy"), p)
+		rel, _ := filepath.Rel(src, p)
 		if d.IsDir() {
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
 		}
