@@ -29,7 +29,14 @@ Ent's generic update and upsert builders of a fenced entity. Suppress a
 justified exception with "//fencelint:allow <reason>" on the line or the
 line above. It also reports imports of the fenced layer's runtime
 (default github.com/fencekit/fencekit/fencedwrite/fencedrt) outside generated
-code and the fenced layer's own packages.`
+code and the fenced layer's own packages.
+
+A legacy codebase accepts today's findings in a baseline file, written by
+"fencelint -write-baseline FILE [-baseline-add] ./..." (standalone) and
+read with -baseline=FILE or, under go vet, $FENCELINT_BASELINE: accepted
+findings are not reported, new ones are, and so is an entry that no longer
+matches, so that the file only shrinks. Mechanical fixes are applied by
+"fencelint -fix ./...".`
 
 // Analyzer reports unfenced writes of fenced tables, and uses of the fenced
 // layer's runtime outside generated code. It is configured by its flags,
