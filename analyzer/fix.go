@@ -24,13 +24,13 @@ import (
 //     query with " AND state = ? AND attempt = ?" (or the missing one)
 //     appended is fenced by fencelint's own judgement (so the text was the
 //     end of an AND chain: not after an OR, ORDER BY or LIMIT);
-//   - exactly one variable of the enclosing function, already used in the
-//     call's arguments as v.Field (the job whose id the WHERE takes), is a
-//     struct (or pointer to one) with fields named after the missing
-//     columns (state -> State, attempt -> Attempt), and every use of it in
-//     the function reads a field: it is never assigned, addressed, passed
-//     on or sent a method, so its State and Attempt are still the values
-//     read with the row.
+//   - every argument of the WHERE clause reads a field of one variable v
+//     of the enclosing function (v.ID: the row written is v's), a struct
+//     (or pointer to one) with fields named after the missing columns
+//     (state -> State, attempt -> Attempt), and every use of v in the
+//     function reads a field: it is never assigned, addressed, passed on
+//     or sent a method, so its State and Attempt are still the values read
+//     with the row.
 //
 // Then the fix appends the predicate to the literal and v.State, v.Attempt
 // to the arguments. A pointer could still be changed through another
@@ -62,6 +62,9 @@ func (c *checker) suggestFix(e ast.Expr, s string, ps []sqlcheck.Problem, stack 
 	if !sig.Variadic() || sig.Params().Len() != qi+2 {
 		return nil // the query must be followed by its arguments, ...any
 	}
+	if sl, ok := sig.Params().At(qi + 1).Type().(*types.Slice); !ok || !types.IsInterface(sl.Elem()) {
+		return nil // ...Option, not bound values
+	}
 	n, ok := sqlcheck.Placeholders(s)
 	args := call.Args[qi+1:]
 	if !ok || n != len(args) || len(args) == 0 {
@@ -80,7 +83,11 @@ func (c *checker) suggestFix(e ast.Expr, s string, ps []sqlcheck.Problem, stack 
 	if decl == nil || decl.Body == nil {
 		return nil
 	}
-	v := c.fenceValue(decl, args, fields)
+	w, ok := sqlcheck.WhereStart(s)
+	if !ok || w >= len(args) {
+		return nil
+	}
+	v := c.fenceValue(decl, args[w:], fields)
 	if v == nil {
 		return nil
 	}
@@ -122,24 +129,27 @@ func outermostDecl(stack []ast.Node) *ast.FuncDecl {
 	return nil
 }
 
-// fenceValue is the one variable of decl used as v.Field in args whose
-// type has the fields, read-only in decl; nil when there is none, or more
-// than one.
-func (c *checker) fenceValue(decl *ast.FuncDecl, args []ast.Expr, fields []string) *types.Var {
+// fenceValue is the variable v of decl of which every argument of the
+// WHERE clause (where) reads a field (v.ID: the row written is v's), whose
+// type has the fields, and which decl only reads; nil otherwise.
+func (c *checker) fenceValue(decl *ast.FuncDecl, where []ast.Expr, fields []string) *types.Var {
 	info := c.pass.TypesInfo
 	var found *types.Var
-	for _, a := range args {
+	for _, a := range where {
 		sel, ok := ast.Unparen(a).(*ast.SelectorExpr)
 		if !ok {
-			continue
+			return nil // a bare id: whose row, and so whose attempt, is unclear
 		}
 		id, ok := ast.Unparen(sel.X).(*ast.Ident)
 		if !ok {
-			continue
+			return nil
 		}
 		v, ok := info.Uses[id].(*types.Var)
 		if !ok || v.Pos() < decl.Pos() || v.Pos() >= decl.End() || !c.hasFields(v.Type(), fields) {
-			continue
+			return nil
+		}
+		if s := info.Selections[sel]; s == nil || s.Kind() != types.FieldVal {
+			return nil
 		}
 		if found != nil && found != v {
 			return nil // two jobs: which one is unclear

@@ -84,9 +84,20 @@ func redeclared(db *sql.DB, jobs []Job) {
 	db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = ?", job.ID) // want `unfenced UPDATE`
 }
 
-// No fix: two jobs in the arguments.
+// Fixed: the row written is b's (the WHERE takes b.ID); a's id is a value
+// set, and a subquery's WHERE does not count.
 func twoJobs(db *sql.DB, a, b Job) {
-	db.Exec("UPDATE refund_jobs SET state = 'ready', parent_id = ? WHERE id = ?", a.ID, b.ID) // want `unfenced UPDATE`
+	db.Exec("UPDATE refund_jobs SET state = 'ready', parent_id = ?, n = (SELECT 1 WHERE 1 = ?) WHERE id = ?", a.ID, a.Attempt, b.ID) // want `unfenced UPDATE`
+}
+
+// No fix: the row written is childID's, not the job's.
+func child(db *sql.DB, job Job, childID int64) {
+	db.Exec("UPDATE refund_jobs SET parent_id = ? WHERE id = ?", job.ID, childID) // want `unfenced UPDATE`
+}
+
+// No fix: the WHERE takes two jobs' fields.
+func whereTwo(db *sql.DB, a, b Job) {
+	db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = ? AND parent_id = ?", a.ID, b.ID) // want `unfenced UPDATE`
 }
 
 // No fix: the type lacks the fields.
