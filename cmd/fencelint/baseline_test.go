@@ -302,3 +302,32 @@ func TestWriteBaseline(t *testing.T) {
 		t.Errorf("-write-baseline with -baseline: exit %d, output:\n%s", code, out)
 	}
 }
+
+// TestVersionFoldsTheBaseline: -V=full (go vet's cache key for the tool)
+// changes with the content of the file $FENCELINT_BASELINE names, and is
+// an error where that file cannot be found (an edit of it would go
+// unnoticed).
+func TestVersionFoldsTheBaseline(t *testing.T) {
+	t.Parallel()
+	dir := copyLegacy(t)
+	id := func(env ...string) string {
+		t.Helper()
+		out, code := runIn(t, dir, env, fencelint, "-V=full")
+		if code != 0 || !strings.Contains(out, " buildID=") {
+			t.Fatalf("-V=full: exit %d, output:\n%s", code, out)
+		}
+		return out
+	}
+	plain, before := id(), id(envBaseline)
+	if err := os.WriteFile(filepath.Join(dir, "fencelint.baseline"), []byte("# emptied\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	after := id(envBaseline)
+	if plain == before || before == after {
+		t.Errorf("-V=full does not follow the baseline:\nno baseline: %s\nbaseline:    %s\nedited:      %s", plain, before, after)
+	}
+	out, code := runIn(t, t.TempDir(), []string{envBaseline}, fencelint, "-V=full")
+	if code != 1 || !strings.Contains(out, "FENCELINT_BASELINE=fencelint.baseline: locate fencelint baseline fencelint.baseline: not in") {
+		t.Errorf("-V=full without the file: exit %d, output:\n%s", code, out)
+	}
+}

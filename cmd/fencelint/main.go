@@ -51,50 +51,40 @@ func main() {
 // names folded into the build ID: go vet replays a package's cached clean
 // result whatever the flags name, so an edit of the baseline alone must
 // change the tool's identity. The file is found as the analyzer finds it,
-// from this directory (go vet's) upwards; a missing file folds in nothing,
-// and each package's run reports it.
+// from this directory (go vet's) upwards; not finding it is an error, as
+// an edit of a file this cannot see would go unnoticed.
 func version(stdout, stderr io.Writer) int {
-	exe, err := os.Executable()
-	if err != nil {
+	fail := func(err error) int {
 		fmt.Fprintf(stderr, "fencelint -V=full: %v\n", err)
 		return 1
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return fail(err)
+	}
+	name := os.Getenv(analyzer.BaselineEnv)
+	path, err := baseline.Locate(name, wd)
+	if err != nil {
+		return fail(fmt.Errorf("%s=%s: %w (run go vet where the file is found from the working directory upwards, or give an absolute path)", analyzer.BaselineEnv, name, err))
+	}
 	h := sha256.New()
-	for _, name := range []string{exe, baselinePath()} {
-		if name == "" {
-			continue
-		}
-		f, err := os.Open(name)
+	for _, p := range []string{exe, filepath.Clean(path)} {
+		f, err := os.Open(p)
 		if err != nil {
-			fmt.Fprintf(stderr, "fencelint -V=full: %v\n", err)
-			return 1
+			return fail(err)
 		}
 		_, err = io.Copy(h, f)
 		f.Close()
 		if err != nil {
-			fmt.Fprintf(stderr, "fencelint -V=full: %v\n", err)
-			return 1
+			return fail(err)
 		}
 	}
 	fmt.Fprintf(stdout, "%s version devel comments-go-here buildID=%02x\n", exe, string(h.Sum(nil)))
 	return 0
-}
-
-// baselinePath is the file $FENCELINT_BASELINE names, found from the
-// working directory upwards, or "".
-func baselinePath() string {
-	wd, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	p, err := baseline.Locate(os.Getenv(analyzer.BaselineEnv), wd)
-	if err != nil {
-		return ""
-	}
-	if _, err := os.Stat(p); err != nil {
-		return ""
-	}
-	return filepath.Clean(p)
 }
 
 // vetMode reports whether go vet runs the tool: its last argument is the

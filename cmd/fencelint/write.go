@@ -61,6 +61,9 @@ func writeBaseline(args []string, stderr io.Writer) int {
 		return fail("no packages given (for example ./...)")
 	}
 
+	// The run records every finding: no baseline filters it.
+	os.Unsetenv(analyzer.BaselineEnv)
+
 	var old *baseline.Baseline
 	if _, err := os.Stat(*file); err == nil {
 		if old, err = baseline.Read(*file); err != nil {
