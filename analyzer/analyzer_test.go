@@ -74,18 +74,24 @@ func TestNewRejectsBadTables(t *testing.T) {
 	}
 }
 
-// TestBaseline: accepted findings are not reported wherever they moved in
-// their function; a new one is, and so is a function that grew beyond its
-// entry; an entry that matches fewer findings (or none, or whose file is
-// gone) is reported so that the baseline shrinks; entries of other
-// packages are not judged here; directive problems are never baselined.
-func TestBaseline(t *testing.T) {
+// TestBaselineAndSuggestedFixes, in one load (loading dominates):
+//
+//   - baselined, with testdata/baselined.baseline: accepted findings are
+//     not reported wherever they moved in their function; a new one is,
+//     and so is a function that grew beyond its entry; an entry that
+//     matches fewer findings (or none, or whose file is gone) is reported
+//     so that the baseline shrinks; entries of other packages are not
+//     judged here; directive problems are never baselined.
+//   - fixes (no entry: the baseline leaves its findings alone): the
+//     mechanical fixes, applied, give testdata/src/fixes/fixes.go.golden;
+//     the cases without one keep only the diagnostic.
+func TestBaselineAndSuggestedFixes(t *testing.T) {
 	path, err := filepath.Abs(filepath.Join(analysistest.TestData(), "baselined.baseline"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	withFlag(t, "baseline", path)
-	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "baselined")
+	analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), analyzer.Analyzer, "baselined", "fixes")
 }
 
 // errorRecorder is an analysistest.Testing that keeps the errors.
@@ -111,16 +117,9 @@ func TestMalformedBaselineIsAnError(t *testing.T) {
 	} {
 		withFlag(t, "baseline", path)
 		var r errorRecorder
-		analysistest.Run(&r, analysistest.TestData(), analyzer.Analyzer, "baselined")
+		analysistest.Run(&r, analysistest.TestData(), analyzer.Analyzer, "baselinebad")
 		if !strings.Contains(strings.Join(r.errs, "\n"), want) {
 			t.Errorf("-baseline=%s: errors\n%s\nwant one containing %q", path, strings.Join(r.errs, "\n"), want)
 		}
 	}
-}
-
-// TestSuggestedFixes: the mechanical fixes, applied, give
-// testdata/src/fixes/fixes.go.golden; the cases without one keep only the
-// diagnostic.
-func TestSuggestedFixes(t *testing.T) {
-	analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), analyzer.Analyzer, "fixes")
 }
