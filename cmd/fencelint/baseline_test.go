@@ -331,3 +331,22 @@ func TestVersionFoldsTheBaseline(t *testing.T) {
 		t.Errorf("-V=full without the file: exit %d, output:\n%s", code, out)
 	}
 }
+
+// TestWriteBaselineRefusesBrokenPackages: a package that does not compile
+// has no findings; writing would drop its entries as fixed.
+func TestWriteBaselineRefusesBrokenPackages(t *testing.T) {
+	t.Parallel()
+	dir := copyLegacy(t)
+	if err := os.WriteFile(filepath.Join(dir, "store", "broken.go"), []byte("package store\n\nfunc broken() int { return \"x\" }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "fencelint.baseline")
+	before, _ := os.ReadFile(p)
+	out, code := runIn(t, dir, nil, fencelint, "-write-baseline", "fencelint.baseline", "./...")
+	if code != 1 || !strings.Contains(out, "packages have errors: the baseline is not written") {
+		t.Errorf("exit %d, output:\n%s", code, out)
+	}
+	if after, _ := os.ReadFile(p); !bytes.Equal(before, after) {
+		t.Errorf("the baseline changed:\n%s", after)
+	}
+}
