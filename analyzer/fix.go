@@ -27,7 +27,7 @@ import (
 //   - every argument of the WHERE clause reads a field of one variable v
 //     of the enclosing function (v.ID: the row written is v's), a struct
 //     (or pointer to one) with fields named after the missing columns
-//     (state -> State, attempt -> Attempt), and every use of v in the
+//     (state -> State or state, attempt -> Attempt or attempt), and every use of v in the
 //     function reads a field: it is never assigned, addressed, passed on
 //     or sent a method, so its State and Attempt are still the values read
 //     with the row.
@@ -70,10 +70,9 @@ func (c *checker) suggestFix(e ast.Expr, s string, ps []sqlcheck.Problem, stack 
 	if !ok || n != len(args) || len(args) == 0 {
 		return nil
 	}
-	var pred, fields []string
+	var pred []string
 	for _, col := range p.Missing {
 		pred = append(pred, col+" = ?")
-		fields = append(fields, goName(col))
 	}
 	suffix := " AND " + strings.Join(pred, " AND ")
 	if len(sqlcheck.Check(s+suffix, c.cfg)) != 0 {
@@ -87,7 +86,7 @@ func (c *checker) suggestFix(e ast.Expr, s string, ps []sqlcheck.Problem, stack 
 	if !ok || w >= len(args) {
 		return nil
 	}
-	v := c.fenceValue(decl, args[w:], fields)
+	v, fields := c.fenceValue(decl, args[w:], p.Missing)
 	if v == nil {
 		return nil
 	}
@@ -131,51 +130,72 @@ func outermostDecl(stack []ast.Node) *ast.FuncDecl {
 
 // fenceValue is the variable v of decl of which every argument of the
 // WHERE clause (where) reads a field (v.ID: the row written is v's), whose
-// type has the fields, and which decl only reads; nil otherwise.
-func (c *checker) fenceValue(decl *ast.FuncDecl, where []ast.Expr, fields []string) *types.Var {
+// type has fields for the columns cols, and which decl only reads, with
+// the names of those fields; nil otherwise.
+func (c *checker) fenceValue(decl *ast.FuncDecl, where []ast.Expr, cols []string) (*types.Var, []string) {
 	info := c.pass.TypesInfo
 	var found *types.Var
+	var fields []string
 	for _, a := range where {
 		sel, ok := ast.Unparen(a).(*ast.SelectorExpr)
 		if !ok {
-			return nil // a bare id: whose row, and so whose attempt, is unclear
+			return nil, nil // a bare id: whose row, and so whose attempt, is unclear
 		}
 		id, ok := ast.Unparen(sel.X).(*ast.Ident)
 		if !ok {
-			return nil
+			return nil, nil
 		}
 		v, ok := info.Uses[id].(*types.Var)
-		if !ok || v.Pos() < decl.Pos() || v.Pos() >= decl.End() || !c.hasFields(v.Type(), fields) {
-			return nil
+		if !ok || v.Pos() < decl.Pos() || v.Pos() >= decl.End() {
+			return nil, nil
 		}
 		if s := info.Selections[sel]; s == nil || s.Kind() != types.FieldVal {
-			return nil
+			return nil, nil
 		}
 		if found != nil && found != v {
-			return nil // two jobs: which one is unclear
+			return nil, nil // two jobs: which one is unclear
 		}
 		found = v
 	}
-	if found == nil || !c.onlyFieldReads(decl, found) {
-		return nil
+	if found == nil {
+		return nil, nil
 	}
-	return found
+	if fields = c.fieldNames(found.Type(), cols); fields == nil || !c.onlyFieldReads(decl, found) {
+		return nil, nil
+	}
+	return found, fields
 }
 
-func (c *checker) hasFields(t types.Type, fields []string) bool {
+// fieldNames names the fields of t (a struct or a pointer to one) for the
+// columns: attempt -> Attempt, or attempt in the same package; nil when
+// one is missing.
+func (c *checker) fieldNames(t types.Type, cols []string) []string {
 	if p, ok := t.Underlying().(*types.Pointer); ok {
 		t = p.Elem()
 	}
 	if _, ok := t.Underlying().(*types.Struct); !ok {
-		return false
+		return nil
 	}
-	for _, f := range fields {
-		obj, _, _ := types.LookupFieldOrMethod(t, true, c.pass.Pkg, f)
-		if v, ok := obj.(*types.Var); !ok || !v.IsField() {
-			return false
+	var names []string
+	for _, col := range cols {
+		name := ""
+		exported := goName(col)
+		if exported == "" {
+			return nil
 		}
+		for _, f := range []string{exported, strings.ToLower(exported[:1]) + exported[1:]} {
+			obj, _, _ := types.LookupFieldOrMethod(t, true, c.pass.Pkg, f)
+			if v, ok := obj.(*types.Var); ok && v.IsField() {
+				name = f
+				break
+			}
+		}
+		if name == "" {
+			return nil
+		}
+		names = append(names, name)
 	}
-	return true
+	return names
 }
 
 // onlyFieldReads reports whether every use of v in decl reads a field of

@@ -123,3 +123,20 @@ func others(db *sql.DB, job Job, args []any) {
 	db.Exec(requeueSQL, job.ID)                                              // want `unfenced UPDATE`
 	db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = 7", job.ID)   // want `unfenced UPDATE`
 }
+
+type leased struct {
+	id, attempt int64
+	state       string
+}
+
+// Fixed: unexported fields of the package's own type.
+func (l leased) done(db *sql.DB) {
+	db.Exec("UPDATE refund_jobs SET state = 'done' WHERE id = ?", l.id) // want `unfenced UPDATE`
+}
+
+// No fix: the legacy worker's job knows its attempt but not its state.
+type claimed struct{ id, attempt int64 }
+
+func (j claimed) done(db *sql.DB) {
+	db.Exec("UPDATE refund_jobs SET state = 'done' WHERE id = ?", j.id) // want `unfenced UPDATE`
+}
