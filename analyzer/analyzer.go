@@ -2,12 +2,16 @@ package analyzer
 
 import (
 	"fmt"
+	"go/ast"
 	"go/build"
 	"go/token"
+	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 
+	"github.com/fencekit/fencekit/analyzer/baseline"
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 	"golang.org/x/tools/go/analysis"
 )
@@ -25,34 +29,55 @@ Ent's generic update and upsert builders of a fenced entity. Suppress a
 justified exception with "//fencelint:allow <reason>" on the line or the
 line above. It also reports imports of the fenced layer's runtime
 (default github.com/fencekit/fencekit/fencedwrite/fencedrt) outside generated
-code and the fenced layer's own packages.`
+code and the fenced layer's own packages.
+
+A legacy codebase accepts today's findings in a baseline file, written by
+"fencelint -write-baseline FILE [-baseline-add] ./..." (standalone) and
+read with -baseline=FILE or, under go vet, $FENCELINT_BASELINE: accepted
+findings are not reported, new ones are, and so is an entry that no longer
+matches, so that the file only shrinks. Mechanical fixes are applied by
+"fencelint -fix ./...".`
 
 // Analyzer reports unfenced writes of fenced tables, and uses of the fenced
 // layer's runtime outside generated code. It is configured by its flags,
-// -tables, -delete, -sinks and -runtime.
+// -tables, -delete, -sinks, -runtime and -baseline. Its result is a
+// *Result.
 var Analyzer = &analysis.Analyzer{
 	Name: "fencelint",
 	Doc:  doc,
 	URL:  "https://pkg.go.dev/github.com/fencekit/fencekit/analyzer",
 	Run: func(pass *analysis.Pass) (any, error) {
-		o, err := Options{Tables: tablesFlag, Delete: deleteFlag, Sinks: sinksFlag, Runtime: &runtimeFlag}.parse()
+		b := baselineFlag
+		if b == "" {
+			b = os.Getenv(BaselineEnv)
+		}
+		o, err := Options{Tables: tablesFlag, Delete: deleteFlag, Sinks: sinksFlag, Runtime: &runtimeFlag, Baseline: b}.parse()
 		if err != nil {
 			return nil, err
 		}
 		return run(pass, o)
 	},
-	FactTypes: factTypes,
+	FactTypes:  factTypes,
+	ResultType: reflect.TypeFor[*Result](),
 }
+
+// BaselineEnv names the environment variable that gives the baseline file
+// when -baseline is not set. Under go vet, prefer it to the flag: go vet
+// caches a package's clean result by the tool's version and its flags,
+// not the baseline's content, and fencelint -V=full (which go vet asks
+// for) folds the content of the file this variable names into the version.
+const BaselineEnv = "FENCELINT_BASELINE"
 
 // factTypes are the facts fencelint exports about functions, so that
 // wrappers and query helpers are followed across packages.
 var factTypes = []analysis.Fact{new(sinkFact), new(returnFact)}
 
 var (
-	tablesFlag  = sqlcheck.DefaultTables
-	deleteFlag  bool
-	sinksFlag   string
-	runtimeFlag = DefaultRuntime
+	tablesFlag   = sqlcheck.DefaultTables
+	deleteFlag   bool
+	sinksFlag    string
+	runtimeFlag  = DefaultRuntime
+	baselineFlag string
 )
 
 func init() {
@@ -64,6 +89,8 @@ func init() {
 		"comma-separated extra SQL sinks whose first string parameter is a query: Name (any function or method), path/to/pkg.Func, or path/to/pkg.Type.Method")
 	Analyzer.Flags.StringVar(&runtimeFlag, "runtime", runtimeFlag,
 		"import path of the fenced layer's runtime, whose use outside generated code (and the fenced layer's own packages) is reported; empty turns the check off")
+	Analyzer.Flags.StringVar(&baselineFlag, "baseline", "",
+		"baseline file of accepted findings (written by fencelint -write-baseline FILE ./...): they are not reported, and an entry that no longer matches is; a relative path is looked up from each package's directory upwards; default $"+BaselineEnv+" (use that under go vet: see docs/fencelint.md)")
 }
 
 // Options configure an analyzer made with [NewWithOptions]. The fields
@@ -75,6 +102,8 @@ type Options struct {
 	// Runtime is the import path of the fenced layer's runtime; nil means
 	// DefaultRuntime, and a pointer to "" turns its check off.
 	Runtime *string
+	// Baseline is the baseline file (the -baseline flag); "" means none.
+	Baseline string
 }
 
 // New returns a fencelint analyzer with a fixed configuration and no
@@ -91,19 +120,21 @@ func NewWithOptions(opts Options) (*analysis.Analyzer, error) {
 		return nil, err
 	}
 	return &analysis.Analyzer{
-		Name:      Analyzer.Name,
-		Doc:       Analyzer.Doc,
-		URL:       Analyzer.URL,
-		Run:       func(pass *analysis.Pass) (any, error) { return run(pass, o) },
-		FactTypes: factTypes,
+		Name:       Analyzer.Name,
+		Doc:        Analyzer.Doc,
+		URL:        Analyzer.URL,
+		Run:        func(pass *analysis.Pass) (any, error) { return run(pass, o) },
+		FactTypes:  factTypes,
+		ResultType: Analyzer.ResultType,
 	}, nil
 }
 
 // options is the validated configuration of one analyzer.
 type options struct {
-	sql     *sqlcheck.Config
-	sinks   []sinkSpec
-	runtime string
+	sql      *sqlcheck.Config
+	sinks    []sinkSpec
+	runtime  string
+	baseline string
 }
 
 func (opts Options) parse() (*options, error) {
@@ -123,25 +154,32 @@ func (opts Options) parse() (*options, error) {
 	if opts.Runtime != nil {
 		runtime = *opts.Runtime
 	}
-	return &options{sql: &sqlcheck.Config{Tables: ts, Delete: opts.Delete}, sinks: sinks, runtime: runtime}, nil
+	return &options{sql: &sqlcheck.Config{Tables: ts, Delete: opts.Delete}, sinks: sinks, runtime: runtime, baseline: opts.Baseline}, nil
 }
 
 // finding is a diagnostic before suppression.
 type finding struct {
-	pos token.Pos
-	msg string
+	pos   token.Pos
+	msg   string
+	fixes []analysis.SuggestedFix
 }
 
 func run(pass *analysis.Pass, o *options) (any, error) {
 	if inGoroot(pass) {
-		return nil, nil // the standard library writes no fenced table
+		return &Result{}, nil // the standard library writes no fenced table
+	}
+	var b *baseline.Baseline
+	if o.baseline != "" {
+		var err error
+		if b, err = loadBaseline(pass, o.baseline); err != nil {
+			return nil, err
+		}
 	}
 	c := newChecker(pass, withGenerated(pass, o))
 	c.walk()
 	c.settle()
 	c.exportFacts()
-	report(pass, append(c.findings, runtimeUses(pass, o.runtime)...))
-	return nil, nil
+	return report(pass, b, append(c.findings, runtimeUses(pass, o.runtime)...)), nil
 }
 
 // inGoroot reports whether the package is part of the standard library.
@@ -174,17 +212,24 @@ func problemsMessage(ps []sqlcheck.Problem) string {
 	return strings.Join(msgs, "; ")
 }
 
-// report applies //fencelint:allow directives and reports what remains,
-// plus the directives that lack a reason or suppress nothing.
-func report(pass *analysis.Pass, fs []finding) {
+// report applies //fencelint:allow directives, then the baseline b (if
+// any), and reports what remains, plus the directives that lack a reason
+// or suppress nothing, and the baseline's entries for this package that no
+// longer match. It returns the findings that directives left, with their
+// baseline keys.
+func report(pass *analysis.Pass, b *baseline.Baseline, fs []finding) *Result {
 	dirs := directives(pass)
-	var out []analysis.Diagnostic
-	seen := map[finding]bool{}
+	var left []finding
+	type seenKey struct {
+		pos token.Pos
+		msg string
+	}
+	seen := map[seenKey]bool{}
 	for _, f := range fs {
-		if seen[f] {
+		if seen[seenKey{f.pos, f.msg}] {
 			continue
 		}
-		seen[f] = true
+		seen[seenKey{f.pos, f.msg}] = true
 		p := pass.Fset.Position(f.pos)
 		suppressed := false
 		for _, line := range []int{p.Line, p.Line - 1} {
@@ -194,8 +239,27 @@ func report(pass *analysis.Pass, fs []finding) {
 			}
 		}
 		if !suppressed {
-			out = append(out, analysis.Diagnostic{Pos: f.pos, Message: f.msg})
+			left = append(left, f)
 		}
+	}
+	res := &Result{}
+	files := map[string]*ast.File{}
+	for _, f := range pass.Files {
+		name := pass.Fset.File(f.Pos()).Name()
+		files[name] = f
+		res.Files = append(res.Files, relFile(pass, name))
+	}
+	keys := make([]baseline.Key, len(left))
+	for i, f := range left {
+		keys[i] = keyOf(pass, files, f)
+		res.Findings = append(res.Findings, Finding{Pos: f.pos, Key: keys[i]})
+	}
+	if b != nil {
+		left = applyBaseline(pass, b, left, keys)
+	}
+	var out []analysis.Diagnostic
+	for _, f := range left {
+		out = append(out, analysis.Diagnostic{Pos: f.pos, Message: f.msg, SuggestedFixes: f.fixes})
 	}
 	for _, d := range dirs {
 		switch {
@@ -209,6 +273,7 @@ func report(pass *analysis.Pass, fs []finding) {
 	for _, d := range out {
 		pass.Report(d)
 	}
+	return res
 }
 
 type dirKey struct {

@@ -1,6 +1,10 @@
 package analyzer_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/fencekit/fencekit/analyzer"
@@ -66,6 +70,56 @@ func TestNewRejectsBadTables(t *testing.T) {
 	for _, sinks := range []string{"a/b", "(*x.T).M", "a.b.c.d", "pkg.", "x y"} {
 		if _, err := analyzer.NewWithOptions(analyzer.Options{Sinks: sinks}); err == nil {
 			t.Errorf("NewWithOptions(Sinks: %q) succeeded", sinks)
+		}
+	}
+}
+
+// TestBaselineAndSuggestedFixes, in one load (loading dominates):
+//
+//   - baselined, with testdata/baselined.baseline: accepted findings are
+//     not reported wherever they moved in their function; a new one is,
+//     and so is a function that grew beyond its entry; an entry that
+//     matches fewer findings (or none, or whose file is gone) is reported
+//     so that the baseline shrinks; entries of other packages are not
+//     judged here; directive problems are never baselined.
+//   - fixes (no entry: the baseline leaves its findings alone): the
+//     mechanical fixes, applied, give testdata/src/fixes/fixes.go.golden;
+//     the cases without one keep only the diagnostic.
+func TestBaselineAndSuggestedFixes(t *testing.T) {
+	path, err := filepath.Abs(filepath.Join(analysistest.TestData(), "baselined.baseline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withFlag(t, "baseline", path)
+	analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), analyzer.Analyzer, "baselined", "fixes")
+}
+
+// errorRecorder is an analysistest.Testing that keeps the errors.
+type errorRecorder struct{ errs []string }
+
+func (r *errorRecorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+// TestMalformedBaselineIsAnError: a bad line fails the analysis, naming
+// the file, the line and the problem; it never means an empty baseline
+// (every malformation: analyzer/baseline's TestParseErrorsNameFileAndLine).
+// A missing file named by an absolute path is an error too.
+func TestMalformedBaselineIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.baseline")
+	if err := os.WriteFile(bad, []byte("# ok\n\nbaselined baselined.go Old one unfenced UPDATE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		bad:                                    "fencelint baseline " + bad + `:3: count "one" is not a positive integer`,
+		filepath.Join(dir, "missing.baseline"): "missing.baseline: no such file",
+	} {
+		withFlag(t, "baseline", path)
+		var r errorRecorder
+		analysistest.Run(&r, analysistest.TestData(), analyzer.Analyzer, "baselinebad")
+		if !strings.Contains(strings.Join(r.errs, "\n"), want) {
+			t.Errorf("-baseline=%s: errors\n%s\nwant one containing %q", path, strings.Join(r.errs, "\n"), want)
 		}
 	}
 }

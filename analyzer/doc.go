@@ -65,4 +65,17 @@
 //	-tables  comma-separated table[:state[:token[:lease[:writer]]]] (default refund_jobs:state:attempt:lease_until:writer_attempt)
 //	-delete  also judge DELETE statements and delete builders
 //	-sinks   extra SQL sinks: Name, path/to/pkg.Func or path/to/pkg.Type.Method
+//	-runtime import path of the fenced layer's runtime (empty: no check)
+//	-baseline baseline file of accepted findings (default $FENCELINT_BASELINE, which go vet needs)
+//
+// # Baseline and fixes
+//
+// A baseline (package baseline; written by fencelint -write-baseline)
+// accepts today's findings, keyed by package, module-relative file,
+// enclosing function and message with a count: they are not reported,
+// new ones are, and so is an entry that no longer matches, so that the
+// file only shrinks. An unfenced UPDATE written as a literal in a sink call
+// whose job value (v.ID among the arguments, v with State and Attempt
+// fields, only read in the function) is at hand carries a suggested fix
+// appending AND state = ? AND attempt = ? and v.State, v.Attempt.
 package analyzer

@@ -116,7 +116,7 @@ func newChecker(pass *analysis.Pass, o *options) *checker {
 }
 
 func (c *checker) add(pos token.Pos, msg string) {
-	c.findings = append(c.findings, finding{pos, msg})
+	c.findings = append(c.findings, finding{pos: pos, msg: msg})
 }
 
 // walk visits every file once: maximal static strings, sink calls, query
@@ -686,7 +686,7 @@ func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 	case ctxGlobal:
 		c.globals = append(c.globals, globalConst{e, c.pass.TypesInfo.ObjectOf(id).(*types.Var), ps})
 	default:
-		c.add(e.Pos(), problemsMessage(ps))
+		c.findings = append(c.findings, finding{pos: e.Pos(), msg: problemsMessage(ps), fixes: c.suggestFix(e, s, ps, stack)})
 	}
 }
 

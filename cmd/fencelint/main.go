@@ -9,12 +9,111 @@
 //
 //	go vet -vettool=$(which fencelint) ./...
 //
-// See docs/fencelint.md for flags and suppression.
+// A legacy codebase adopts it with a baseline of today's findings, written
+// standalone and then checked in either mode:
+//
+//	fencelint -write-baseline fencelint.baseline ./...
+//	go vet -vettool=$(which fencelint) -baseline=fencelint.baseline ./...
+//
+// See docs/fencelint.md for flags, suppression and the baseline.
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
 	"github.com/fencekit/fencekit/analyzer"
+	"github.com/fencekit/fencekit/analyzer/baseline"
 	"golang.org/x/tools/go/analysis/singlechecker"
 )
 
-func main() { singlechecker.Main(analyzer.Analyzer) }
+func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "-V=full" || os.Args[1] == "--V=full") && os.Getenv(analyzer.BaselineEnv) != "" {
+		os.Exit(version(os.Stdout, os.Stderr))
+	}
+	if vetMode(os.Args[1:]) && hasFlag(os.Args[1:], "baseline") && !vetxOnly(os.Args[len(os.Args)-1]) {
+		fmt.Fprintf(os.Stderr, "fencelint: under go vet, name the baseline with %s=FILE, not -baseline: go vet caches a clean package by the tool's flags, not the file's content, and would replay it after an edit of the baseline\n", analyzer.BaselineEnv)
+		os.Exit(1)
+	}
+	if writeMode(os.Args[1:]) {
+		os.Exit(writeBaseline(os.Args[1:], os.Stderr))
+	}
+	singlechecker.Main(analyzer.Analyzer)
+}
+
+// version answers -V=full as singlechecker does (go vet keys its cache by
+// the answer), with the content of the baseline file that $FENCELINT_BASELINE
+// names folded into the build ID: go vet replays a package's cached clean
+// result whatever the flags name, so an edit of the baseline alone must
+// change the tool's identity. The file is found as the analyzer finds it,
+// from this directory (go vet's) upwards; not finding it is an error, as
+// an edit of a file this cannot see would go unnoticed.
+func version(stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "fencelint -V=full: %v\n", err)
+		return 1
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return fail(err)
+	}
+	name := os.Getenv(analyzer.BaselineEnv)
+	path, err := baseline.Locate(name, wd)
+	if err != nil {
+		return fail(fmt.Errorf("%s=%s: %w (run go vet where the file is found from the working directory upwards, or give an absolute path)", analyzer.BaselineEnv, name, err))
+	}
+	h := sha256.New()
+	for _, p := range []string{exe, filepath.Clean(path)} {
+		f, err := os.Open(p)
+		if err != nil {
+			return fail(err)
+		}
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return fail(err)
+		}
+	}
+	fmt.Fprintf(stdout, "%s version devel comments-go-here buildID=%02x\n", exe, string(h.Sum(nil)))
+	return 0
+}
+
+// vetMode reports whether go vet runs the tool: its last argument is the
+// package's vet configuration.
+func vetMode(args []string) bool {
+	return len(args) > 0 && strings.HasSuffix(args[len(args)-1], ".cfg")
+}
+
+// vetxOnly reports whether go vet runs the tool on a dependency, only for
+// its facts (its findings are not shown).
+func vetxOnly(cfg string) bool {
+	data, err := os.ReadFile(cfg)
+	if err != nil {
+		return false // the checker reports it
+	}
+	var c struct{ VetxOnly bool }
+	return json.Unmarshal(data, &c) == nil && c.VetxOnly
+}
+
+// hasFlag reports whether args set the flag name (-name, -name=v, --name).
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" || !strings.HasPrefix(a, "-") {
+			return false
+		}
+		n := strings.TrimLeft(a, "-")
+		if n == name || strings.HasPrefix(n, name+"=") {
+			return true
+		}
+	}
+	return false
+}

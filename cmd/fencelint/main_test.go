@@ -154,7 +154,7 @@ func TestVersionAndFlags(t *testing.T) {
 	for _, f := range flags {
 		names[f.Name] = true
 	}
-	for _, n := range []string{"tables", "delete", "sinks"} {
+	for _, n := range []string{"tables", "delete", "sinks", "runtime", "baseline"} {
 		if !names[n] {
 			t.Errorf("-flags lacks %q: %s", n, out)
 		}

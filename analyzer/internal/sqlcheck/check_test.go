@@ -232,3 +232,23 @@ func TestSplitStatements(t *testing.T) {
 		}
 	}
 }
+
+func TestWhereStart(t *testing.T) {
+	for _, c := range []struct {
+		s  string
+		n  int
+		ok bool
+	}{
+		{"UPDATE t SET a = ? WHERE id = ?", 1, true},
+		{"UPDATE t SET a = ?, b = (SELECT x FROM y WHERE z = ?) WHERE id = ?", 2, true},
+		{"UPDATE t SET a = '? where' WHERE id = ?", 0, true},
+		{"UPDATE t SET nowhere = ? WHERE id = ?", 1, true},
+		{"UPDATE t SET a = ? -- where ?\n", 0, false},
+		{"update t set a = ? where id = ?", 1, true},
+	} {
+		n, ok := WhereStart(c.s)
+		if n != c.n || ok != c.ok {
+			t.Errorf("WhereStart(%q) = %d, %v; want %d, %v", c.s, n, ok, c.n, c.ok)
+		}
+	}
+}

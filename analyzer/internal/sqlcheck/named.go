@@ -100,3 +100,50 @@ func skipQuoted(s string, i int) int {
 	}
 	return len(s)
 }
+
+// Placeholders counts the "?" placeholders of s outside quoted text and
+// comments. ok is false when s also holds named or numbered placeholders
+// (:name, $1), whose order against "?" a caller cannot tell.
+func Placeholders(s string) (n int, ok bool) {
+	if ReplaceNamedParams(s) != s {
+		return 0, false
+	}
+	for i := 0; i < len(s); {
+		if j, skipped := skipNonCode(s, i); skipped {
+			i = j
+			continue
+		}
+		if s[i] == '?' {
+			n++
+		}
+		i++
+	}
+	return n, true
+}
+
+// WhereStart counts the "?" placeholders of s before its last WHERE
+// keyword outside parentheses, quoted text and comments: in a
+// single-table UPDATE, the arguments from that index on are the WHERE
+// clause's. ok is false when s has no such WHERE.
+func WhereStart(s string) (n int, ok bool) {
+	depth, count := 0, 0
+	for i := 0; i < len(s); {
+		if j, skipped := skipNonCode(s, i); skipped {
+			i = j
+			continue
+		}
+		switch c := s[i]; {
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case c == '?':
+			count++
+		case depth == 0 && (c == 'w' || c == 'W') && i+5 <= len(s) && strings.EqualFold(s[i:i+5], "where") &&
+			(i == 0 || !isWordByte(s[i-1])) && (i+5 == len(s) || !isWordByte(s[i+5])):
+			n, ok = count, true
+		}
+		i++
+	}
+	return n, ok
+}
