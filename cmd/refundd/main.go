@@ -177,14 +177,19 @@ func envOr(name, def string) string {
 	return def
 }
 
-// migrate applies the embedded migration directory to dsn's database.
+// migrate applies the embedded migration directory to dsn's database. It
+// checks the DSN (the fenced layer's checks) before it creates anything:
+// a refused DSN leaves no empty database behind. A failed run leaves the
+// database as it found it (migrations.Apply), and the error says how to go
+// on.
 func migrate(ctx context.Context, dsn string, create bool, out io.Writer) error {
-	cfg, err := mysql.ParseDSN(dsn)
+	o := fencedwrite.DSNOptions{ReadTimeout: 5 * time.Minute}
+	cfg, err := fencedwrite.Config(dsn, o)
 	if err != nil {
-		return fmt.Errorf("migrate: parse dsn: %w", err)
+		return fmt.Errorf("migrate: -dsn: %w", err)
 	}
 	if cfg.DBName == "" {
-		return errors.New("migrate: the DSN names no database")
+		return errors.New("migrate: -dsn: names no database")
 	}
 	if create {
 		server := cfg.Clone()
@@ -199,13 +204,17 @@ func migrate(ctx context.Context, dsn string, create bool, out io.Writer) error 
 			return fmt.Errorf("migrate: create database %s: %w", cfg.DBName, err)
 		}
 	}
-	db, err := fencedwrite.OpenDB(dsn, fencedwrite.DSNOptions{ReadTimeout: 5 * time.Minute})
+	db, err := fencedwrite.OpenDB(dsn, o)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	applied, err := migrations.Apply(ctx, db)
 	if err != nil {
+		var ae *migrations.ApplyError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("%w\nto go on: refundd migrate -dsn '%s'", err, redacted(dsn))
+		}
 		return err
 	}
 	if len(applied) == 0 {
@@ -215,4 +224,18 @@ func migrate(ctx context.Context, dsn string, create bool, out io.Writer) error 
 		fmt.Fprintf(out, "migrate: applied %s to %s\n", v, cfg.DBName)
 	}
 	return nil
+}
+
+// redacted is dsn with its password replaced by "***", for messages.
+func redacted(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil || cfg.Passwd == "" {
+		return dsn
+	}
+	user, rest, ok := strings.Cut(dsn, "@")
+	if !ok {
+		return dsn
+	}
+	name, _, _ := strings.Cut(user, ":")
+	return name + ":***@" + rest
 }
