@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -115,7 +116,9 @@ func inspectRoutines(ctx context.Context, conn *sql.Conn) (map[string]routine, e
 		}
 		rows.Close()
 		if len(vals) >= 3 {
-			r.sqlMode, r.create = vals[1].String, vals[2].String
+			// Without its DEFINER clause: recreated by the running account,
+			// as the migration file that created it would have.
+			r.sqlMode, r.create = vals[1].String, definer.ReplaceAllString(vals[2].String, "CREATE ")
 		}
 		if r.create == "" {
 			return nil, fmt.Errorf("inspect procedure %s: the server does not show its definition (the account must own it)", r.name)
@@ -124,6 +127,8 @@ func inspectRoutines(ctx context.Context, conn *sql.Conn) (map[string]routine, e
 	}
 	return out, nil
 }
+
+var definer = regexp.MustCompile("^CREATE\\s+DEFINER\\s*=\\s*(`[^`]*`|'[^']*'|[^@\\s]+)@(`[^`]*`|'[^']*'|[^\\s]+)\\s+")
 
 func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
