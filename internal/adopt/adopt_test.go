@@ -403,7 +403,14 @@ func TestApplyLosesNoConcurrentLegacyWrite(t *testing.T) {
 	o := options()
 	o.Hooks = adopt.Hooks{
 		AfterBatch: func(step string, lo, hi int64) { legacyWrite(fmt.Sprintf("%s batch %d-%d", step, lo, hi)) },
-		AfterStep:  legacyWrite,
+		AfterStep: func(step string) {
+			legacyWrite(step)
+			if step == "backfill-ledger" {
+				// A legacy service enqueues a job after the backfills passed.
+				exec(t, writer, "INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, state, next_action, next_run_at, created_at, updated_at) "+
+					"VALUES ('k-late', 'pay-7', 700, 'EUR', 'ready', 'refund', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
+			}
+		},
 	}
 	_, err := adopt.Apply(context.Background(), db, o)
 	close(write)
@@ -414,6 +421,10 @@ func TestApplyLosesNoConcurrentLegacyWrite(t *testing.T) {
 	var note string
 	if err := db.QueryRow("SELECT legacy_flag, merchant_note FROM refund_jobs WHERE operation_key = 'k-review'").Scan(&flag, &note); err != nil {
 		t.Fatal(err)
+	}
+	var keys, ledgerRows int
+	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM refund_jobs_keys WHERE operation_key = 'k-late'), (SELECT COUNT(*) FROM refunds WHERE operation_key = 'k-late')").Scan(&keys, &ledgerRows); err != nil || keys != 1 || ledgerRows != 1 {
+		t.Fatalf("the job a legacy writer inserted during apply: %d keys, %d ledger rows (%v), want one each", keys, ledgerRows, err)
 	}
 	if writes < 10 || flag != 1+writes || note != fmt.Sprintf("write %d during baseline", writes) {
 		t.Fatalf("after %d legacy writes: legacy_flag %d (want %d), note %q", writes, flag, 1+writes, note)

@@ -85,7 +85,18 @@ func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o
 		}
 	}
 	for _, q := range s.Batched {
-		for lo := p.MinID; lo <= p.MaxID; lo += int64(o.BatchSize) {
+		// The range ends at the table's highest id when the batch starts:
+		// rows the legacy writers insert meanwhile are covered too.
+		top := p.MaxID
+		for lo := max(p.MinID, s.From, 1); ; lo += int64(o.BatchSize) {
+			if lo > top {
+				if err := conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM "+quote(Table)).Scan(&top); err != nil {
+					return &StepError{Step: s.Name, SQL: q, Err: err}
+				}
+				if lo > top {
+					break
+				}
+			}
 			hi := lo + int64(o.BatchSize) - 1
 			if _, err := conn.ExecContext(ctx, q, lo, hi); err != nil {
 				return &StepError{Step: s.Name, SQL: q, Err: fmt.Errorf("batch id %d to %d: %w", lo, hi, err)}

@@ -44,6 +44,8 @@ type Step struct {
 	// Batched, when set, runs after SQL once per primary-key range
 	// [lo, hi] (its two placeholders), each batch its own transaction.
 	Batched []string
+	// From is the first id the batches cover (the table's lowest when 0).
+	From int64
 	// baseline marks the step that records the Atlas baseline.
 	baseline bool
 	// routines marks SQL that creates triggers and procedures (printed
@@ -159,7 +161,7 @@ func (pl *planner) plan() error {
 	}
 	for _, step := range []func() (Step, error){
 		pl.addColumns, pl.mapValues, pl.modifyColumns, pl.backfillTimes, pl.dropDefaults, pl.addIndexes,
-		pl.createTables, pl.backfillKeys, pl.backfillLedger, pl.observeMode, pl.fence, pl.baseline,
+		pl.createTables, pl.backfillKeys, pl.backfillLedger, pl.observeMode, pl.fence, pl.catchUp, pl.baseline,
 	} {
 		s, err := step()
 		if err != nil {
@@ -717,6 +719,21 @@ func (pl *planner) backfillLedger() (Step, error) {
 	}, nil
 }
 
+func (pl *planner) catchUp() (Step, error) {
+	keys, _ := pl.backfillKeys()
+	ledger, _ := pl.backfillLedger()
+	return Step{
+		Name: "catch-up",
+		What: "registers the keys and opens the ledger rows of the jobs legacy writers inserted while the backfills ran (the fence's trigger registers every later job's key; " +
+			"a job a legacy writer inserts from here on has no ledger row until fencekit's Enqueue writes it)",
+		Locks:    keys.Locks,
+		Rollback: "with backfill-keys and backfill-ledger",
+		Online:   true,
+		Batched:  append(keys.Batched, ledger.Batched...),
+		From:     pl.p.MaxID + 1,
+	}, nil
+}
+
 func (pl *planner) observeMode() (Step, error) {
 	return Step{
 		Name:     "observe-mode",
@@ -809,8 +826,9 @@ func (p *Plan) Format(w io.Writer, batch int) error {
 			fmt.Fprintf(&b, "%s;\n", q)
 		}
 		for _, q := range s.Batched {
-			lo, hi := p.MinID, min(p.MaxID, p.MinID+int64(batch)-1)
-			fmt.Fprintf(&b, "-- for each range of %d ids from %d to %d (the first shown):\n%s;\n", batch, p.MinID, p.MaxID,
+			from := max(p.MinID, s.From, 1)
+			lo, hi := from, from+int64(batch)-1
+			fmt.Fprintf(&b, "-- for each range of %d ids from %d to the highest id when the range starts (the first shown):\n%s;\n", batch, from,
 				strings.Replace(strings.Replace(q, "?", fmt.Sprint(lo), 1), "?", fmt.Sprint(hi), 1))
 		}
 		if s.baseline {
