@@ -45,7 +45,7 @@ func replay(ctx context.Context, db *sql.DB, dir migrate.Dir, each func(file str
 		}
 	}()
 	if _, err := conn.ExecContext(ctx, "USE "+quoteIdent(name)); err != nil {
-		return fmt.Errorf("replay migrations: %w", err)
+		return fmt.Errorf("replay migrations: switch to the scratch database (a fenced pool refuses to; pass a plain one): %w", err)
 	}
 	drv, err := atlasmysql.Open(conn)
 	if err != nil {

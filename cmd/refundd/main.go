@@ -209,7 +209,10 @@ func migrate(ctx context.Context, dsn string, create bool, out io.Writer) error 
 			return fmt.Errorf("migrate: create database %s: %w", cfg.DBName, err)
 		}
 	}
-	db, err := fencedwrite.OpenDB(dsn, o)
+	// A plain pool with the checked settings: recognising a database the
+	// plain client migrated replays the files on a scratch database, which
+	// a fenced pool (no USE) would refuse.
+	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		return err
 	}
