@@ -148,6 +148,14 @@ func TestPlanPrintsSQLAndChangesNothing(t *testing.T) {
 			t.Errorf("the plan lacks %q:\n%s", want, out.String())
 		}
 	}
+	// The SQL runs as printed in the database it was planned for: nothing
+	// names the scratch database the migrations were replayed in, nor the
+	// account that replayed them.
+	for _, never := range []string{"fencekit_scratch_", "DEFINER"} {
+		if strings.Contains(out.String(), never) {
+			t.Errorf("the plan names %s:\n%s", never, out.String())
+		}
+	}
 	if diff := dbtest.FingerprintDiff(before, dbtest.Fingerprint(t, db)); len(diff) > 0 {
 		t.Fatalf("plan changed the database: %v", diff)
 	}
