@@ -57,6 +57,13 @@ func takeSnapshot(ctx context.Context, drv migrate.Driver, conn *sql.Conn) (*sna
 // would have.
 func inspectRoutines(ctx context.Context, conn *sql.Conn) (map[string]routine, error) {
 	out := map[string]routine{}
+	var version string
+	if err := conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return nil, fmt.Errorf("inspect triggers: read server version: %w", err)
+	}
+	if strings.Contains(version, "TiDB") {
+		return out, nil // no triggers, no procedures
+	}
 	rows, err := conn.QueryContext(ctx, "SELECT TRIGGER_NAME, ACTION_TIMING, EVENT_MANIPULATION, EVENT_OBJECT_TABLE, ACTION_STATEMENT, ACTION_ORDER, SQL_MODE "+
 		"FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()")
 	if err != nil {

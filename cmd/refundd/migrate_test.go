@@ -1,3 +1,5 @@
+//go:build !tidb
+
 package main
 
 import (
