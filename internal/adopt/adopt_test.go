@@ -488,3 +488,47 @@ func TestApplyFailsRecoverablyAndContinues(t *testing.T) {
 		t.Fatalf("the schema after apply again differs: %v", extra)
 	}
 }
+
+// The article's minimum: only its seven columns and one of the team's.
+// Apply adds the request's columns with '' and 0 (and the plan says they
+// must be filled in before fencekit refunds those jobs), and the schema is
+// fencekit's.
+func TestApplyAdoptsTheArticleMinimum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := legacyDB(t, func(db *sql.DB) {
+		exec(t, db, "DROP TABLE refund_jobs")
+		exec(t, db, "CREATE TABLE refund_jobs (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, operation_key VARCHAR(128) NOT NULL, attempt BIGINT NOT NULL DEFAULT 0, "+
+			"state ENUM('ready','running','succeeded','manual_review','failed') NOT NULL DEFAULT 'ready', lease_until DATETIME(6) NULL, "+
+			"next_action ENUM('refund','reconcile') NOT NULL DEFAULT 'refund', provider_refund_id VARCHAR(255) NULL, merchant_note TEXT NULL, "+
+			"UNIQUE KEY operation_key (operation_key)) CHARSET utf8mb4 COLLATE utf8mb4_bin")
+		exec(t, db, "INSERT INTO refund_jobs (operation_key, attempt, state, next_action, provider_refund_id, merchant_note) VALUES "+
+			"('a', 0, 'ready', 'refund', NULL, 'x'), ('b', 2, 'running', 'reconcile', NULL, NULL), ('c', 1, 'succeeded', 'refund', 're_c', 'y')")
+	})
+	p, err := adopt.NewPlan(ctx, db, adopt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := p.Format(&out, 100); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "NOTE: the table has no payment_ref") || strings.Contains(out.String(), "modify-columns") || strings.Contains(out.String(), "map-values") {
+		t.Fatalf("plan:\n%s", out.String())
+	}
+	if _, err := adopt.Apply(ctx, db, adopt.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if extra := schemaDiff(t, db); len(extra) > 0 {
+		t.Fatalf("the adopted schema differs: %v", extra)
+	}
+	var n int
+	var first, last sql.NullTime
+	if err := db.QueryRow("SELECT COUNT(*) FROM refund_jobs j JOIN refunds r USING (operation_key) WHERE j.payment_ref = '' AND j.amount_minor = 0 AND "+
+		"(j.merchant_note IS NOT NULL OR j.operation_key = 'b')").Scan(&n); err != nil || n != 3 {
+		t.Fatalf("adopted rows with their ledger rows: %d (%v)", n, err)
+	}
+	if err := db.QueryRow("SELECT key_first_used_at, last_send_at FROM refund_jobs WHERE operation_key = 'b'").Scan(&first, &last); err != nil || !first.Valid || first.Time.Year() != 1970 || !last.Valid {
+		t.Fatalf("a job claimed before adoption: key first used %v, last send %v (%v): want long ago, so it is reconciled, not sent", first, last, err)
+	}
+}
