@@ -490,7 +490,7 @@ func TestApplyFailsRecoverablyAndContinues(t *testing.T) {
 }
 
 // The article's minimum: only its seven columns and one of the team's.
-// Apply adds the request's columns with '' and 0 (and the plan says they
+// Apply adds the request's columns with ” and 0 (and the plan says they
 // must be filled in before fencekit refunds those jobs), and the schema is
 // fencekit's.
 func TestApplyAdoptsTheArticleMinimum(t *testing.T) {
@@ -524,7 +524,7 @@ func TestApplyAdoptsTheArticleMinimum(t *testing.T) {
 	}
 	var n int
 	var first, last sql.NullTime
-	if err := db.QueryRow("SELECT COUNT(*) FROM refund_jobs j JOIN refunds r USING (operation_key) WHERE j.payment_ref = '' AND j.amount_minor = 0 AND "+
+	if err := db.QueryRow("SELECT COUNT(*) FROM refund_jobs j JOIN refunds r USING (operation_key) WHERE j.payment_ref = '' AND j.amount_minor = 0 AND " +
 		"(j.merchant_note IS NOT NULL OR j.operation_key = 'b')").Scan(&n); err != nil || n != 3 {
 		t.Fatalf("adopted rows with their ledger rows: %d (%v)", n, err)
 	}
