@@ -490,7 +490,7 @@ func TestApplyFailsRecoverablyAndContinues(t *testing.T) {
 }
 
 // The article's minimum: only its seven columns and one of the team's.
-// Apply adds the request's columns with ” and 0 (and the plan says they
+// Apply adds the request's columns with empty strings and 0 (the plan says they
 // must be filled in before fencekit refunds those jobs), and the schema is
 // fencekit's.
 func TestApplyAdoptsTheArticleMinimum(t *testing.T) {
