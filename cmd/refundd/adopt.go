@@ -12,7 +12,7 @@ import (
 )
 
 // adoptCommand runs `refundd adopt plan|apply -dsn DSN [-states old=new,…]
-// [-actions old=new,…] [-batch N]` with the migration account's DSN: plan
+// [-actions old=new,…] [-columns fencekit=team,…] [-batch N]` with the migration account's DSN: plan
 // prints the SQL that brings an existing refund_jobs to fencekit's schema
 // and changes nothing; apply runs it (docs/adopting.md).
 func adoptCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []string, out io.Writer) error {
@@ -22,6 +22,7 @@ func adoptCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 	sub := args[0]
 	statesFlag := fs.String("states", "", "the team's state names mapped onto fencekit's: pending=ready,processing=running,…")
 	actionsFlag := fs.String("actions", "", "the team's next-action names mapped onto fencekit's: check=reconcile,…")
+	columnsFlag := fs.String("columns", "", "fencekit columns the table lacks, copied from columns of the team's: payment_ref=payment_id,amount_minor=amount_cents,…")
 	batch := fs.Int("batch", adopt.DefaultBatchSize, "primary-key values per backfill batch (each its own transaction)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -35,6 +36,9 @@ func adoptCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 		return fmt.Errorf("adopt %s: %w", sub, err)
 	}
 	if o.Actions, err = adopt.ParseMapping("actions", *actionsFlag); err != nil {
+		return fmt.Errorf("adopt %s: %w", sub, err)
+	}
+	if o.Columns, err = adopt.ParseMapping("columns", *columnsFlag); err != nil {
 		return fmt.Errorf("adopt %s: %w", sub, err)
 	}
 	o.BatchSize = *batch

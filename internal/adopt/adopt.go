@@ -50,6 +50,11 @@ type Options struct {
 	// fencekit's (legacy name -> fencekit name). Every value present in the
 	// table must be mapped or already be a fencekit name.
 	States, Actions map[string]string
+	// Columns fill fencekit columns the team's table lacks from columns of
+	// the team's (fencekit name -> team column), copied by primary-key
+	// range: payment_ref=payment_id,amount_minor=amount_cents. The team's
+	// column must fit fencekit's type without narrowing.
+	Columns map[string]string
 	// BatchSize is how many primary-key values one backfill batch covers
 	// (DefaultBatchSize when 0).
 	BatchSize int

@@ -201,6 +201,38 @@ func (pl *planner) columns() error {
 			}
 		}
 	}
+	for _, k := range sortedKeys(pl.o.Columns) {
+		v := pl.o.Columns[k]
+		want, ok := pl.want.Column(k)
+		team, teamOK := pl.legacy.Column(v)
+		_, fencekitName := pl.want.Column(v)
+		switch {
+		case !ok:
+			pl.refuse("-columns %s=%s: %s is not a column of fencekit's %s", k, v, k, Table)
+		case !pl.added[k]:
+			pl.refuse("-columns %s=%s: %s has %s already", k, v, Table, k)
+		case !teamOK:
+			pl.refuse("-columns %s=%s: %s has no column %s", k, v, Table, v)
+		case fencekitName:
+			pl.refuse("-columns %s=%s: %s is a fencekit column, not one of the team's", k, v, v)
+		default:
+			tt, _ := atlasmysql.FormatType(team.Type.Type)
+			wt, _ := atlasmysql.FormatType(want.Type.Type)
+			if why := narrowing(team.Type.Type, want.Type.Type); why != "" {
+				pl.refuse("-columns %s=%s: %s.%s is %s and fencekit's %s is %s: %s (adopt never narrows a type)", k, v, Table, v, tt, k, wt, why)
+				continue
+			}
+			if !want.Type.Null {
+				ids, err := pl.ids(quote(v) + " IS NULL")
+				if err != nil {
+					return err
+				}
+				if ids != "" {
+					pl.refuse("-columns %s=%s: %s.%s is NULL in rows with id %s, and fencekit's %s is NOT NULL: fill them in first", k, v, Table, v, ids, k)
+				}
+			}
+		}
+	}
 	if pk := pl.legacy.PrimaryKey; pk == nil || len(pk.Parts) != 1 || pk.Parts[0].C == nil || pk.Parts[0].C.Name != "id" {
 		pl.refuse("%s's primary key must be (id): adopt batches by it", Table)
 	}
@@ -352,9 +384,9 @@ func (pl *planner) addColumns() (Step, error) {
 	}
 	s.What += ": " + strings.Join(names, ", ")
 	for _, n := range []string{"payment_ref", "amount_minor", "currency"} {
-		if pl.added[n] {
+		if _, mapped := pl.o.Columns[n]; pl.added[n] && !mapped {
 			pl.p.Notes = append(pl.p.Notes, "the table has no "+n+": adopted rows get '' or 0 there. fencekit refunds a job with its payment, amount and currency: "+
-				"fill them in (UPDATE … SET "+n+" = … by id range) before enforcing, or settle those jobs the legacy way")
+				"copy them from a column of the team's with -columns "+n+"=<column>, fill them in (UPDATE … SET "+n+" = … by id range) before fencekit's workers take those jobs, or settle them the legacy way")
 		}
 	}
 	return s, nil
@@ -569,6 +601,15 @@ func (pl *planner) backfillTimes() (Step, error) {
 	}
 	if marker != "" {
 		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s WHERE id BETWEEN ? AND ? AND %s = '%s'", quote(Table), strings.Join(sets, ", "), quote(marker), epoch))
+	}
+	if len(pl.o.Columns) > 0 {
+		var sets, same []string
+		for _, k := range sortedKeys(pl.o.Columns) {
+			sets = append(sets, quote(k)+" = "+quote(pl.o.Columns[k]))
+			same = append(same, quote(k)+" <=> "+quote(pl.o.Columns[k]))
+		}
+		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s WHERE id BETWEEN ? AND ? AND NOT (%s)", quote(Table), strings.Join(sets, ", "), strings.Join(same, " AND ")))
+		s.What += "; copies " + strings.Join(sets, ", ") + " (-columns)"
 	}
 	if pl.added["key_first_used_at"] && pl.added["last_send_at"] {
 		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET `key_first_used_at` = '%s', `last_send_at` = '%s' WHERE id BETWEEN ? AND ? AND `attempt` > 0 AND `key_first_used_at` IS NULL",
