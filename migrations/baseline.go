@@ -35,7 +35,7 @@ func replay(ctx context.Context, db *sql.DB, dir migrate.Dir, each func(file str
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	name := "fencekit_scratch_" + hex.EncodeToString(b[:])
+	name := ScratchPrefix + hex.EncodeToString(b[:])
 	if _, err := conn.ExecContext(ctx, "CREATE DATABASE "+quoteIdent(name)+" CHARACTER SET "+charset+" COLLATE "+collation); err != nil {
 		return fmt.Errorf("replay migrations: create the scratch database %s (the account needs CREATE and DROP on it): %w", name, err)
 	}

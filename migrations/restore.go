@@ -27,6 +27,7 @@ type routine struct {
 	kind, name, create, sqlMode string
 	body                        string // what decides whether two are the same
 	order                       int    // a trigger's place among its table's triggers of one event
+	table                       string // a trigger's table
 }
 
 func (r routine) key() string { return r.kind + " " + r.name }
@@ -76,7 +77,7 @@ func inspectRoutines(ctx context.Context, conn *sql.Conn) (map[string]routine, e
 			rows.Close()
 			return nil, fmt.Errorf("inspect triggers: %w", err)
 		}
-		r.body = normalizeBody(body)
+		r.body, r.table = normalizeBody(body), table
 		r.create = "CREATE TRIGGER " + quoteIdent(r.name) + " " + timing + " " + event + " ON " + quoteIdent(table) + " FOR EACH ROW " + body
 		out[r.key()] = r
 	}

@@ -31,6 +31,7 @@ type Target struct {
 type Routine struct {
 	Kind   string // "trigger" or "procedure"
 	Name   string
+	Table  string // a trigger's table
 	Create string // the CREATE statement, without DELIMITER
 }
 
@@ -64,7 +65,7 @@ func ReplayTarget(ctx context.Context, db *sql.DB, dir migrate.Dir) (*Target, er
 	})
 	for _, k := range keys {
 		r := last.routines[k]
-		t.Routines = append(t.Routines, Routine{Kind: r.kind, Name: r.name, Create: r.create})
+		t.Routines = append(t.Routines, Routine{Kind: r.kind, Name: r.name, Table: r.table, Create: r.create})
 	}
 	return t, nil
 }

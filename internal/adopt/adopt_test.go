@@ -583,3 +583,30 @@ func TestApplyCopiesTheRequestFromTheTeamsColumns(t *testing.T) {
 		}
 	})
 }
+
+// The migration account adopts: its grants on the database, and the
+// scratch databases' (migrations.ScratchGrants), without LOCK TABLES (the
+// triggers are then created without the lock).
+func TestApplyWithTheMigrationAccount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := legacyDB(t, nil)
+	var name string
+	if err := root.QueryRow("SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	cfg := dbtest.Account(t, root, name, func(db, account string) []string {
+		return append(migrations.MigrationGrants(db, account), migrations.ScratchGrants(account)...)
+	})
+	cfg.ParseTime = true
+	db := dbtest.OpenDSN(t, cfg.FormatDSN())
+	if _, err := adopt.Apply(ctx, db, options()); err != nil {
+		t.Fatalf("apply with the migration account: %v", err)
+	}
+	if applied, err := migrations.Apply(ctx, db); err != nil || len(applied) != 0 {
+		t.Fatalf("migrate after adopt: %v, %v", applied, err)
+	}
+	if extra := schemaDiff(t, root); len(extra) > 0 {
+		t.Fatalf("the adopted schema differs: %v", extra)
+	}
+}
