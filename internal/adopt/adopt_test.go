@@ -8,6 +8,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	atlasmysql "ariga.io/atlas/sql/mysql"
 	"ariga.io/atlas/sql/schema"
 
+	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/adopt"
 	"github.com/fencekit/fencekit/internal/dbtest"
@@ -259,6 +262,13 @@ func fencedDB(t *testing.T, db *sql.DB) *sql.DB {
 // (the migrations replayed), leaving out the team's own columns and index.
 func schemaDiff(t *testing.T, db *sql.DB) []string {
 	t.Helper()
+	return schemaDiffBut(t, db, []string{"merchant_note", "legacy_flag"}, []string{"team_state"})
+}
+
+// schemaDiffBut is schemaDiff leaving out the team's columns and indexes
+// named.
+func schemaDiffBut(t *testing.T, db *sql.DB, teamColumns, teamIndexes []string) []string {
+	t.Helper()
 	ctx := context.Background()
 	target, err := migrations.ReplayTarget(ctx, db, mustDir(t))
 	if err != nil {
@@ -293,12 +303,12 @@ func schemaDiff(t *testing.T, db *sql.DB) []string {
 		for _, tc := range m.Changes {
 			switch tc := tc.(type) {
 			case *schema.DropColumn:
-				if tc.C.Name == "merchant_note" || tc.C.Name == "legacy_flag" {
+				if slices.Contains(teamColumns, tc.C.Name) {
 					continue
 				}
 				out = append(out, m.T.Name+": drop column "+tc.C.Name)
 			case *schema.DropIndex:
-				if tc.I.Name == "team_state" {
+				if slices.Contains(teamIndexes, tc.I.Name) {
 					continue
 				}
 				out = append(out, m.T.Name+": drop index "+tc.I.Name)
@@ -608,5 +618,65 @@ func TestApplyWithTheMigrationAccount(t *testing.T) {
 	}
 	if extra := schemaDiff(t, root); len(extra) > 0 {
 		t.Fatalf("the adopted schema differs: %v", extra)
+	}
+}
+
+// The legacy application of testdata/legacy (the article's queue with the
+// team's own columns, utf8mb4 with the server's default collation): adopt
+// copies the request from the team's columns, leaves fencekit's schema
+// beside the team's columns and indexes, and fencekit's layer enqueues,
+// claims and completes on it.
+func TestApplyAdoptsTheLegacyApplication(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schemaSQL, err := os.ReadFile("../../testdata/legacy/schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := legacyDB(t, func(db *sql.DB) {
+		exec(t, db, "DROP TABLE refund_jobs")
+		exec(t, db, string(schemaSQL))
+		exec(t, db, "INSERT INTO refund_jobs (operation_key, payment_id, amount_cents, currency, attempt, state, lease_until, next_action, merchant_note) VALUES "+
+			"('a', 'pay-a', 100, 'EUR', 0, 'ready', NULL, 'refund', 'n'), ('b', 'pay-b', 200, 'EUR', 2, 'running', UTC_TIMESTAMP(), 'reconcile', NULL), "+
+			"('c', 'pay-c', 300, 'USD', 1, 'succeeded', NULL, 'refund', NULL)")
+	})
+	o := adopt.Options{Columns: map[string]string{"payment_ref": "payment_id", "amount_minor": "amount_cents", "created_at": "created"}}
+	p, err := adopt.NewPlan(ctx, db, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan bytes.Buffer
+	if err := p.Format(&plan, 100); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"the team's column payment_id is NOT NULL without a default", "the team's column amount_cents is NOT NULL without a default",
+		"DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", "MODIFY COLUMN `currency` char(3) NOT NULL COLLATE utf8mb4_bin"} {
+		if !strings.Contains(plan.String(), want) {
+			t.Errorf("the plan lacks %q:\n%s", want, plan.String())
+		}
+	}
+	if _, err := adopt.Apply(ctx, db, o); err != nil {
+		t.Fatal(err)
+	}
+	if extra := schemaDiffBut(t, db, []string{"payment_id", "amount_cents", "merchant_note", "legacy_flag", "created"}, []string{"uk_operation_key", "idx_state_lease"}); len(extra) > 0 {
+		t.Fatalf("the adopted schema differs from fencekit's beyond the team's own columns and indexes:\n%s", strings.Join(extra, "\n"))
+	}
+	// What the plan's note tells the team to do for fencekit's enqueues.
+	exec(t, db, "ALTER TABLE refund_jobs ALTER COLUMN payment_id SET DEFAULT '', ALTER COLUMN amount_cents SET DEFAULT 0")
+	client := dbtest.ClientOn(t, fencedDB(t, db))
+	req := ent.RefundJobEnqueue{OperationKey: "new", PaymentRef: "pay-new", AmountMinor: 500, Currency: "EUR"}
+	if _, _, err := client.RefundJob.Enqueue(ctx, req, ledger.Open(req)); err != nil {
+		t.Fatalf("enqueue on the adopted table: %v", err)
+	}
+	var id int64
+	if err := db.QueryRow("SELECT id FROM refund_jobs WHERE operation_key = 'a'").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := client.RefundJob.Claim(ctx, id, fencedwrite.ClaimOptions{Lease: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("claim an adopted job: %v", err)
+	}
+	if err := client.RefundJob.Apply(ctx, lease.Complete("re_a"), ledger.Refunded("a", "re_a")); err != nil {
+		t.Fatalf("complete an adopted job: %v", err)
 	}
 }

@@ -237,6 +237,14 @@ func (pl *planner) columns() error {
 			}
 		}
 	}
+	for _, l := range pl.legacy.Columns {
+		if _, ok := pl.want.Column(l.Name); ok || l.Type.Null || l.Default != nil || hasAutoIncrement(l) {
+			continue
+		}
+		pl.p.Notes = append(pl.p.Notes, fmt.Sprintf("the team's column %s is NOT NULL without a default: fencekit's Enqueue sets only fencekit's columns, so it fails "+
+			"until the team gives %s a default (ALTER TABLE %s ALTER COLUMN %s SET DEFAULT …, metadata only) or lets it be NULL; adopt leaves the team's columns as they are",
+			l.Name, l.Name, Table, l.Name))
+	}
 	if pk := pl.legacy.PrimaryKey; pk == nil || len(pk.Parts) != 1 || pk.Parts[0].C == nil || pk.Parts[0].C.Name != "id" {
 		pl.refuse("%s's primary key must be (id): adopt batches by it", Table)
 	}
@@ -375,6 +383,14 @@ func (pl *planner) addColumns() (Step, error) {
 		}
 		adds = append(adds, &schema.AddColumn{C: &cc})
 		names = append(names, c.Name)
+	}
+	if have, want := collation(nil, pl.legacy.Attrs), collation(nil, pl.want.Attrs); have != want && want != "" {
+		// The table's default, so that the columns added here and the
+		// archive made LIKE it get fencekit's collation; no column of the
+		// team's changes (metadata only).
+		cs, _ := charset(pl.want.Attrs)
+		s.SQL = append(s.SQL, fmt.Sprintf("ALTER TABLE %s DEFAULT CHARACTER SET %s COLLATE %s", quote(Table), cs, want))
+		s.What += "; sets the table's default collation to " + want + " (the team's columns keep theirs)"
 	}
 	if len(adds) == 0 {
 		return s, nil
@@ -526,6 +542,12 @@ func (pl *planner) modifyColumns() (Step, error) {
 		}
 		if !sameDefault(l.Default, c.Default) {
 			kind |= schema.ChangeDefault
+		}
+		if collation(l.Attrs, pl.legacy.Attrs) != collation(c.Attrs, pl.want.Attrs) {
+			// A string column fencekit's triggers compare with its other
+			// tables' (utf8mb4_bin): another collation would make those
+			// comparisons fail ("Illegal mix of collations").
+			kind |= schema.ChangeCollate | schema.ChangeCharset
 		}
 		if c.Name == "id" && !hasAutoIncrement(l) {
 			kind |= schema.ChangeAttr
@@ -965,4 +987,26 @@ func roundDuration(d time.Duration) time.Duration {
 		return d.Round(time.Millisecond)
 	}
 	return d.Round(time.Microsecond)
+}
+
+// collation is a column's collation (attrs), or its table's (table) when
+// the column names none.
+func collation(attrs, table []schema.Attr) string {
+	for _, list := range [][]schema.Attr{attrs, table} {
+		for _, a := range list {
+			if c, ok := a.(*schema.Collation); ok {
+				return c.V
+			}
+		}
+	}
+	return ""
+}
+
+func charset(attrs []schema.Attr) (string, bool) {
+	for _, a := range attrs {
+		if c, ok := a.(*schema.Charset); ok {
+			return c.V, true
+		}
+	}
+	return "utf8mb4", false
 }
