@@ -23,6 +23,7 @@ func adoptCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 	statesFlag := fs.String("states", "", "the team's state names mapped onto fencekit's: pending=ready,processing=running,…")
 	actionsFlag := fs.String("actions", "", "the team's next-action names mapped onto fencekit's: check=reconcile,…")
 	columnsFlag := fs.String("columns", "", "fencekit columns the table lacks, copied from columns of the team's: payment_ref=payment_id,amount_minor=amount_cents,…")
+	keepDefaults := fs.Bool("keep-defaults", false, "keep the temporary defaults of the NOT NULL columns adopt adds, so that legacy INSERTs go on working (the plan says how to drop them later)")
 	batch := fs.Int("batch", adopt.DefaultBatchSize, "primary-key values per backfill batch (each its own transaction)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -42,6 +43,7 @@ func adoptCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 		return fmt.Errorf("adopt %s: %w", sub, err)
 	}
 	o.BatchSize = *batch
+	o.KeepDefaults = *keepDefaults
 	if *batch < 1 {
 		return fmt.Errorf("adopt %s: -batch: must be at least 1, got %d", sub, *batch)
 	}

@@ -7,7 +7,7 @@
 //	refundd jobs     [-dsn DSN] [-state S] [-id N]   list jobs, the manual-review queue, or one job with its evidence
 //	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
 //	refundd migrate  [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
-//	refundd adopt    plan|apply [-dsn DSN] [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-batch N]
+//	refundd adopt    plan|apply [-dsn DSN] [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-keep-defaults] [-batch N]
 //	                 bring an existing refund_jobs table to fencekit's schema (docs/adopting.md)
 //	refundd demo     [-dsn DSN] [-scene zombie] [-json] ...
 //	refundd chaos    [-dsn DSN] --jobs N --workers W --duration D --seed S [--json]
@@ -59,7 +59,7 @@ func usage(w io.Writer) {
   refundd jobs    [-state S] [-id N]                        list jobs, or show one with its evidence
   refundd resolve -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
   refundd migrate [-create]                                 apply the migrations to the database
-  refundd adopt   plan|apply [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-batch N]   bring an existing refund_jobs to fencekit's schema
+  refundd adopt   plan|apply [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-keep-defaults] [-batch N]   bring an existing refund_jobs to fencekit's schema
   refundd fence   mode [observe|enforce -reason TEXT] | report [-json]   the fence's rollout mode, and the writes it let through
   refundd demo    [-json] [-scene zombie] ...               the demo at scale, or the article's scene
   refundd chaos   --jobs N --workers W --duration D --seed S [--json]   a fleet under faults, checked

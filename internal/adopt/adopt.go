@@ -55,6 +55,11 @@ type Options struct {
 	// range: payment_ref=payment_id,amount_minor=amount_cents. The team's
 	// column must fit fencekit's type without narrowing.
 	Columns map[string]string
+	// KeepDefaults skips drop-defaults: the NOT NULL columns adopt added
+	// keep their temporary defaults, so that legacy INSERTs that do not
+	// know them go on working while the fence observes. The plan lists the
+	// statements that drop them later (the schema is fencekit's only then).
+	KeepDefaults bool
 	// BatchSize is how many primary-key values one backfill batch covers
 	// (DefaultBatchSize when 0).
 	BatchSize int

@@ -497,6 +497,12 @@ func TestApplyFailsRecoverablyAndContinues(t *testing.T) {
 	if extra := schemaDiff(t, db); len(extra) > 0 {
 		t.Fatalf("the schema after apply again differs: %v", extra)
 	}
+	// The second run did what the first left undone: the times of every
+	// row are backfilled.
+	var epoch int
+	if err := db.QueryRow("SELECT COUNT(*) FROM refund_jobs WHERE YEAR(created_at) = 1970 OR YEAR(next_run_at) = 1970").Scan(&epoch); err != nil || epoch != 0 {
+		t.Fatalf("%d rows kept the temporary times after apply again (%v)", epoch, err)
+	}
 }
 
 // The article's minimum: only its seven columns and one of the team's.
@@ -678,5 +684,43 @@ func TestApplyAdoptsTheLegacyApplication(t *testing.T) {
 	}
 	if err := client.RefundJob.Apply(ctx, lease.Complete("re_a"), ledger.Refunded("a", "re_a")); err != nil {
 		t.Fatalf("complete an adopted job: %v", err)
+	}
+}
+
+// With -keep-defaults a legacy INSERT that knows none of fencekit's columns
+// goes on working while the fence observes; the statements the plan lists
+// drop the defaults later, and the schema is then fencekit's.
+func TestApplyKeepsDefaultsForLegacyInserts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := legacyDB(t, nil)
+	o := options()
+	o.KeepDefaults = true
+	res, err := adopt.Apply(ctx, db, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, state, next_action, merchant_note) VALUES ('legacy-new', 'pay-9', 900, 'EUR', 'ready', 'refund', 'a legacy enqueue')")
+	var keys int
+	if err := db.QueryRow("SELECT COUNT(*) FROM refund_jobs_keys WHERE operation_key = 'legacy-new'").Scan(&keys); err != nil || keys != 1 {
+		t.Fatalf("the legacy enqueue's key: %d registrations (%v)", keys, err)
+	}
+	var later []string
+	for _, n := range res.Plan.Notes {
+		if _, stmts, ok := strings.Cut(n, "(metadata only; the schema is fencekit's exactly only then): "); ok {
+			later = strings.Split(stmts, "; ")
+		}
+	}
+	if len(later) == 0 {
+		t.Fatalf("the plan does not say how to drop the defaults later: %v", res.Plan.Notes)
+	}
+	if extra := schemaDiff(t, db); len(extra) == 0 {
+		t.Fatal("the schema is fencekit's while the temporary defaults are kept: the check cannot see them")
+	}
+	for _, q := range later {
+		exec(t, db, q)
+	}
+	if extra := schemaDiff(t, db); len(extra) > 0 {
+		t.Fatalf("the schema after dropping the defaults differs: %v", extra)
 	}
 }

@@ -126,6 +126,9 @@ type planner struct {
 
 	legacy, want *schema.Table
 	added        map[string]bool // fencekit columns adopt adds
+	// pending are the added columns and those an earlier, interrupted
+	// apply added: they still carry adopt's temporary default.
+	pending map[string]bool
 }
 
 func (pl *planner) refuse(format string, args ...any) {
@@ -181,7 +184,7 @@ func (pl *planner) plan() error {
 
 // columns checks every fencekit column against the team's table.
 func (pl *planner) columns() error {
-	pl.added = map[string]bool{}
+	pl.added, pl.pending = map[string]bool{}, map[string]bool{}
 	for _, c := range pl.want.Columns {
 		l, ok := pl.legacy.Column(c.Name)
 		article := contains(ArticleColumns, c.Name)
@@ -189,8 +192,11 @@ func (pl *planner) columns() error {
 		case !ok && article:
 			pl.refuse("%s has no column %s (the article's columns %s are required)", Table, c.Name, strings.Join(ArticleColumns, ", "))
 		case !ok:
-			pl.added[c.Name] = true
+			pl.added[c.Name], pl.pending[c.Name] = true, true
 		default:
+			if d := tempDefault(c); d != nil && l.Default != nil && sameDefault(l.Default, d) {
+				pl.pending[c.Name] = true
+			}
 			lt, _ := atlasmysql.FormatType(l.Type.Type)
 			wt, _ := atlasmysql.FormatType(c.Type.Type)
 			if lt == wt {
@@ -213,7 +219,7 @@ func (pl *planner) columns() error {
 		switch {
 		case !ok:
 			pl.refuse("-columns %s=%s: %s is not a column of fencekit's %s", k, v, k, Table)
-		case !pl.added[k]:
+		case !pl.pending[k]:
 			pl.refuse("-columns %s=%s: %s has %s already", k, v, Table, k)
 		case !teamOK:
 			pl.refuse("-columns %s=%s: %s has no column %s", k, v, Table, v)
@@ -404,7 +410,7 @@ func (pl *planner) addColumns() (Step, error) {
 	}
 	s.What += ": " + strings.Join(names, ", ")
 	for _, n := range []string{"payment_ref", "amount_minor", "currency"} {
-		if _, mapped := pl.o.Columns[n]; pl.added[n] && !mapped {
+		if _, mapped := pl.o.Columns[n]; pl.pending[n] && !mapped {
 			pl.p.Notes = append(pl.p.Notes, "the table has no "+n+": adopted rows get '' or 0 there. fencekit refunds a job with its payment, amount and currency: "+
 				"copy them from a column of the team's with -columns "+n+"=<column>, fill them in (UPDATE … SET "+n+" = … by id range) before fencekit's workers take those jobs, or settle them the legacy way")
 		}
@@ -540,8 +546,8 @@ func (pl *planner) modifyColumns() (Step, error) {
 		if l.Type.Null != c.Type.Null {
 			kind |= schema.ChangeNull
 		}
-		if !sameDefault(l.Default, c.Default) {
-			kind |= schema.ChangeDefault
+		if !sameDefault(l.Default, c.Default) && !pl.pending[c.Name] {
+			kind |= schema.ChangeDefault // adopt's own defaults: drop-defaults
 		}
 		if collation(l.Attrs, pl.legacy.Attrs) != collation(c.Attrs, pl.want.Attrs) {
 			// A string column fencekit's triggers compare with its other
@@ -593,15 +599,22 @@ func hasAutoIncrement(c *schema.Column) bool {
 
 func sameDefault(a, b schema.Expr) bool {
 	str := func(e schema.Expr) string {
+		var v string
 		switch e := e.(type) {
 		case nil:
 			return ""
 		case *schema.Literal:
-			return strings.Trim(e.V, "'")
+			v = strings.Trim(e.V, "'")
 		case *schema.RawExpr:
-			return e.X
+			v = strings.Trim(e.X, "'")
+		default:
+			v = fmt.Sprint(e)
 		}
-		return fmt.Sprint(e)
+		// '1970-01-01 00:00:00.000000' is '1970-01-01 00:00:00'.
+		if i := strings.LastIndex(v, "."); i > 0 && strings.Count(v, ":") == 2 && strings.Trim(v[i+1:], "0") == "" {
+			v = v[:i]
+		}
+		return v
 	}
 	return str(a) == str(b)
 }
@@ -618,7 +631,7 @@ func (pl *planner) backfillTimes() (Step, error) {
 	var sets []string
 	var marker string
 	for _, c := range []string{"next_run_at", "created_at", "updated_at"} {
-		if pl.added[c] {
+		if pl.pending[c] {
 			sets = append(sets, quote(c)+" = "+clock)
 			if marker == "" {
 				marker = c
@@ -637,7 +650,7 @@ func (pl *planner) backfillTimes() (Step, error) {
 		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s WHERE id BETWEEN ? AND ? AND NOT (%s)", quote(Table), strings.Join(sets, ", "), strings.Join(same, " AND ")))
 		s.What += "; copies " + strings.Join(sets, ", ") + " (-columns)"
 	}
-	if pl.added["key_first_used_at"] && pl.added["last_send_at"] {
+	if (pl.added["key_first_used_at"] && pl.added["last_send_at"]) || pl.pending["created_at"] || pl.pending["next_run_at"] {
 		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET `key_first_used_at` = '%s', `last_send_at` = '%s' WHERE id BETWEEN ? AND ? AND `attempt` > 0 AND `key_first_used_at` IS NULL",
 			quote(Table), epoch+".000001", epoch+".000001"))
 	}
@@ -654,7 +667,7 @@ func (pl *planner) dropDefaults() (Step, error) {
 	}
 	var names []string
 	for _, c := range pl.want.Columns {
-		if pl.added[c.Name] && tempDefault(c) != nil {
+		if pl.pending[c.Name] && tempDefault(c) != nil {
 			s.SQL = append(s.SQL, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s DROP DEFAULT, ALGORITHM=INSTANT", quote(Table), quote(c.Name)))
 			names = append(names, c.Name)
 		}
@@ -662,7 +675,35 @@ func (pl *planner) dropDefaults() (Step, error) {
 	if len(names) > 0 {
 		s.What += ": " + strings.Join(names, ", ")
 	}
+	if pl.o.KeepDefaults && len(names) > 0 {
+		later := append([]string(nil), s.SQL...)
+		if _, ok := pl.have.Table("refund_jobs_archive"); !ok || pl.pendingArchive() {
+			for _, q := range s.SQL {
+				later = append(later, strings.Replace(q, quote(Table), "`refund_jobs_archive`", 1))
+			}
+		}
+		pl.p.Notes = append(pl.p.Notes, "-keep-defaults: "+strings.Join(names, ", ")+" keep adopt's temporary defaults, so that legacy INSERTs go on working; "+
+			"once every writer sets them, drop them (metadata only; the schema is fencekit's exactly only then): "+strings.Join(later, "; "))
+		return Step{Name: s.Name}, nil
+	}
 	return s, nil
+}
+
+// pendingArchive reports whether the archive (made LIKE refund_jobs by an
+// earlier run) still carries adopt's temporary defaults.
+func (pl *planner) pendingArchive() bool {
+	t, ok := pl.have.Table("refund_jobs_archive")
+	if !ok {
+		return false
+	}
+	for _, c := range pl.want.Columns {
+		if a, ok := t.Column(c.Name); ok {
+			if d := tempDefault(c); d != nil && a.Default != nil && sameDefault(a.Default, d) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (pl *planner) addIndexes() (Step, error) {
