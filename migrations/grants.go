@@ -54,3 +54,16 @@ func MigrationGrants(db, account string) []string {
 			"CREATE ROUTINE, ALTER ROUTINE, EXECUTE ON %s.* TO %s", q, account),
 	}
 }
+
+// ScratchPrefix starts the name of every scratch database the migrations
+// replay on (to recognise a database the plain client migrated, and for
+// `refundd adopt`); each is dropped when done.
+const ScratchPrefix = "fencekit_scratch_"
+
+// ScratchGrants returns the GRANT statement that lets the migration
+// account create, use and drop the scratch databases (ScratchPrefix…) on
+// the server: Apply needs it only for a database that has tables but no
+// revisions, `refundd adopt` always.
+func ScratchGrants(account string) []string {
+	return []string{"GRANT ALL PRIVILEGES ON `" + strings.ReplaceAll(ScratchPrefix, "_", `\_`) + "%`.* TO " + account}
+}

@@ -7,6 +7,8 @@
 //	refundd jobs     [-dsn DSN] [-state S] [-id N]   list jobs, the manual-review queue, or one job with its evidence
 //	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
 //	refundd migrate  [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
+//	refundd adopt    plan|apply [-dsn DSN] [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-keep-defaults] [-batch N]
+//	                 bring an existing refund_jobs table to fencekit's schema (docs/adopting.md)
 //	refundd demo     [-dsn DSN] [-scene zombie] [-json] ...
 //	refundd chaos    [-dsn DSN] --jobs N --workers W --duration D --seed S [--json] [--keep-history]
 //	                 a fleet of refundd processes under injected faults; checks
@@ -58,6 +60,7 @@ func usage(w io.Writer) {
   refundd jobs    [-state S] [-id N]                        list jobs, or show one with its evidence
   refundd resolve -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
   refundd migrate [-create]                                 apply the migrations to the database
+  refundd adopt   plan|apply [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-keep-defaults] [-batch N]   bring an existing refund_jobs to fencekit's schema
   refundd fence   mode [observe|enforce -reason TEXT] | report [-json]   the fence's rollout mode, and the writes it let through
   refundd demo    [-json] [-scene zombie] ...               the demo at scale, or the article's scene
   refundd chaos   --jobs N --workers W --duration D --seed S [--json] [--keep-history]   a fleet under faults, checked
@@ -116,6 +119,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return migrate(ctx, *dsn, *create, out)
 	case "fence":
 		return fenceCommand(ctx, fs, dsn, args[1:], out)
+	case "adopt":
+		return adoptCommand(ctx, fs, dsn, args[1:], out)
 	case "demo":
 		return demoCommand(ctx, fs, dsn, args[1:], out)
 	case "chaos":
@@ -141,14 +146,19 @@ func envOr(name, def string) string {
 	return def
 }
 
-// migrate applies the embedded migration directory to dsn's database.
+// migrate applies the embedded migration directory to dsn's database. It
+// checks the DSN (the fenced layer's checks) before it creates anything:
+// a refused DSN leaves no empty database behind. A failed run leaves the
+// database as it found it (migrations.Apply), and the error says how to go
+// on.
 func migrate(ctx context.Context, dsn string, create bool, out io.Writer) error {
-	cfg, err := mysql.ParseDSN(dsn)
+	o := fencedwrite.DSNOptions{ReadTimeout: 5 * time.Minute}
+	cfg, err := fencedwrite.Config(dsn, o)
 	if err != nil {
-		return fmt.Errorf("migrate: parse dsn: %w", err)
+		return fmt.Errorf("migrate: -dsn: %w", err)
 	}
 	if cfg.DBName == "" {
-		return errors.New("migrate: the DSN names no database")
+		return errors.New("migrate: -dsn: names no database")
 	}
 	if create {
 		server := cfg.Clone()
@@ -163,13 +173,20 @@ func migrate(ctx context.Context, dsn string, create bool, out io.Writer) error 
 			return fmt.Errorf("migrate: create database %s: %w", cfg.DBName, err)
 		}
 	}
-	db, err := fencedwrite.OpenDB(dsn, fencedwrite.DSNOptions{ReadTimeout: 5 * time.Minute})
+	// A plain pool with the checked settings: recognising a database the
+	// plain client migrated replays the files on a scratch database, which
+	// a fenced pool (no USE) would refuse.
+	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	applied, err := migrations.Apply(ctx, db)
 	if err != nil {
+		var ae *migrations.ApplyError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("%w\nto go on: refundd migrate -dsn '%s'", err, redacted(dsn))
+		}
 		return err
 	}
 	if len(applied) == 0 {
@@ -179,4 +196,18 @@ func migrate(ctx context.Context, dsn string, create bool, out io.Writer) error 
 		fmt.Fprintf(out, "migrate: applied %s to %s\n", v, cfg.DBName)
 	}
 	return nil
+}
+
+// redacted is dsn with its password replaced by "***", for messages.
+func redacted(dsn string) string {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil || cfg.Passwd == "" {
+		return dsn
+	}
+	user, rest, ok := strings.Cut(dsn, "@")
+	if !ok {
+		return dsn
+	}
+	name, _, _ := strings.Cut(user, ":")
+	return name + ":***@" + rest
 }

@@ -1,0 +1,149 @@
+package adopt
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/fencekit/fencekit/migrations"
+)
+
+// StepError is a step of Apply that failed. The steps before it are done;
+// the database is usable as it is (legacy writers go on), and running apply
+// again plans from where it stopped and continues.
+type StepError struct {
+	Step string
+	SQL  string
+	Err  error
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("adopt: step %s failed (%s): %v; the steps before it are done and each is safe to run again: "+
+		"fix the cause, then run `refundd adopt apply` again with the same flags, which plans from where it stopped", e.Step, abbreviate(e.SQL, 200), e.Err)
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+func abbreviate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// Result is what Apply did: the plan it ran and how long each step took.
+type Result struct {
+	Plan      *Plan
+	Durations map[string]time.Duration
+}
+
+// Apply plans the adoption of the database db is connected to (NewPlan)
+// and runs it, step by step. DDL runs with a 5 s lock_wait_timeout, retried,
+// so that a metadata lock never queues writers behind a long transaction
+// for longer; every batch is its own transaction. Run it with the migration
+// account. When a step fails, Apply stops with a *StepError: the steps
+// before it are done, and running Apply again continues.
+func Apply(ctx context.Context, db *sql.DB, o Options) (*Result, error) {
+	o = o.withDefaults()
+	p, err := NewPlan(ctx, db, o)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("adopt: connect: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 5"); err != nil {
+		return nil, fmt.Errorf("adopt: %w", err)
+	}
+	res := &Result{Plan: p, Durations: map[string]time.Duration{}}
+	for _, s := range p.Steps {
+		if o.Hooks.BeforeStep != nil {
+			o.Hooks.BeforeStep(s.Name)
+		}
+		start := time.Now()
+		if err := runStep(ctx, db, conn, p, s, o); err != nil {
+			return res, err
+		}
+		res.Durations[s.Name] = time.Since(start)
+		if o.Hooks.AfterStep != nil {
+			o.Hooks.AfterStep(s.Name)
+		}
+	}
+	return res, nil
+}
+
+func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o Options) error {
+	for _, q := range s.SQL {
+		err := execRetrying(ctx, conn, q)
+		if err != nil && strings.HasPrefix(q, lockTables) && accessDenied(err) {
+			// The account may not LOCK TABLES: create the triggers
+			// unlocked (the plan's Locks say what that means).
+			continue
+		}
+		if err != nil {
+			return &StepError{Step: s.Name, SQL: q, Err: err}
+		}
+	}
+	for _, q := range s.Batched {
+		// The range ends at the table's highest id when the batch starts:
+		// rows the legacy writers insert meanwhile are covered too.
+		top := p.MaxID
+		for lo := max(p.MinID, s.From, 1); ; lo += int64(o.BatchSize) {
+			if lo > top {
+				if err := conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM "+quote(Table)).Scan(&top); err != nil {
+					return &StepError{Step: s.Name, SQL: q, Err: err}
+				}
+				if lo > top {
+					break
+				}
+			}
+			hi := lo + int64(o.BatchSize) - 1
+			if _, err := conn.ExecContext(ctx, q, lo, hi); err != nil {
+				return &StepError{Step: s.Name, SQL: q, Err: fmt.Errorf("batch id %d to %d: %w", lo, hi, err)}
+			}
+			if o.Hooks.AfterBatch != nil {
+				o.Hooks.AfterBatch(s.Name, lo, hi)
+			}
+		}
+	}
+	if s.baseline {
+		if err := migrations.RecordBaseline(ctx, db, p.Baseline, p.BaselineDesc); err != nil {
+			return &StepError{Step: s.Name, SQL: "record the baseline", Err: err}
+		}
+	}
+	return nil
+}
+
+// execRetrying runs a DDL statement, again after a lock wait timeout (a
+// long transaction held the table's metadata lock), up to 10 times.
+func execRetrying(ctx context.Context, conn *sql.Conn, q string) error {
+	var err error
+	for range 10 {
+		if _, err = conn.ExecContext(ctx, q); err == nil || !lockWaitTimeout(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func accessDenied(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1044 || me.Number == 1142 || me.Number == 1227)
+}
+
+func lockWaitTimeout(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
+}

@@ -1,0 +1,13 @@
+package migrations
+
+import "context"
+
+// WithFailAt makes Apply, run with the returned context, fail statement
+// stmt (from 1) of the file with that version, as a server error halfway
+// through the file would: the tests' seam for a file that fails midway.
+func WithFailAt(ctx context.Context, version string, stmt int) context.Context {
+	return context.WithValue(ctx, failAtKey{}, &failAt{version: version, stmt: stmt})
+}
+
+// ErrInjected is the error WithFailAt's statement fails with.
+var ErrInjected = errInjected

@@ -1,0 +1,103 @@
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"ariga.io/atlas/sql/migrate"
+	"ariga.io/atlas/sql/schema"
+)
+
+// Target is fencekit's schema after the last file of a migration
+// directory, replayed on a scratch database: what `refundd adopt` brings an
+// existing database to.
+type Target struct {
+	// Schema is the tables as Atlas inspects them.
+	Schema *schema.Schema
+	// Routines are the triggers and procedures, procedures first, then the
+	// triggers in the order they run, each with the statement that creates
+	// it.
+	Routines []Routine
+	// Version and Description are the last file's: the baseline an adopted
+	// database records.
+	Version, Description string
+}
+
+// Routine is a trigger or a procedure of the Target.
+type Routine struct {
+	Kind   string // "trigger" or "procedure"
+	Name   string
+	Table  string // a trigger's table
+	Create string // the CREATE statement, without DELIMITER
+}
+
+// ReplayTarget replays dir on a scratch database on db's server (dropped
+// afterwards; the account needs CREATE and DROP on fencekit_scratch_…) and
+// returns the state after its last file.
+func ReplayTarget(ctx context.Context, db *sql.DB, dir migrate.Dir) (*Target, error) {
+	var (
+		last *snapshot
+		file string
+	)
+	err := replay(ctx, db, dir, func(f string, _ migrate.Driver, snap *snapshot) (bool, error) {
+		last, file = snap, f
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if last == nil {
+		return nil, errors.New("replay migrations: the directory has no files")
+	}
+	f := migrate.NewLocalFile(file, nil)
+	t := &Target{Schema: last.schema, Version: f.Version(), Description: f.Desc()}
+	keys := sortedKeys(last.routines)
+	sort.SliceStable(keys, func(i, j int) bool {
+		a, b := last.routines[keys[i]], last.routines[keys[j]]
+		if (a.kind == "procedure") != (b.kind == "procedure") {
+			return a.kind == "procedure"
+		}
+		return a.order < b.order
+	})
+	for _, k := range keys {
+		r := last.routines[k]
+		t.Routines = append(t.Routines, Routine{Kind: r.kind, Name: r.name, Table: r.table, Create: r.create})
+	}
+	return t, nil
+}
+
+// RecordBaseline records version as the Atlas baseline of the database db
+// is connected to, in the CLI's revision table and format (the table is
+// created when missing), as `atlas migrate apply --baseline version` would:
+// Apply and the Atlas CLI then treat every file up to version as applied.
+// It does nothing when the database already has revisions, and refuses
+// when they do not end at version.
+func RecordBaseline(ctx context.Context, db *sql.DB, version, description string) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("record baseline: connect: %w", err)
+	}
+	defer conn.Close()
+	rrw := &revisions{conn: conn}
+	if err := rrw.init(ctx); err != nil {
+		return err
+	}
+	revs, err := rrw.ReadRevisions(ctx)
+	if err != nil {
+		return err
+	}
+	if len(revs) > 0 {
+		if last := revs[len(revs)-1]; last.Version != version || last.Applied != last.Total {
+			return fmt.Errorf("record baseline %s: the database's revisions end at %s (applied %d of %d)", version, last.Version, last.Applied, last.Total)
+		}
+		return nil
+	}
+	return rrw.WriteRevision(ctx, &migrate.Revision{
+		Version: version, Description: description, Type: migrate.RevisionTypeBaseline,
+		ExecutedAt: time.Now(), OperatorVersion: operatorVersion,
+	})
+}
