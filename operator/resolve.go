@@ -283,8 +283,8 @@ func (s *Service) verify(ctx context.Context, j *ent.RefundJob, refundID string)
 	}
 	want := Amount{j.AmountMinor, j.Currency}
 	for _, c := range []struct{ field, got, want string }{
-		{"reference", r.Reference, j.OperationKey},
 		{"payment", r.PaymentRef, j.PaymentRef},
+		{"reference", r.Reference, j.OperationKey},
 		{"currency", strings.ToUpper(r.Currency), j.Currency},
 		{"amount", money.Format(r.AmountMinor, j.Currency), want.Major()},
 	} {
