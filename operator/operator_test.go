@@ -266,9 +266,12 @@ func TestOverrideNeedsAReasonAndADifferentApprover(t *testing.T) {
 	if got := e.job(t, j.ID); got.State != refundjob.StateManualReview {
 		t.Fatalf("refused approvals moved the job to %s", got.State)
 	}
-	// The database holds the four eyes too, whoever writes.
-	if _, err := e.d.RawDB().Exec("UPDATE refund_approvals SET status = 'approved', decided_by = 'alice' WHERE id = ?", req.ID); err == nil {
-		t.Fatal("the database let the requester approve her own request")
+	// The database holds the four eyes too, whoever writes (TiDB: only
+	// where it enforces CHECK constraints, docs/tidb.md).
+	if e.d.Engine().DatabaseFence {
+		if _, err := e.d.RawDB().Exec("UPDATE refund_approvals SET status = 'approved', decided_by = 'alice' WHERE id = ?", req.ID); !dbtest.IsTriggerRefusal(err, "the approver is never the requester") {
+			t.Fatalf("the requester approving her own request in the database: %v, want the trigger's refusal", err)
+		}
 	}
 
 	res, err := e.ops.Approve(ctx, req.ID, "bob")
