@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/audit"
 	"github.com/fencekit/fencekit/provider"
@@ -67,7 +68,7 @@ func (s *Service) close(ctx context.Context, a Approval, j *ent.RefundJob, statu
 // attempt the requester saw: when the job moved since, the request is
 // closed as stale and the call answers ErrResolvedElsewhere. A resend is
 // checked again against the provider and the key's window
-// (ErrRefundExists, ErrOutsideWindow, ErrProviderUnavailable). Both
+// (ErrRefundExists, ErrOutsideWindow, ErrNoProof, ErrProviderUnavailable). Both
 // operators are recorded in the audit entry; an override is marked.
 // Outcomes are Resolve's, plus ErrRequestClosed.
 func (s *Service) Approve(ctx context.Context, id int64, approver string) (Result, error) {
@@ -97,14 +98,14 @@ func (s *Service) Approve(ctx context.Context, id int64, approver string) (Resul
 	r := Resolution{JobID: a.JobID, As: a.As, RefundID: a.RefundID, Reason: a.Reason, Operator: approver, SeenAttempt: a.SeenAttempt, Override: a.Override}
 	note := fmt.Sprintf("request %d by %s, seen at attempt %d", a.ID, a.RequestedBy, a.SeenAttempt)
 	if a.As == AsRefund {
-		found, err := s.noRefundYet(ctx, j)
+		proof, found, err := s.noRefundYet(ctx, j)
 		if err != nil {
 			if !errors.Is(err, ErrProviderUnavailable) {
 				s.refused(ctx, j, r, a.RequestedBy, found.Raw, err)
 			}
 			return Result{}, fmt.Errorf("approve request %d: %w", id, err)
 		}
-		note += "; the key is inside its window and the provider shows no refund for it that succeeded, is pending or was reversed"
+		note += "; the key is inside its window, the provider shows no refund for it that succeeded, is pending or was reversed, and " + proof
 	}
 	e := audit.Entry{Operator: approver, RequestedBy: a.RequestedBy, ApprovalID: a.ID, Reason: a.Reason, RefundID: a.RefundID,
 		Override: a.Override, EvidenceShown: shown(j, nil, note)}
@@ -134,25 +135,42 @@ func (s *Service) stale(ctx context.Context, a Approval, seen *ent.RefundJob, ap
 	return fmt.Errorf("approve request %d: %w", a.ID, why)
 }
 
-// noRefundYet checks, before a resend, that the key is inside its window
-// and that the provider shows no refund for it that succeeded, is pending
-// or was reversed.
-func (s *Service) noRefundYet(ctx context.Context, j *ent.RefundJob) (provider.Refund, error) {
+// noRefundYet checks, before a resend (DESIGN.md, "operator resolution"),
+// that the key is inside its window, that the provider shows no refund for
+// it that succeeded, is pending or was reversed, and that there is proof
+// the original request did not execute: a definitive answer for the same
+// key, a rejected refund in the provider's lookup or a rejection in the
+// observation log. "Not found" is never that proof. It returns the proof.
+func (s *Service) noRefundYet(ctx context.Context, j *ent.RefundJob) (proof string, found provider.Refund, err error) {
 	if err := s.inWindow(ctx, j); err != nil {
-		return provider.Refund{}, err
+		return "", provider.Refund{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	lctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	found, err := s.prov.Lookup(ctx, provider.Query{OperationKey: j.OperationKey, PaymentRef: j.PaymentRef, ProviderRefundID: deref(j.ProviderRefundID)})
+	refunds, err := s.prov.Lookup(lctx, provider.Query{OperationKey: j.OperationKey, PaymentRef: j.PaymentRef, ProviderRefundID: deref(j.ProviderRefundID)})
 	if err != nil {
-		return provider.Refund{}, fmt.Errorf("look up refunds of %s: %w: %w", j.OperationKey, ErrProviderUnavailable, err)
+		return "", provider.Refund{}, fmt.Errorf("look up refunds of %s: %w: %w", j.OperationKey, ErrProviderUnavailable, err)
 	}
-	for _, r := range found {
+	for _, r := range refunds {
 		if r.Reference == j.OperationKey && r.Status != provider.StatusRejected {
-			return r, fmt.Errorf("resend job %d: the provider reports refund %s %s for %s: %w", j.ID, r.ProviderRefundID, r.Status, j.OperationKey, ErrRefundExists)
+			return "", r, fmt.Errorf("resend job %d: the provider reports refund %s %s for %s: %w", j.ID, r.ProviderRefundID, r.Status, j.OperationKey, ErrRefundExists)
 		}
 	}
-	return provider.Refund{}, nil
+	for _, r := range refunds {
+		if r.Reference == j.OperationKey && r.Status == provider.StatusRejected {
+			return fmt.Sprintf("the provider's lookup shows refund %s of %s rejected", r.ProviderRefundID, j.OperationKey), provider.Refund{}, nil
+		}
+	}
+	es, err := evidence.ForKey(ctx, s.c, j.OperationKey)
+	if err != nil {
+		return "", provider.Refund{}, fmt.Errorf("resend job %d: %w", j.ID, err)
+	}
+	for _, e := range es {
+		if e.Status == evidence.Rejected {
+			return fmt.Sprintf("observation %d (%s) records the provider's rejection of %s", e.ID, e.Source, j.OperationKey), provider.Refund{}, nil
+		}
+	}
+	return "", provider.Refund{}, fmt.Errorf("resend job %d: the provider shows nothing for %s, and not found is no proof: %w", j.ID, j.OperationKey, ErrNoProof)
 }
 
 // Decline closes approval request id without acting, as operator (who may

@@ -80,6 +80,14 @@ var (
 	// but the audit entry.
 	ErrRefundExists = errors.New("provider reports a refund for this operation")
 
+	// ErrNoProof means a resend was refused because nothing proves the
+	// original request did not execute: neither the provider's lookup (a
+	// rejected refund for the key) nor the observation log (a rejection)
+	// holds a definitive answer. "Not found" is not proof: lookups lag and
+	// the request may still be queued. Nothing was written but the audit
+	// entry; reconcile, or settle with evidence.
+	ErrNoProof = errors.New("no proof the original refund did not execute")
+
 	// ErrCommitUnknown means the database did not acknowledge the
 	// resolution's COMMIT and a re-read could not settle it: the resolution
 	// and its audit entry may or may not be in place (they commit together).

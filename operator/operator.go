@@ -26,7 +26,9 @@
 //   - As reconcile: back to ready, to ask the provider again. One operator.
 //   - As refund: send again with the same key. It moves money, so it always
 //     needs a second operator's approval, and it is refused outside the
-//     key's safe window or when the provider shows a refund for the key.
+//     key's safe window, when the provider shows a refund for the key, and
+//     without proof that the original did not execute (a rejection for the
+//     same key; never "not found").
 //
 // A resolution never overwrites the job's earlier evidence: the new text is
 // appended to review_evidence, and the audit entry keeps what was shown.

@@ -58,6 +58,16 @@ func (e *env) review(t *testing.T, req ent.RefundJobEnqueue, reason, ev string) 
 	return e.job(t, job.ID)
 }
 
+// rejected records the provider's definitive rejection of key in the
+// observation log: the proof a resend needs.
+func (e *env) rejected(t *testing.T, key string) {
+	t.Helper()
+	if _, _, err := evidence.Record(t.Context(), e.c, evidence.Observation{OperationKey: key, Source: evidence.ProviderResponse,
+		Status: evidence.Rejected, Payload: []byte(`{"error":{"code":"bank_outage"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (e *env) job(t *testing.T, id int64) *ent.RefundJob {
 	t.Helper()
 	j, err := e.c.RefundJob.Get(t.Context(), id)
@@ -307,6 +317,11 @@ func TestResendNeedsApprovalAndNoRefundAtTheProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// "Not found" is no proof that the first request did not execute.
+	if _, err := e.ops.Approve(ctx, req.ID, "bob"); !errors.Is(err, operator.ErrNoProof) {
+		t.Fatalf("a resend without proof: %v, want ErrNoProof", err)
+	}
+	e.rejected(t, "k-resend")
 	res, err := e.ops.Approve(ctx, req.ID, "bob")
 	if err != nil {
 		t.Fatal(err)
@@ -341,6 +356,7 @@ func TestApprovalAfterTheJobMovedIsRefused(t *testing.T) {
 	ctx := t.Context()
 	e.fp.AddPayment("pay-1", 10_000, "EUR")
 	j := e.review(t, ent.RefundJobEnqueue{OperationKey: "k-race", PaymentRef: "pay-1", AmountMinor: 300, Currency: "EUR"}, "r", "ev")
+	e.rejected(t, "k-race")
 	req, err := e.ops.RequestApproval(ctx, operator.Resolution{JobID: j.ID, As: operator.AsRefund, Reason: "send again", Operator: "alice", SeenAttempt: j.Attempt})
 	if err != nil {
 		t.Fatal(err)
@@ -398,6 +414,7 @@ func TestTwoApproversOneResolution(t *testing.T) {
 	ctx := t.Context()
 	e.fp.AddPayment("pay-1", 10_000, "EUR")
 	j := e.review(t, ent.RefundJobEnqueue{OperationKey: "k-two", PaymentRef: "pay-1", AmountMinor: 300, Currency: "EUR"}, "r", "ev")
+	e.rejected(t, "k-two")
 	req, err := e.ops.RequestApproval(ctx, operator.Resolution{JobID: j.ID, As: operator.AsRefund, Reason: "send again", Operator: "alice", SeenAttempt: j.Attempt})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 )
@@ -138,6 +139,18 @@ func TestOperatorCommands(t *testing.T) {
 	if l := c.must("approve", "-list"); !strings.Contains(l, "request 1: job 1 as refund at attempt 1, by alice") || !strings.Contains(l, "1 pending") {
 		t.Fatalf("approve -list: %s", l)
 	}
+	if _, err := c.try("approve", "-id", "1", "-operator", "bob", "-provider-url", fp.URL()); err == nil || !strings.Contains(err.Error(), "not found is no proof") {
+		t.Fatalf("a resend without proof: %v", err)
+	}
+	cl, err := openClient(c.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := evidence.Record(context.Background(), cl, evidence.Observation{OperationKey: "op-1", Source: evidence.ProviderResponse,
+		Status: evidence.Rejected, Payload: []byte(`{"error":{"code":"bank_outage"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
 	if r := c.must("approve", "-id", "1", "-operator", "bob", "-provider-url", fp.URL()); !strings.Contains(r, "request 1 approved by bob: job 1 ready at attempt 2") {
 		t.Fatalf("approve: %s", r)
 	}
