@@ -7,6 +7,7 @@
 //	refundd jobs     [-dsn DSN] [-state S] [-id N]   list jobs, the manual-review queue, or one job with its evidence
 //	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
 //	refundd migrate  [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
+//	refundd console-user -name N -role R[,R] [-proxy-only]   a line of the console's users file; the password on stdin
 //	refundd demo     [-dsn DSN] [-scene zombie] [-json] ...
 //	refundd chaos    [-dsn DSN] --jobs N --workers W --duration D --seed S [--json]
 //	                 a fleet of refundd run processes under injected faults; checks
@@ -57,6 +58,7 @@ func usage(w io.Writer) {
   refundd jobs    [-state S] [-id N]                        list jobs, or show one with its evidence
   refundd resolve -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
   refundd migrate [-create]                                 apply the migrations to the database
+  refundd console-user -name N -role R[,R] < password      a line of the console's users file (bcrypt hash; roles viewer, resolver, approver)
   refundd fence   mode [observe|enforce -reason TEXT] | report [-json]   the fence's rollout mode, and the writes it let through
   refundd demo    [-json] [-scene zombie] ...               the demo at scale, or the article's scene
   refundd chaos   --jobs N --workers W --duration D --seed S [--json]   a fleet under faults, checked
@@ -107,6 +109,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		return resolve(ctx, *dsn, *id, *as, *refundID, *because, out)
+	case "console-user":
+		return consoleUser(args[1:], os.Stdin, out)
 	case "migrate":
 		create := fs.Bool("create", false, "create the database first when it does not exist")
 		if err := fs.Parse(args[1:]); err != nil {

@@ -3,6 +3,8 @@ package console
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -80,6 +82,9 @@ func (c *Console) signedIn(role Role, h func(http.ResponseWriter, *http.Request)
 			return
 		}
 		if r.Method == http.MethodPost {
+			if !c.parseForm(rw, r) {
+				return
+			}
 			if !validCSRF(session{csrf: v.csrf}, r.PostFormValue("csrf")) {
 				c.log.Warn("console: POST without the session's CSRF token refused", "operator", v.Name, "path", r.URL.Path, "remote", r.RemoteAddr)
 				c.refuse(rw, r, http.StatusForbidden, "This form has expired or did not come from the console. Reload the page and try again.")
@@ -93,6 +98,22 @@ func (c *Console) signedIn(role Role, h func(http.ResponseWriter, *http.Request)
 		}
 		h(rw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, v)))
 	})
+}
+
+// parseForm reads a POST's form, refusing a body over MaxBody (413) or one
+// that is not a form (400).
+func (c *Console) parseForm(rw http.ResponseWriter, r *http.Request) bool {
+	err := r.ParseForm()
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		c.refuse(rw, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is larger than the console accepts (%d bytes).", MaxBody))
+		return false
+	}
+	c.refuse(rw, r, http.StatusBadRequest, "The request is not a form.")
+	return false
 }
 
 type loginData struct {
@@ -125,6 +146,9 @@ func (c *Console) anonymous(rw http.ResponseWriter, r *http.Request) session {
 func (c *Console) login(rw http.ResponseWriter, r *http.Request) {
 	if c.cfg.AuthHeader != "" {
 		c.refuse(rw, r, http.StatusNotFound, "Operators sign in through the proxy.")
+		return
+	}
+	if !c.parseForm(rw, r) {
 		return
 	}
 	ss, ok := c.session(r)
