@@ -67,15 +67,20 @@ type Users map[string]User
 // BcryptCost is the cost of the hashes HashPassword makes.
 const BcryptCost = 12
 
-// HashPassword returns the bcrypt hash of password for the users file.
+// HashPassword returns the bcrypt hash of password for the users file, at
+// BcryptCost.
 func HashPassword(password []byte) ([]byte, error) {
+	return hashPassword(password, BcryptCost)
+}
+
+func hashPassword(password []byte, cost int) ([]byte, error) {
 	if len(password) == 0 {
 		return nil, errors.New("hash password: the password is empty")
 	}
 	if len(password) > 72 {
 		return nil, errors.New("hash password: bcrypt uses at most 72 bytes of a password; this one is longer")
 	}
-	h, err := bcrypt.GenerateFromPassword(password, BcryptCost)
+	h, err := bcrypt.GenerateFromPassword(password, cost)
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)
 	}
@@ -184,16 +189,33 @@ func LoadUsers(path string) (Users, error) {
 	return u, nil
 }
 
-// dummyHash is compared against when the name is unknown, so that an
-// unknown name costs the same time as a wrong password.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("fencekit console: no such operator"), BcryptCost)
+// dummyHashes are compared against when the name is unknown, so that an
+// unknown name costs the same time as a wrong password: one per bcrypt
+// cost, made the first time a file with that cost needs it.
+var dummyHashes sync.Map
+
+func dummyHash(cost int) []byte {
+	if h, ok := dummyHashes.Load(cost); ok {
+		return h.([]byte)
+	}
+	h, _ := bcrypt.GenerateFromPassword([]byte("fencekit console: no such operator"), cost)
+	dummyHashes.Store(cost, h)
+	return h
+}
 
 // authenticate returns the user when name and password match the file.
 func (us Users) authenticate(name, password string) (User, bool) {
 	u, ok := us[name]
 	hash := u.Hash
 	if !ok || len(hash) == 0 {
-		hash = dummyHash
+		cost := BcryptCost
+		for _, other := range us { // the file's cost, so that timing tells nothing
+			if c, err := bcrypt.Cost(other.Hash); err == nil {
+				cost = c
+				break
+			}
+		}
+		hash = dummyHash(cost)
 	}
 	err := bcrypt.CompareHashAndPassword(hash, []byte(password))
 	return u, ok && len(u.Hash) > 0 && err == nil
