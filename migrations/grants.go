@@ -39,6 +39,12 @@ func AppGrants(db, account string) []string {
 		// observes; only the migration account changes it. The record of
 		// violations and of mode changes is not the application's.
 		fmt.Sprintf("GRANT SELECT ON %s.`%s` TO %s", q, ent.RefundJobFenceModeTable, account),
+		// The operators' audit is append-only: the application records
+		// and reads, and can neither change nor remove an entry (the
+		// triggers refuse that even to the migration account). Approval
+		// requests are decided once, by UPDATE (package operator).
+		fmt.Sprintf("GRANT SELECT, INSERT ON %s.`refund_audit` TO %s", q, account),
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`refund_approvals` TO %s", q, account),
 	}
 }
 

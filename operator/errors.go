@@ -107,7 +107,7 @@ func inputErr(field, format string, args ...any) *InputError {
 // job's operation. It matches ErrRefundMismatch.
 type MismatchError struct {
 	RefundID string
-	Field    string // "reference" (operation key), "payment", "amount" or "currency"
+	Field    string // the first that differs, in this order: "payment", "reference" (the operation key), "currency", "amount"
 	Got      string // what the provider reports
 	Want     string // what the job holds
 }

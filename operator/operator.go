@@ -33,8 +33,6 @@
 package operator
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/fencekit/fencekit/ent"
@@ -81,6 +79,7 @@ type Service struct {
 	prov    provider.Client
 	timeout time.Duration
 	claim   fencedwrite.ClaimOptions
+	hooks   hooks
 }
 
 // New returns a Service for cfg, or an *InputError naming the bad field.
@@ -356,78 +355,4 @@ type JobView struct {
 	Audit     []AuditEntry `json:"audit"`
 	Approvals []Approval   `json:"approvals"`
 	Timeline  []Event      `json:"timeline"`
-}
-
-var errTODO = errors.New("operator: not implemented yet")
-
-// Queue returns one page of the manual review queue, oldest first, with
-// each job's age, reason and amount. A database error is returned wrapped.
-func (s *Service) Queue(ctx context.Context, p Page) (QueuePage, error) {
-	return QueuePage{}, errTODO
-}
-
-// Departures returns one page of the jobs that left manual review, newest
-// first, with who or what took each out and why.
-func (s *Service) Departures(ctx context.Context, p Page) (DeparturesPage, error) {
-	return DeparturesPage{}, errTODO
-}
-
-// Job returns job id's view, or an error matching ErrNotFound.
-func (s *Service) Job(ctx context.Context, id int64) (*JobView, error) {
-	return nil, errTODO
-}
-
-// Search returns one page of the jobs matching q, by id. Each field is
-// served by an index (operation key: unique; payment; provider refund id;
-// state).
-func (s *Service) Search(ctx context.Context, q Query, p Page) (JobsPage, error) {
-	return JobsPage{}, errTODO
-}
-
-// Resolve carries out r at once, fenced on r.SeenAttempt, with its audit
-// entry in the same transaction. As succeeded verifies r.RefundID with the
-// provider first; as reconcile needs nothing more; as refund, and an
-// override, answer ErrNeedsApproval (use RequestApproval).
-//
-// nil means the resolution and its audit entry committed. An error matches
-// the sentinels of this package: ErrInvalid, ErrNotFound, ErrNotInReview,
-// ErrResolvedElsewhere (nothing written), ErrUnknownRefund,
-// ErrRefundMismatch, ErrRefundNotSucceeded (refused, and the refusal
-// audited), ErrProviderUnavailable (nothing learnt, nothing written), or
-// ErrCommitUnknown (read the job before acting again).
-func (s *Service) Resolve(ctx context.Context, r Resolution) (Result, error) {
-	return Result{}, errTODO
-}
-
-// RequestApproval files r for a second operator's approval: a resend (as
-// refund) or an override (as succeeded with Override). The request records
-// the attempt r.SeenAttempt and is audited. It checks what can be checked
-// now (the job is in manual review at that attempt, a resend is inside the
-// key's window); the approval checks again.
-func (s *Service) RequestApproval(ctx context.Context, r Resolution) (Approval, error) {
-	return Approval{}, errTODO
-}
-
-// Approve carries out approval request id as approver, who must differ
-// from the requester (ErrSameOperator). The resolution is fenced on the
-// attempt the requester saw: when the job moved since, the request is
-// closed as stale and the call answers ErrResolvedElsewhere. A resend is
-// checked again against the provider and the key's window
-// (ErrRefundExists, ErrOutsideWindow, ErrProviderUnavailable). Both
-// operators are recorded in the audit entry; an override is marked.
-// Outcomes are Resolve's, plus ErrRequestClosed.
-func (s *Service) Approve(ctx context.Context, id int64, approver string) (Result, error) {
-	return Result{}, errTODO
-}
-
-// Decline closes approval request id without acting, as operator (who may
-// be the requester, withdrawing it), with a reason; it is audited.
-func (s *Service) Decline(ctx context.Context, id int64, operator, reason string) (Approval, error) {
-	return Approval{}, errTODO
-}
-
-// Approvals returns one page of approval requests, oldest first: the
-// pending ones when pendingOnly, else all.
-func (s *Service) Approvals(ctx context.Context, pendingOnly bool, p Page) (ApprovalsPage, error) {
-	return ApprovalsPage{}, errTODO
 }

@@ -5,11 +5,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
+	"github.com/fencekit/fencekit/operator"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -141,5 +143,34 @@ func TestWorkerResolutionHooks(t *testing.T) {
 	}
 	if j := f.job(key); j.Attempt < want.Attempt {
 		t.Errorf("the job is at attempt %d after its resolution, want at least %d", j.Attempt, want.Attempt)
+	}
+
+	// The wake-up keeps the review's evidence, says so in the job's
+	// timeline, and the queue's departures say why the job left.
+	ops, err := operator.New(operator.Config{Client: f.c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ops.Job(context.Background(), job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if earlier := deref(inReview.ReviewEvidence); earlier == "" || !strings.HasPrefix(v.ReviewEvidence, earlier) {
+		t.Errorf("the wake-up overwrote the review's evidence %q: %q", earlier, v.ReviewEvidence)
+	}
+	woken := false
+	for _, e := range v.Timeline {
+		woken = woken || e.Kind == operator.EventWoken && e.Attempt == want.Attempt && strings.Contains(e.Text, "new evidence, observation")
+	}
+	if !woken {
+		t.Errorf("the timeline does not say the job was woken: %+v", v.Timeline)
+	}
+	left, err := ops.Departures(context.Background(), operator.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Departures) != 1 || left.Departures[0].JobID != job.ID || left.Departures[0].Action != "wake" ||
+		left.Departures[0].Operator != "system:reconciler" || !strings.Contains(left.Departures[0].Why, "operator rejected") {
+		t.Errorf("departures from the queue: %+v", left.Departures)
 	}
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/audit"
 )
 
 // reconcileBatch bounds the evidence one reconciler pass reads.
@@ -97,7 +99,20 @@ func (c *Client) actOn(ctx context.Context, e evidence.Entry) (done, wake bool, 
 		return true, true, nil
 	case refundjob.StateManualReview:
 		note := fmt.Sprintf("reconciler: new evidence, observation %d (%s %s %s); reconcile with the provider", e.ID, e.Source, e.Status, e.ProviderRefundID)
-		tr := c.ent.RefundJob.ResolveReconcile(job, note)
+		// The earlier review evidence stays; the wake-up is audited with
+		// what woke the job, so its timeline and the queue's departures
+		// say why it left manual review.
+		tr := c.ent.RefundJob.ResolveReconcile(job, audit.Append(job.ReviewEvidence, note))
+		woke := audit.Entry{JobID: job.ID, OperationKey: job.OperationKey, Action: audit.ActionWake, Outcome: audit.OutcomeDone,
+			Operator: audit.Reconciler, Reason: note, RefundID: e.ProviderRefundID, EvidenceShown: wakeShown(job, e),
+			StateBefore: string(job.State), AttemptBefore: job.Attempt, StateAfter: string(refundjob.StateReady), AttemptAfter: job.Attempt + 1}
+		mark := func(ctx context.Context, tx *ent.Tx) error {
+			if err := evidence.MarkProcessed(ctx, tx, e.ID); err != nil {
+				return err
+			}
+			_, err := audit.Record(ctx, tx, woke)
+			return err
+		}
 		j := Job{ID: job.ID, Attempt: job.Attempt + 1, OperationKey: job.OperationKey, Action: string(refundjob.NextActionReconcile),
 			Transition: tr.Op(), To: string(tr.To())}
 		if c.hooks.Resolving != nil {
@@ -179,4 +194,25 @@ func (c *Client) queryRow(ctx context.Context, query string, dest ...any) bool {
 	}
 	defer rows.Close()
 	return rows.Next() && rows.Scan(dest...) == nil
+}
+
+// wakeShown is what woke a job out of manual review, for its audit entry:
+// the review as it stood and the observation.
+func wakeShown(job *ent.RefundJob, e evidence.Entry) string {
+	b, _ := json.Marshal(struct {
+		ReviewReason   string `json:"review_reason,omitempty"`
+		ReviewEvidence string `json:"review_evidence,omitempty"`
+		Observation    int64  `json:"observation"`
+		Source         string `json:"source"`
+		Status         string `json:"status"`
+		Payload        string `json:"payload"`
+	}{orEmpty(job.ReviewReason), orEmpty(job.ReviewEvidence), e.ID, string(e.Source), string(e.Status), string(e.Payload)})
+	return string(b)
+}
+
+func orEmpty(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

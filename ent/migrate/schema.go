@@ -103,6 +103,21 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{RefundJobsColumns[5], RefundJobsColumns[8]},
 			},
+			{
+				Name:    "refund_jobs_state_changed",
+				Unique:  false,
+				Columns: []*schema.Column{RefundJobsColumns[5], RefundJobsColumns[18]},
+			},
+			{
+				Name:    "refund_jobs_payment",
+				Unique:  false,
+				Columns: []*schema.Column{RefundJobsColumns[2]},
+			},
+			{
+				Name:    "refund_jobs_provider_refund",
+				Unique:  false,
+				Columns: []*schema.Column{RefundJobsColumns[11]},
+			},
 		},
 	}
 	// Tables holds all the tables in the schema.

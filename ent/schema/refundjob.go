@@ -103,7 +103,8 @@ func (RefundJob) Fields() []ent.Field {
 	}
 }
 
-// Indexes of the RefundJob: one for each scheduler scan.
+// Indexes of the RefundJob: one for each scheduler scan, and the
+// operators' views and searches.
 func (RefundJob) Indexes() []ent.Index {
 	return []ent.Index{
 		// Due ready jobs: state = 'ready' AND next_run_at <= now.
@@ -113,6 +114,13 @@ func (RefundJob) Indexes() []ent.Index {
 		index.Fields("state", "next_action", "next_run_at").StorageKey("refund_jobs_reconcile_due"),
 		// Expired leases: state = 'running' AND lease_until < now.
 		index.Fields("state", "lease_until").StorageKey("refund_jobs_lease"),
+		// The operators' views (package operator): the manual review queue
+		// and a state's jobs, least recently changed first,
+		// state = ? ORDER BY updated_at, id (InnoDB appends the id).
+		index.Fields("state", "updated_at").StorageKey("refund_jobs_state_changed"),
+		// Search by payment and by the provider's refund id.
+		index.Fields("payment_ref").StorageKey("refund_jobs_payment"),
+		index.Fields("provider_refund_id").StorageKey("refund_jobs_provider_refund"),
 	}
 }
 

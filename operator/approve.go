@@ -1,0 +1,178 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/internal/audit"
+	"github.com/fencekit/fencekit/provider"
+)
+
+// readApproval reads approval request id, or an error matching ErrNotFound.
+func (s *Service) readApproval(ctx context.Context, id int64) (Approval, error) {
+	list, err := s.approvals(ctx, s.c, "`id` = ?", id)
+	if err != nil {
+		return Approval{}, err
+	}
+	if len(list) == 0 {
+		return Approval{}, fmt.Errorf("approval request %d: %w", id, ErrNotFound)
+	}
+	return list[0], nil
+}
+
+// decide closes request id as status by operator, on tx: it must still be
+// pending (ErrRequestClosed otherwise, when another decision came first).
+func decide(ctx context.Context, tx *ent.Tx, id int64, status ApprovalStatus, operator string) error {
+	res, err := tx.ExecContext(ctx, "UPDATE `refund_approvals` SET `status` = ?, `decided_by` = ? WHERE `id` = ? AND `status` = 'pending'",
+		string(status), operator, id)
+	if err != nil {
+		return fmt.Errorf("decide approval request %d: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("decide approval request %d: %w", id, ErrRequestClosed)
+	}
+	return nil
+}
+
+// close decides request a without acting (declined or stale), with its
+// audit entry, in one transaction.
+func (s *Service) close(ctx context.Context, a Approval, j *ent.RefundJob, status ApprovalStatus, operator, reason string) error {
+	tx, err := s.c.Tx(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := decide(ctx, tx, a.ID, status, operator); err != nil {
+		return err
+	}
+	e := audit.Entry{JobID: a.JobID, OperationKey: a.OperationKey, Action: audit.ActionDecline, Outcome: audit.OutcomeDeclined,
+		Operator: operator, RequestedBy: a.RequestedBy, ApprovalID: a.ID, Reason: reason, RefundID: a.RefundID,
+		StateBefore: string(j.State), AttemptBefore: j.Attempt, StateAfter: string(j.State), AttemptAfter: j.Attempt,
+		EvidenceShown: shown(j, nil, fmt.Sprintf("request %d to resolve as %s, seen at attempt %d", a.ID, a.As, a.SeenAttempt))}
+	if status == Stale {
+		e.Action, e.Outcome = actionOf(a.As), audit.OutcomeStale
+	}
+	if _, err := audit.Record(ctx, tx, e); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Approve carries out approval request id as approver, who must differ
+// from the requester (ErrSameOperator). The resolution is fenced on the
+// attempt the requester saw: when the job moved since, the request is
+// closed as stale and the call answers ErrResolvedElsewhere. A resend is
+// checked again against the provider and the key's window
+// (ErrRefundExists, ErrOutsideWindow, ErrProviderUnavailable). Both
+// operators are recorded in the audit entry; an override is marked.
+// Outcomes are Resolve's, plus ErrRequestClosed.
+func (s *Service) Approve(ctx context.Context, id int64, approver string) (Result, error) {
+	if err := CheckOperator("operator", approver); err != nil {
+		return Result{}, fmt.Errorf("approve: %w", err)
+	}
+	if id <= 0 {
+		return Result{}, fmt.Errorf("approve: %w", inputErr("id", "must be an approval request id, got %d", id))
+	}
+	a, err := s.readApproval(ctx, id)
+	if err != nil {
+		return Result{}, fmt.Errorf("approve: %w", err)
+	}
+	if a.Status != Pending {
+		return Result{}, fmt.Errorf("approve request %d: it is %s (by %s): %w", id, a.Status, a.DecidedBy, ErrRequestClosed)
+	}
+	if strings.EqualFold(approver, a.RequestedBy) {
+		return Result{}, fmt.Errorf("approve request %d: %s requested it: %w", id, a.RequestedBy, ErrSameOperator)
+	}
+	j, err := s.readJob(ctx, a.JobID)
+	if err != nil {
+		return Result{}, fmt.Errorf("approve request %d: %w", id, err)
+	}
+	if err := inReview(j, a.SeenAttempt); err != nil {
+		return Result{}, s.stale(ctx, a, j, approver, err)
+	}
+	r := Resolution{JobID: a.JobID, As: a.As, RefundID: a.RefundID, Reason: a.Reason, Operator: approver, SeenAttempt: a.SeenAttempt, Override: a.Override}
+	note := fmt.Sprintf("request %d by %s, seen at attempt %d", a.ID, a.RequestedBy, a.SeenAttempt)
+	if a.As == AsRefund {
+		found, err := s.noRefundYet(ctx, j)
+		if err != nil {
+			if !errors.Is(err, ErrProviderUnavailable) {
+				s.refused(ctx, j, r, a.RequestedBy, found.Raw, err)
+			}
+			return Result{}, fmt.Errorf("approve request %d: %w", id, err)
+		}
+		note += "; the key is inside its window and the provider shows no refund for it that succeeded, is pending or was reversed"
+	}
+	e := audit.Entry{Operator: approver, RequestedBy: a.RequestedBy, ApprovalID: a.ID, Reason: a.Reason, RefundID: a.RefundID,
+		Override: a.Override, EvidenceShown: shown(j, nil, note)}
+	res, err := s.apply(ctx, j, a.As, e, provider.Refund{}, func(ctx context.Context, tx *ent.Tx) error {
+		return decide(ctx, tx, a.ID, Approved, approver)
+	})
+	if errors.Is(err, ErrResolvedElsewhere) {
+		return Result{}, s.stale(ctx, a, j, approver, err)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("approve request %d: %w", id, err)
+	}
+	return res, nil
+}
+
+// stale closes request a as stale (the job moved since it was made) and
+// returns the error to answer, matching ErrResolvedElsewhere.
+func (s *Service) stale(ctx context.Context, a Approval, seen *ent.RefundJob, approver string, why error) error {
+	j := seen
+	if now, err := s.readJob(ctx, a.JobID); err == nil {
+		j = now
+	}
+	reason := fmt.Sprintf("job moved since request %d was made at attempt %d: %v", a.ID, a.SeenAttempt, why)
+	if err := s.close(ctx, a, j, Stale, approver, reason); err != nil && !errors.Is(err, ErrRequestClosed) {
+		return fmt.Errorf("approve request %d: %w (closing it as stale failed: %v)", a.ID, ErrResolvedElsewhere, err)
+	}
+	return fmt.Errorf("approve request %d: %w", a.ID, why)
+}
+
+// noRefundYet checks, before a resend, that the key is inside its window
+// and that the provider shows no refund for it that succeeded, is pending
+// or was reversed.
+func (s *Service) noRefundYet(ctx context.Context, j *ent.RefundJob) (provider.Refund, error) {
+	if err := s.inWindow(ctx, j); err != nil {
+		return provider.Refund{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	found, err := s.prov.Lookup(ctx, provider.Query{OperationKey: j.OperationKey, PaymentRef: j.PaymentRef, ProviderRefundID: deref(j.ProviderRefundID)})
+	if err != nil {
+		return provider.Refund{}, fmt.Errorf("look up refunds of %s: %w: %w", j.OperationKey, ErrProviderUnavailable, err)
+	}
+	for _, r := range found {
+		if r.Reference == j.OperationKey && r.Status != provider.StatusRejected {
+			return r, fmt.Errorf("resend job %d: the provider reports refund %s %s for %s: %w", j.ID, r.ProviderRefundID, r.Status, j.OperationKey, ErrRefundExists)
+		}
+	}
+	return provider.Refund{}, nil
+}
+
+// Decline closes approval request id without acting, as operator (who may
+// be the requester, withdrawing it), with a reason; it is audited.
+func (s *Service) Decline(ctx context.Context, id int64, operator, reason string) (Approval, error) {
+	if err := errors.Join(CheckOperator("operator", operator), checkReason(reason)); err != nil {
+		return Approval{}, fmt.Errorf("decline: %w", err)
+	}
+	a, err := s.readApproval(ctx, id)
+	if err != nil {
+		return Approval{}, fmt.Errorf("decline: %w", err)
+	}
+	if a.Status != Pending {
+		return Approval{}, fmt.Errorf("decline request %d: it is %s: %w", id, a.Status, ErrRequestClosed)
+	}
+	j, err := s.readJob(ctx, a.JobID)
+	if err != nil {
+		return Approval{}, fmt.Errorf("decline request %d: %w", id, err)
+	}
+	if err := s.close(ctx, a, j, Declined, operator, reason); err != nil {
+		return Approval{}, fmt.Errorf("decline request %d: %w", id, err)
+	}
+	return s.readApproval(ctx, id)
+}

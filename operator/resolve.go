@@ -1,0 +1,417 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/evidence"
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/audit"
+	"github.com/fencekit/fencekit/internal/money"
+	"github.com/fencekit/fencekit/ledger"
+	"github.com/fencekit/fencekit/provider"
+)
+
+// hooks are test signals: each runs, when set, at its point of an action.
+type hooks struct {
+	// beforeApply runs after an action read the job and verified what it
+	// needs, just before the fenced write: a second writer can move the
+	// job here.
+	beforeApply func(jobID int64)
+}
+
+// CheckOperator validates an operator identity: not empty, at most
+// MaxOperatorLen characters, printable, without leading or trailing space.
+// field names the input in the error.
+func CheckOperator(field, name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return inputErr(field, "must name the operator, got an empty name")
+	case len(name) > MaxOperatorLen:
+		return inputErr(field, "must be at most %d characters, got %d", MaxOperatorLen, len(name))
+	case strings.TrimSpace(name) != name:
+		return inputErr(field, "%q has leading or trailing spaces", name)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return inputErr(field, "%q has a non-printable character", name)
+		}
+	}
+	return nil
+}
+
+func checkReason(reason string) error {
+	switch {
+	case strings.TrimSpace(reason) == "":
+		return inputErr("reason", "is required: say why")
+	case len(reason) > MaxReasonLen:
+		return inputErr("reason", "must be at most %d bytes, got %d", MaxReasonLen, len(reason))
+	}
+	return nil
+}
+
+func (r Resolution) validate() error {
+	var errs []error
+	if r.JobID <= 0 {
+		errs = append(errs, inputErr("id", "must be a job id, got %d", r.JobID))
+	}
+	switch r.As {
+	case AsSucceeded:
+		if r.RefundID == "" {
+			errs = append(errs, inputErr("refund-id", "is required to resolve as succeeded: the provider's refund id"))
+		} else if len(r.RefundID) > 255 || strings.ContainsFunc(r.RefundID, func(c rune) bool { return c <= ' ' || c > '~' }) {
+			errs = append(errs, inputErr("refund-id", "%q is not a provider refund id (printable ASCII, no spaces, at most 255)", r.RefundID))
+		}
+	case AsReconcile, AsRefund:
+		if r.RefundID != "" {
+			errs = append(errs, inputErr("refund-id", "only goes with -as succeeded, got %q with -as %s", r.RefundID, r.As))
+		}
+		if r.Override {
+			errs = append(errs, inputErr("override", "only goes with -as succeeded"))
+		}
+	default:
+		errs = append(errs, inputErr("as", "must be succeeded, reconcile or refund, got %q", r.As))
+	}
+	if err := checkReason(r.Reason); err != nil {
+		errs = append(errs, err)
+	}
+	if err := CheckOperator("operator", r.Operator); err != nil {
+		errs = append(errs, err)
+	}
+	if r.SeenAttempt <= 0 {
+		errs = append(errs, inputErr("attempt", "must be the attempt the job was seen at (a job in manual review has one > 0), got %d", r.SeenAttempt))
+	}
+	return errors.Join(errs...)
+}
+
+// inReview checks that j is in manual review at the attempt seen.
+func inReview(j *ent.RefundJob, seen int64) error {
+	if j.State != refundjob.StateManualReview {
+		if j.Attempt != seen {
+			return fmt.Errorf("job %d is %s at attempt %d, seen at %d: %w", j.ID, j.State, j.Attempt, seen, ErrResolvedElsewhere)
+		}
+		return fmt.Errorf("job %d is %s: %w", j.ID, j.State, ErrNotInReview)
+	}
+	if j.Attempt != seen {
+		return fmt.Errorf("job %d is at attempt %d, seen at %d: %w", j.ID, j.Attempt, seen, ErrResolvedElsewhere)
+	}
+	return nil
+}
+
+func actionOf(as Action) string {
+	switch as {
+	case AsSucceeded:
+		return audit.ActionResolveSucceeded
+	case AsReconcile:
+		return audit.ActionResolveReconcile
+	}
+	return audit.ActionResolveRefund
+}
+
+// shown is what an operator's decision was based on, as recorded in the
+// audit: the job's review as it stood, and the provider's answer.
+func shown(j *ent.RefundJob, answer []byte, note string) string {
+	v := struct {
+		ReviewReason   string          `json:"review_reason,omitempty"`
+		ReviewEvidence string          `json:"review_evidence,omitempty"`
+		LastError      string          `json:"last_error,omitempty"`
+		ProviderRefund string          `json:"provider_refund_id,omitempty"`
+		Provider       json.RawMessage `json:"provider_answer,omitempty"`
+		Note           string          `json:"note,omitempty"`
+	}{deref(j.ReviewReason), deref(j.ReviewEvidence), deref(j.LastError), deref(j.ProviderRefundID), nil, note}
+	if len(answer) > 0 {
+		if json.Valid(answer) {
+			v.Provider = answer
+		} else {
+			v.Note = strings.TrimSpace(v.Note + " provider answer (not JSON): " + string(answer))
+		}
+	}
+	b, _ := json.Marshal(v) // strings and valid JSON only
+	return string(b)
+}
+
+// Resolve carries out r at once, fenced on r.SeenAttempt, with its audit
+// entry in the same transaction. As succeeded verifies r.RefundID with the
+// provider first; as reconcile needs nothing more; as refund, and an
+// override, answer ErrNeedsApproval (use RequestApproval).
+//
+// nil means the resolution and its audit entry committed. An error matches
+// the sentinels of this package: ErrInvalid, ErrNotFound, ErrNotInReview,
+// ErrResolvedElsewhere (nothing written), ErrUnknownRefund,
+// ErrRefundMismatch, ErrRefundNotSucceeded (refused, and the refusal
+// audited), ErrProviderUnavailable (nothing learnt, nothing written), or
+// ErrCommitUnknown (read the job before acting again).
+func (s *Service) Resolve(ctx context.Context, r Resolution) (Result, error) {
+	if err := r.validate(); err != nil {
+		return Result{}, fmt.Errorf("resolve: %w", err)
+	}
+	if r.As == AsRefund || r.Override {
+		return Result{}, fmt.Errorf("resolve job %d as %s: a second operator must approve it (request it): %w", r.JobID, r.As, ErrNeedsApproval)
+	}
+	j, err := s.readJob(ctx, r.JobID)
+	if err != nil {
+		return Result{}, fmt.Errorf("resolve: %w", err)
+	}
+	if err := inReview(j, r.SeenAttempt); err != nil {
+		return Result{}, fmt.Errorf("resolve: %w", err)
+	}
+	var answer provider.Refund
+	if r.As == AsSucceeded {
+		answer, err = s.verify(ctx, j, r.RefundID)
+		if err != nil {
+			if !errors.Is(err, ErrProviderUnavailable) {
+				s.refused(ctx, j, r, "", answer.Raw, err)
+			}
+			return Result{}, fmt.Errorf("resolve job %d as succeeded: %w", j.ID, err)
+		}
+	}
+	e := audit.Entry{Operator: r.Operator, Reason: r.Reason, RefundID: r.RefundID, EvidenceShown: shown(j, answer.Raw, "")}
+	return s.apply(ctx, j, r.As, e, answer)
+}
+
+// refused records a verification's refusal. It is best effort: the
+// refusal stands whether or not its record could be written.
+func (s *Service) refused(ctx context.Context, j *ent.RefundJob, r Resolution, requestedBy string, raw []byte, why error) {
+	_, _ = audit.Record(ctx, s.c, audit.Entry{JobID: j.ID, OperationKey: j.OperationKey, Action: actionOf(r.As), Outcome: audit.OutcomeRefused,
+		Operator: r.Operator, RequestedBy: requestedBy, Reason: r.Reason, RefundID: r.RefundID, EvidenceShown: shown(j, raw, "refused: "+why.Error()),
+		StateBefore: string(j.State), AttemptBefore: j.Attempt, StateAfter: string(j.State), AttemptAfter: j.Attempt})
+}
+
+// apply runs the fenced resolution of j as `as` with its audit entry e (and
+// extra, the approval's decision, when set) in one transaction.
+func (s *Service) apply(ctx context.Context, j *ent.RefundJob, as Action, e audit.Entry, answer provider.Refund, extra ...func(context.Context, *ent.Tx) error) (Result, error) {
+	text := fmt.Sprintf("operator %s resolved as %s", e.Operator, as)
+	if e.RequestedBy != "" {
+		text = fmt.Sprintf("operator %s approved request %d of %s to resolve as %s", e.Operator, e.ApprovalID, e.RequestedBy, as)
+	}
+	if e.Override {
+		text += " (OVERRIDE: refund not verified)"
+	}
+	text += ": " + e.Reason
+	kept := audit.Append(j.ReviewEvidence, text)
+	var tr *ent.RefundJobTransition
+	var then []func(context.Context, *ent.Tx) error
+	res := Result{JobID: j.ID, Attempt: j.Attempt + 1, RequestID: e.ApprovalID}
+	switch as {
+	case AsSucceeded:
+		tr = s.c.RefundJob.ResolveSucceeded(j, e.RefundID, kept)
+		then = append(then, ledger.Refunded(j.OperationKey, e.RefundID))
+		res.State = string(refundjob.StateSucceeded)
+		if len(answer.Raw) > 0 {
+			obs := evidence.Observation{OperationKey: j.OperationKey, JobID: j.ID, Source: evidence.Operator,
+				ProviderRefundID: answer.ProviderRefundID, Status: evidence.Succeeded, Payload: answer.Raw}
+			then = append(then, func(ctx context.Context, tx *ent.Tx) error {
+				_, _, err := evidence.Record(ctx, tx, obs)
+				return err
+			})
+		}
+	case AsReconcile:
+		tr = s.c.RefundJob.ResolveReconcile(j, kept)
+		res.State = string(refundjob.StateReady)
+	case AsRefund:
+		tr = s.c.RefundJob.ResolveRefund(j, kept)
+		res.State = string(refundjob.StateReady)
+	}
+	e.JobID, e.OperationKey, e.Action, e.Outcome = j.ID, j.OperationKey, actionOf(as), audit.OutcomeDone
+	e.StateBefore, e.AttemptBefore, e.StateAfter, e.AttemptAfter = string(j.State), j.Attempt, res.State, res.Attempt
+	then = append(then, extra...)
+	then = append(then, func(ctx context.Context, tx *ent.Tx) error {
+		id, err := audit.Record(ctx, tx, e)
+		res.AuditID = id
+		return err
+	})
+	if s.hooks.beforeApply != nil {
+		s.hooks.beforeApply(j.ID)
+	}
+	err := s.c.RefundJob.Apply(ctx, tr, func(ctx context.Context, tx *ent.Tx) error {
+		for _, fn := range then {
+			if err := fn(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, fencedwrite.ErrCommitUnknown):
+		return Result{}, fmt.Errorf("resolve job %d as %s: %w: %w", j.ID, as, ErrCommitUnknown, err)
+	case errors.Is(err, fencedwrite.ErrAlreadySettled):
+		// This very resolution committed before (its reply was lost), with
+		// its audit entry.
+		res.AuditID = 0
+		return res, nil
+	case errors.Is(err, fencedwrite.ErrSuperseded), errors.Is(err, fencedwrite.ErrUnexpectedState):
+		return Result{}, fmt.Errorf("resolve job %d as %s: %w: %w", j.ID, as, ErrResolvedElsewhere, err)
+	}
+	return Result{}, fmt.Errorf("resolve job %d as %s: %w", j.ID, as, err)
+}
+
+// verify looks refundID up at the provider and checks that it is a
+// succeeded refund of j's operation.
+func (s *Service) verify(ctx context.Context, j *ent.RefundJob, refundID string) (provider.Refund, error) {
+	if s.prov == nil {
+		return provider.Refund{}, fmt.Errorf("verify refund %s: no provider configured: %w", refundID, ErrProviderUnavailable)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	q := provider.Query{ProviderRefundID: refundID}
+	if !s.prov.Capabilities().LookupByRefundID {
+		// Without a lookup by id, the key's own lookups list its refunds.
+		q = provider.Query{OperationKey: j.OperationKey, PaymentRef: j.PaymentRef}
+	}
+	found, err := s.prov.Lookup(ctx, q)
+	if err != nil {
+		return provider.Refund{}, fmt.Errorf("verify refund %s: %w: %w", refundID, ErrProviderUnavailable, err)
+	}
+	var r *provider.Refund
+	for i := range found {
+		if found[i].ProviderRefundID == refundID {
+			r = &found[i]
+			break
+		}
+	}
+	if r == nil {
+		return provider.Refund{}, fmt.Errorf("verify refund %s: %w", refundID, ErrUnknownRefund)
+	}
+	want := Amount{j.AmountMinor, j.Currency}
+	for _, c := range []struct{ field, got, want string }{
+		{"payment", r.PaymentRef, j.PaymentRef},
+		{"reference", r.Reference, j.OperationKey},
+		{"currency", strings.ToUpper(r.Currency), j.Currency},
+		{"amount", money.Format(r.AmountMinor, j.Currency), want.Major()},
+	} {
+		if c.got != c.want {
+			return *r, fmt.Errorf("verify refund: %w", &MismatchError{RefundID: refundID, Field: c.field, Got: c.got, Want: c.want})
+		}
+	}
+	if r.AmountMinor != j.AmountMinor { // the formats agree only if the integers do; belt and braces
+		return *r, fmt.Errorf("verify refund: %w", &MismatchError{RefundID: refundID, Field: "amount", Got: fmt.Sprint(r.AmountMinor), Want: fmt.Sprint(j.AmountMinor)})
+	}
+	if r.Status != provider.StatusSucceeded {
+		return *r, fmt.Errorf("verify refund %s: the provider reports it %s: %w", refundID, r.Status, ErrRefundNotSucceeded)
+	}
+	return *r, nil
+}
+
+// RequestApproval files r for a second operator's approval: a resend (as
+// refund) or an override (as succeeded with Override). The request records
+// the attempt r.SeenAttempt and is audited. It checks what can be checked
+// now (the job is in manual review at that attempt, a resend is inside the
+// key's window); the approval checks again.
+func (s *Service) RequestApproval(ctx context.Context, r Resolution) (Approval, error) {
+	if err := r.validate(); err != nil {
+		return Approval{}, fmt.Errorf("request approval: %w", err)
+	}
+	switch {
+	case r.As == AsReconcile:
+		return Approval{}, fmt.Errorf("request approval: %w", inputErr("as", "reconcile needs no approval: resolve it"))
+	case r.As == AsSucceeded && !r.Override:
+		return Approval{}, fmt.Errorf("request approval: %w", inputErr("override", "a verified refund needs no approval: resolve it, or request an override"))
+	}
+	j, err := s.readJob(ctx, r.JobID)
+	if err != nil {
+		return Approval{}, fmt.Errorf("request approval: %w", err)
+	}
+	if err := inReview(j, r.SeenAttempt); err != nil {
+		return Approval{}, fmt.Errorf("request approval: %w", err)
+	}
+	if r.As == AsRefund {
+		if err := s.inWindow(ctx, j); err != nil {
+			return Approval{}, fmt.Errorf("request approval: %w", err)
+		}
+	}
+	tx, err := s.c.Tx(ctx)
+	if err != nil {
+		return Approval{}, fmt.Errorf("request approval: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, "INSERT INTO `refund_approvals` (`job_id`, `operation_key`, `resolve_as`, `refund_id`, `override`, `reason`, "+
+		"`requested_by`, `seen_attempt`, `requested_at`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "+fencedwrite.ClockUTC+")",
+		j.ID, j.OperationKey, string(r.As), nullString(r.RefundID), r.Override, r.Reason, r.Operator, r.SeenAttempt)
+	if err != nil {
+		return Approval{}, fmt.Errorf("request approval: %w", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return Approval{}, fmt.Errorf("request approval: %w", err)
+	}
+	if _, err := audit.Record(ctx, tx, audit.Entry{JobID: j.ID, OperationKey: j.OperationKey, Action: audit.ActionRequestApproval,
+		Outcome: audit.OutcomeRequested, Operator: r.Operator, ApprovalID: id, Reason: r.Reason, RefundID: r.RefundID, Override: false,
+		EvidenceShown: shown(j, nil, fmt.Sprintf("requests approval to resolve as %s (override %t)", r.As, r.Override)),
+		StateBefore:   string(j.State), AttemptBefore: j.Attempt, StateAfter: string(j.State), AttemptAfter: j.Attempt}); err != nil {
+		return Approval{}, fmt.Errorf("request approval: %w", err)
+	}
+	list, err := s.approvals(ctx, tx, "`id` = ?", id)
+	if err != nil {
+		return Approval{}, fmt.Errorf("request approval: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Approval{}, fmt.Errorf("request approval: %w", err)
+	}
+	return list[0], nil
+}
+
+// inWindow checks that sending j's key again cannot execute a second
+// refund: the provider guarantees safe resends, and the key is still
+// inside its window by the database's clock (or was never sent).
+func (s *Service) inWindow(ctx context.Context, j *ent.RefundJob) error {
+	if s.prov == nil {
+		return fmt.Errorf("check resend window: no provider configured: %w", ErrProviderUnavailable)
+	}
+	caps := s.prov.Capabilities()
+	if !caps.SafeResend {
+		return fmt.Errorf("resend job %d: the provider does not guarantee safe resends of a key: %w", j.ID, ErrOutsideWindow)
+	}
+	if j.KeyFirstUsedAt == nil {
+		return nil // never sent: nothing to execute twice
+	}
+	o := s.claim
+	o.KeyRetention = caps.KeyRetention
+	if o.ProviderTimeout == 0 {
+		o.ProviderTimeout = fencedwrite.DefaultProviderTimeout
+	}
+	if o.SkewMargin == 0 {
+		o.SkewMargin = fencedwrite.DefaultSkewMargin
+	}
+	now, err := s.dbNow(ctx)
+	if err != nil {
+		return fmt.Errorf("check resend window: %w", err)
+	}
+	if end := j.KeyFirstUsedAt.Add(o.KeyWindow()); !now.Before(end) {
+		return fmt.Errorf("resend job %d: the key was first sent %s, its window closed at %s: %w", j.ID,
+			j.KeyFirstUsedAt.UTC().Format(TimeFormat), end.UTC().Format(TimeFormat), ErrOutsideWindow)
+	}
+	return nil
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// dbNow reads the database's real clock.
+func (s *Service) dbNow(ctx context.Context) (time.Time, error) {
+	rows, err := s.c.QueryContext(ctx, "SELECT "+fencedwrite.ClockMicros)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read database clock: %w", err)
+	}
+	defer rows.Close()
+	var us int64
+	if !rows.Next() {
+		return time.Time{}, fmt.Errorf("read database clock: no row: %w", rows.Err())
+	}
+	if err := rows.Scan(&us); err != nil {
+		return time.Time{}, fmt.Errorf("read database clock: %w", err)
+	}
+	return micros(us), rows.Err()
+}
