@@ -1,0 +1,304 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/fencekit/fencekit/internal/dbtest"
+)
+
+func TestUsersFile(t *testing.T) {
+	t.Parallel()
+	t.Run("a good file gives each operator their roles", func(t *testing.T) {
+		us, err := ParseUsers(strings.NewReader(usersFile(t) + "\n# proxy only\npat:viewer:-\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !us["alice"].Has(Resolver) || !us["alice"].Has(Approver) || us["rita"].Has(Approver) || !us["vic"].Has(Viewer) {
+			t.Fatalf("roles: %+v", us)
+		}
+		if _, ok := us.authenticate("rita", "pw-rita"); !ok {
+			t.Error("rita's password refused")
+		}
+		for _, c := range [][2]string{{"rita", "pw-alice"}, {"nobody", "pw-nobody"}, {"pat", ""}, {"pat", "-"}} {
+			if _, ok := us.authenticate(c[0], c[1]); ok {
+				t.Errorf("%s signed in with %q", c[0], c[1])
+			}
+		}
+	})
+	t.Run("every bad line is named, and the file is refused whole", func(t *testing.T) {
+		_, err := ParseUsers(strings.NewReader("ok:viewer:-\nbad line\nx:boss:-\ny:viewer:notahash\nok:viewer:-\nsp ace:viewer:-\n"))
+		if err == nil {
+			t.Fatal("accepted")
+		}
+		for _, want := range []string{"line 2: want name:roles:hash", `line 3 (x): unknown role "boss"`, "line 4 (y): the hash is not a bcrypt hash", "line 5: ok is listed twice", "line 6:"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q lacks %q", err, want)
+			}
+		}
+	})
+	t.Run("console-user's line reads back", func(t *testing.T) {
+		h, err := hashPassword([]byte("s3cret"), bcrypt.MinCost) // HashPassword's cost takes seconds under -race
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := UserLine("ops.lead@example", []Role{Resolver, Approver}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		us, err := ParseUsers(strings.NewReader(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := us.authenticate("ops.lead@example", "s3cret"); !ok || !us["ops.lead@example"].Has(Approver) {
+			t.Fatalf("%q does not read back: %+v", line, us)
+		}
+		if _, err := UserLine("a:b", []Role{Viewer}, h); err == nil || !strings.Contains(err.Error(), "-name") {
+			t.Errorf("a name with a colon: %v", err)
+		}
+	})
+}
+
+// A sign-in is refused after MaxFailures wrong passwords for one name from
+// one address, even with the right password, until the window passes;
+// another address, or another name, is not held back.
+func TestSignInLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	a := f.agent("192.0.2.1:1000")
+	for i := 0; i < MaxFailures; i++ {
+		rw := a.do("POST", "/login", url.Values{"csrf": {a.csrf("/login")}, "name": {"rita"}, "password": {"wrong"}})
+		if rw.Code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d", i, rw.Code)
+		}
+	}
+	rw := a.do("POST", "/login", url.Values{"csrf": {a.csrf("/login")}, "name": {"rita"}, "password": {"pw-rita"}})
+	if rw.Code != http.StatusTooManyRequests || !strings.Contains(rw.Body.String(), "Too many failed sign-ins") {
+		t.Fatalf("right password after %d failures: %d, want 429", MaxFailures, rw.Code)
+	}
+	f.agent("192.0.2.2:1000").signIn("rita")
+	f.agent("192.0.2.1:1001").signIn("alice")
+	f.clock.advance(FailureWindow + time.Second)
+	a.signIn("rita")
+}
+
+// A POST without the session's CSRF token, with another one, or from
+// another origin is refused with 403 and writes nothing; the same form with
+// the token goes through.
+func TestCSRFRefusesForgedForms(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id, refundID := f.reviewJob("csrf-1", true, "not found after the lag", "{}")
+	a := f.agent("192.0.2.1:1000")
+	a.signIn("rita")
+	token := a.csrf(fmt.Sprintf("/jobs/%d", id))
+	form := func(csrf string) url.Values {
+		v := url.Values{"as": {"succeeded"}, "refund_id": {refundID}, "reason": {"the provider shows it"}, "seen_attempt": {"1"}}
+		if csrf != "" {
+			v.Set("csrf", csrf)
+		}
+		return v
+	}
+	path := fmt.Sprintf("/jobs/%d/resolve", id)
+	other := f.agent("192.0.2.9:1000")
+	other.signIn("alice")
+	for name, try := range map[string]func() int{
+		"no token":                func() int { return a.do("POST", path, form("")).Code },
+		"a made-up token":         func() int { return a.do("POST", path, form("forged")).Code },
+		"another session's token": func() int { return a.do("POST", path, form(other.csrf("/"))).Code },
+		"the right token from another site": func() int {
+			a.header.Set("Sec-Fetch-Site", "cross-site")
+			defer a.header.Set("Sec-Fetch-Site", "same-origin")
+			return a.do("POST", path, form(token)).Code
+		},
+		"the right token from another origin (no Sec-Fetch-Site)": func() int {
+			a.header.Del("Sec-Fetch-Site")
+			a.header.Set("Origin", "http://evil.test")
+			defer func() { a.header.Del("Origin"); a.header.Set("Sec-Fetch-Site", "same-origin") }()
+			return a.do("POST", path, form(token)).Code
+		},
+	} {
+		if code := try(); code != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", name, code)
+		}
+		if state, attempt := f.jobRow(id); state != "manual_review" || attempt != 1 {
+			t.Fatalf("after %s the job is %s at attempt %d", name, state, attempt)
+		}
+	}
+	if n := f.audits(id); n != 0 {
+		t.Fatalf("refused forms left %d audit entries", n)
+	}
+	if rw := a.do("POST", path, form(token)); rw.Code != http.StatusSeeOther {
+		t.Fatalf("the console's own form: %d %s", rw.Code, rw.Body)
+	}
+	if state, attempt := f.jobRow(id); state != "succeeded" || attempt != 2 {
+		t.Fatalf("resolved job is %s at attempt %d", state, attempt)
+	}
+}
+
+// A viewer reads but gets no resolve form, and a resolve they post anyway
+// (with their own valid token) is refused 403; a resolver cannot approve.
+func TestRolesAreChecked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id, _ := f.reviewJob("roles-1", false, "not found after the lag", "{}")
+	vic := f.agent("192.0.2.1:1000")
+	vic.signIn("vic")
+	page := vic.do("GET", fmt.Sprintf("/jobs/%d", id), nil)
+	if page.Code != http.StatusOK || strings.Contains(page.Body.String(), `id="resolve-form"`) || !strings.Contains(page.Body.String(), `id="read-only"`) {
+		t.Fatalf("viewer's job page: %d, resolve form shown: %v", page.Code, strings.Contains(page.Body.String(), "resolve-form"))
+	}
+	token := vic.csrf("/")
+	rw := vic.do("POST", fmt.Sprintf("/jobs/%d/resolve", id), url.Values{"csrf": {token}, "as": {"reconcile"}, "reason": {"try"}, "seen_attempt": {"1"}})
+	if rw.Code != http.StatusForbidden || !strings.Contains(rw.Body.String(), "resolver role") {
+		t.Fatalf("viewer's resolve: %d", rw.Code)
+	}
+	rita := f.agent("192.0.2.2:1000")
+	rita.signIn("rita")
+	if rw := rita.do("POST", "/approvals/1/approve", url.Values{"csrf": {rita.csrf("/")}}); rw.Code != http.StatusForbidden {
+		t.Fatalf("resolver's approval: %d", rw.Code)
+	}
+	if state, attempt := f.jobRow(id); state != "manual_review" || attempt != 1 {
+		t.Fatalf("the job is %s at attempt %d", state, attempt)
+	}
+	if n := f.audits(id); n != 0 {
+		t.Fatalf("refused actions left %d audit entries", n)
+	}
+}
+
+// With a proxy's identity header, the console believes it only on a
+// connection from the trusted proxies; from anywhere else, with or without
+// the header, it refuses; it serves no sign-in form.
+func TestProxyHeaderTrustedOnlyFromProxies(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) {
+		c.AuthHeader = "X-Forwarded-User"
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	})
+	proxy := f.agent("10.1.2.3:4000")
+	proxy.header.Set("X-Forwarded-User", "rita")
+	if rw := proxy.do("GET", "/", nil); rw.Code != http.StatusOK || !strings.Contains(rw.Body.String(), `<span id="who">rita</span>`) {
+		t.Fatalf("through the proxy: %d", rw.Code)
+	}
+	direct := f.agent("192.0.2.1:4000")
+	direct.header.Set("X-Forwarded-User", "alice")
+	if rw := direct.do("GET", "/", nil); rw.Code != http.StatusForbidden {
+		t.Fatalf("the header from an untrusted address: %d, want 403", rw.Code)
+	}
+	direct.header.Del("X-Forwarded-User")
+	if rw := direct.do("GET", "/", nil); rw.Code != http.StatusForbidden {
+		t.Fatalf("no header from an untrusted address: %d, want 403", rw.Code)
+	}
+	if rw := direct.do("POST", "/login", url.Values{"name": {"rita"}, "password": {"pw-rita"}}); rw.Code == http.StatusSeeOther {
+		t.Fatal("password sign-in accepted in proxy mode")
+	}
+	stranger := f.agent("10.1.2.3:4001")
+	stranger.header.Set("X-Forwarded-User", "mallory")
+	if rw := stranger.do("GET", "/", nil); rw.Code != http.StatusForbidden {
+		t.Fatalf("a name the users file does not list: %d", rw.Code)
+	}
+	// The session follows the header: a cookie of rita's with another name
+	// in the header is alice's, with alice's roles.
+	proxy.header.Set("X-Forwarded-User", "vic")
+	if rw := proxy.do("GET", "/", nil); !strings.Contains(rw.Body.String(), `<span id="who">vic</span>`) {
+		t.Fatal("the session kept rita's name under vic's header")
+	}
+}
+
+// Provider evidence and reasons are rendered as text, never markup.
+func TestEvidenceIsEscaped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	const evil = `<script>alert("pwned")</script><img src=x onerror=alert(1)>`
+	id, _ := f.reviewJob("xss-1", false, "reason "+evil, `{"note":"`+evil+`"}`)
+	a := f.agent("192.0.2.1:1000")
+	a.signIn("rita")
+	for _, path := range []string{fmt.Sprintf("/jobs/%d", id), "/queue"} {
+		body := a.do("GET", path, nil).Body.String()
+		if strings.Contains(body, "<script>") || strings.Contains(body, "<img") {
+			t.Errorf("%s renders the evidence as markup", path)
+		}
+		if !strings.Contains(body, "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;") {
+			t.Errorf("%s does not show the evidence as text", path)
+		}
+	}
+}
+
+// Every page carries the security headers; the session cookie is HttpOnly
+// and SameSite=Strict, Secure with the __Host- prefix when asked.
+func TestHeadersAndCookies(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) { c.SecureCookies = true })
+	a := f.agent("192.0.2.1:1000")
+	rw := a.do("GET", "/login", nil)
+	h := rw.Header()
+	if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("CSP %q", csp)
+	}
+	if h.Get("X-Frame-Options") != "DENY" || h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("headers %v", h)
+	}
+	c := a.cookie
+	if c == nil || c.Name != "__Host-fencekit_console" || !c.HttpOnly || !c.Secure || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
+		t.Fatalf("cookie %+v", c)
+	}
+	if rw := a.do("GET", "/static/console.css", nil); rw.Code != http.StatusOK || !strings.HasPrefix(rw.Header().Get("Content-Type"), "text/css") {
+		t.Errorf("the embedded stylesheet: %d %s", rw.Code, rw.Header().Get("Content-Type"))
+	}
+}
+
+// A session ends after SessionIdle unused, and a signed-out session's id is
+// worth nothing.
+func TestSessionsEnd(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	a := f.agent("192.0.2.1:1000")
+	a.signIn("rita")
+	if rw := a.do("GET", "/", nil); rw.Code != http.StatusOK {
+		t.Fatalf("signed in: %d", rw.Code)
+	}
+	f.clock.advance(DefaultSessionIdle + time.Second)
+	if rw := a.do("GET", "/", nil); rw.Code != http.StatusSeeOther || rw.Header().Get("Location") != "/login" {
+		t.Fatalf("after the idle time: %d %s", rw.Code, rw.Header().Get("Location"))
+	}
+	a.signIn("rita")
+	old := *a.cookie
+	if rw := a.do("POST", "/logout", url.Values{"csrf": {a.csrf("/")}}); rw.Code != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", rw.Code)
+	}
+	a.cookie = &old
+	if rw := a.do("GET", "/", nil); rw.Code != http.StatusSeeOther {
+		t.Fatalf("the signed-out session still serves: %d", rw.Code)
+	}
+	big := url.Values{"csrf": {"x"}, "reason": {strings.Repeat("a", MaxBody)}}
+	a.signIn("rita")
+	if rw := a.do("POST", "/jobs/1/resolve", big); rw.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a form over MaxBody: %d, want 413", rw.Code)
+	}
+}
+
+// The dashboard's queries read indexes, not the table.
+func TestDashboardQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
+	db := dbtest.New(t)
+	raw := db.RawDB()
+	for _, q := range []string{countState, lowestID} {
+		for _, a := range dbtest.Explain(t, raw, q, "ready") {
+			if a.Table == "refund_jobs" && a.Key == "" {
+				t.Errorf("%s scans refund_jobs without an index: %+v", q, a)
+			}
+		}
+	}
+	for _, a := range dbtest.Explain(t, raw, jobAge, 1) {
+		if a.Key != "PRIMARY" && a.Table == "refund_jobs" {
+			t.Errorf("%s: %+v", jobAge, a)
+		}
+	}
+}
