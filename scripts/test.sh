@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of fencekit, doing its own set-up: it brings up a local
-# MySQL-compatible server when none answers (scripts/ensure-db.sh), then
+# MySQL-compatible server when none answers (scripts/ensure-db.sh) and
+# installs Debian's chromium for the console's browser tests when it is
+# missing (scripts/ensure-chromium.sh), then
 # checks formatting, vets, lints the repository with fencelint, runs all
 # tests of the three modules under the race detector against that server,
 # and runs the benchmark once at a tiny size (bench/, which also needs the
@@ -15,6 +17,9 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "database"
 scripts/ensure-db.sh
+
+step "headless Chromium for the console's browser tests"
+scripts/ensure-chromium.sh
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files "*.go" | grep -v "/testdata/"))
