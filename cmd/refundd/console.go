@@ -181,8 +181,7 @@ func (f consoleFlags) serve(srv *http.Server, ln net.Listener) error {
 // consoleUser prints a users-file line for one operator, the password read
 // from the first line of in (never a flag: flags show in ps and in shell
 // history).
-func consoleUser(args []string, in io.Reader, out io.Writer) error {
-	fs := flag.NewFlagSet("console-user", flag.ContinueOnError)
+func consoleUser(fs *flag.FlagSet, args []string, in io.Reader, out io.Writer) error {
 	name := fs.String("name", "", "the operator's name (letters, digits, . _ @ -)")
 	role := fs.String("role", "", "comma-separated roles: viewer, resolver, approver")
 	proxyOnly := fs.Bool("proxy-only", false, "no password: the operator signs in only through the authenticating proxy")

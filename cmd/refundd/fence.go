@@ -24,6 +24,8 @@ func fenceCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 		return fmt.Errorf("fence: say mode observe|enforce -reason TEXT, or report [-json]")
 	}
 	switch args[0] {
+	case "-h", "-help", "--help":
+		return fs.Parse(args[:1]) // flag.ErrHelp: refundd help fence
 	case "mode":
 		reason := fs.String("reason", "", "why the fence changes mode (required; it is recorded)")
 		// refundd fence mode observe -dsn DSN -reason R: the mode may come

@@ -3,9 +3,13 @@
 //	refundd run      [-dsn DSN] -provider-url URL [-listen ADDR] [-operator-listen ADDR] [-workers N] ...
 //	                 workers, the webhook endpoint (-listen), /metrics and /healthz
 //	                 (-operator-listen); graceful on SIGTERM
-//	refundd enqueue  [-dsn DSN] -key K -payment P -amount N -currency C
-//	refundd jobs     [-dsn DSN] [-state S] [-id N]   list jobs, the manual-review queue, or one job with its evidence
-//	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
+//	refundd enqueue  [-dsn DSN] -key K -payment P -amount 12.50 -currency C
+//	refundd jobs     [-dsn DSN] [-state S] [-key K] [-payment P] [-refund-id ID] [-left] [-limit N] [-after C] [-json] [-id N]
+//	                 search jobs, the manual-review queue, the jobs that left it, or one job's timeline
+//	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -reason TEXT [-refund-id ID] [-operator NAME] [-override]
+//	refundd approve  [-dsn DSN] -id REQUEST [-operator NAME] [-decline -reason TEXT] | -list
+//	refundd fakeprovider [-addr ADDR] [fault flags]   the fake provider over HTTP, for refundd run -provider-url
+//	refundd help     [command]
 //	refundd migrate  [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
 //	refundd console-user -name N -role R[,R] [-proxy-only]   a line of the console's users file; the password on stdin
 //	refundd demo     [-dsn DSN] [-scene zombie] [-json] ...
@@ -35,7 +39,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/migrations"
 )
@@ -54,9 +57,13 @@ func main() {
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   refundd run     -provider-url URL [-listen ADDR] [-operator-listen ADDR] [-workers N] ...   serve the queue
-  refundd enqueue -key K -payment P -amount N -currency C   enqueue an approved refund request
-  refundd jobs    [-state S] [-id N]                        list jobs, or show one with its evidence
-  refundd resolve -id N -as succeeded|reconcile|refund -evidence TEXT [-refund-id ID]
+  refundd enqueue -key K -payment P -amount 12.50 -currency C   enqueue an approved refund request
+  refundd jobs    [-state S] [-key K] [-payment P] [-refund-id ID] [-left] [-limit N] [-after CURSOR] [-json]
+                  [-id N]                                   search jobs, the manual-review queue, or one job's timeline
+  refundd resolve -id N -as succeeded|reconcile|refund -reason TEXT [-refund-id ID] [-operator NAME] [-override]
+  refundd approve -id REQUEST [-operator NAME] [-decline -reason TEXT] | -list   a second operator's approval
+  refundd fakeprovider [-addr ADDR] [fault flags]           serve the fake payment provider over HTTP
+  refundd help    [command]                                 this text, or one command's flags
   refundd migrate [-create]                                 apply the migrations to the database
   refundd console-user -name N -role R[,R] < password      a line of the console's users file (bcrypt hash; roles viewer, resolver, approver)
   refundd fence   mode [observe|enforce -reason TEXT] | report [-json]   the fence's rollout mode, and the writes it let through
@@ -66,12 +73,10 @@ every command takes -dsn DSN (default $FENCEKIT_DSN or `+defaultDSN+`)
 `)
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 {
-		usage(os.Stderr)
-		return errors.New("missing command")
-	}
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+// command runs one command; run (cli.go) wraps it with help and one-line
+// flag errors.
+func command(ctx context.Context, args []string, out io.Writer) error {
+	fs := newFlagSet(ctx, args[0])
 	dsn := fs.String("dsn", envOr("FENCEKIT_DSN", defaultDSN), "go-sql-driver/mysql DSN of the database")
 	switch args[0] {
 	case "run":
@@ -83,34 +88,45 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		f.dsn = *dsn
 		return runWorker(ctx, f, os.Stderr)
 	case "enqueue":
-		var p ent.RefundJobEnqueue
-		fs.StringVar(&p.OperationKey, "key", "", "the refund request's operation key (its idempotency key)")
-		fs.StringVar(&p.PaymentRef, "payment", "", "the payment to refund")
-		fs.Int64Var(&p.AmountMinor, "amount", 0, "amount in minor units")
-		fs.StringVar(&p.Currency, "currency", "", "ISO 4217 code")
+		var f enqueueFlags
+		fs.StringVar(&f.key, "key", "", "the refund request's operation key (its idempotency key)")
+		fs.StringVar(&f.payment, "payment", "", "the payment to refund")
+		fs.StringVar(&f.amount, "amount", "", "amount in major units with the currency's decimals: 12.50 EUR, 1250 JPY, 1.250 KWD")
+		fs.StringVar(&f.currency, "currency", "", "ISO 4217 code")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		return enqueue(ctx, *dsn, p, out)
+		return enqueue(ctx, *dsn, f, out)
 	case "jobs":
-		state := fs.String("state", "", "list jobs in this state (manual_review: the operators' queue)")
-		id := fs.Int64("id", 0, "show this job, its ledger row and its evidence")
-		limit := fs.Int("limit", 100, "list at most this many jobs")
+		var f jobsFlags
+		f.register(fs)
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		return jobs(ctx, *dsn, *state, *id, *limit, out)
+		return jobs(ctx, *dsn, f, out)
 	case "resolve":
-		id := fs.Int64("id", 0, "the job in manual review")
-		as := fs.String("as", "", "succeeded, reconcile or refund")
-		refundID := fs.String("refund-id", "", "the provider's refund id (with -as succeeded)")
-		because := fs.String("evidence", "", "what justifies the resolution (required)")
+		var f resolveFlags
+		f.register(fs)
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		return resolve(ctx, *dsn, *id, *as, *refundID, *because, out)
+		return resolve(ctx, *dsn, f, out)
+	case "approve":
+		var f approveFlags
+		f.register(fs)
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return approve(ctx, *dsn, f, out)
+	case "fakeprovider":
+		var f fakeFlags
+		f.register(fs)
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return serveFake(ctx, f, out)
 	case "console-user":
-		return consoleUser(args[1:], os.Stdin, out)
+		return consoleUser(fs, args[1:], os.Stdin, out)
 	case "migrate":
 		create := fs.Bool("create", false, "create the database first when it does not exist")
 		if err := fs.Parse(args[1:]); err != nil {
@@ -163,8 +179,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return chaos(ctx, *dsn, f, out)
 	default:
-		usage(os.Stderr)
-		return fmt.Errorf("unknown command %q", args[0])
+		return fmt.Errorf("unknown command %q: see refundd help", args[0])
 	}
 }
 

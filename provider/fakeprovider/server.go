@@ -82,6 +82,15 @@ type Config struct {
 	// Random injects faults at random by rate; the zero value injects none.
 	Random RandomFaults
 
+	// Addr is the address to listen on; "127.0.0.1:0" (a free loopback
+	// port) when empty. refundd fakeprovider sets it.
+	Addr string
+	// AnyPayment takes a payment the server does not know as captured, on
+	// its first refund, for exactly that refund's amount and currency, so
+	// that a standalone server (refundd fakeprovider) refunds the payments
+	// of whatever is enqueued. Tests leave it false and call AddPayment.
+	AnyPayment bool
+
 	// Background runs RunDue by itself from a timer loop, in real time, as
 	// the demo needs; Close stops it. Tests leave it false and call RunDue,
 	// so that nothing happens behind their back.
@@ -263,13 +272,27 @@ func Start() *Server { return StartWith(Config{}) }
 // it panics if cfg is invalid, with a message naming each invalid field, or
 // if it cannot listen.
 func StartWith(cfg Config) *Server {
+	s, err := Listen(cfg)
+	if err != nil {
+		panic(err.Error())
+	}
+	return s
+}
+
+// Listen starts a server with cfg on cfg.Addr, or returns an error naming
+// each invalid field of cfg, or why it cannot listen.
+func Listen(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		panic("fakeprovider: invalid Config: " + err.Error())
+		return nil, fmt.Errorf("fakeprovider: invalid Config: %w", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := cfg.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		panic(fmt.Sprintf("fakeprovider: listen: %v", err))
+		return nil, fmt.Errorf("fakeprovider: listen on %s: %w", addr, err)
 	}
 	s := &Server{
 		cfg:         cfg,
@@ -304,7 +327,7 @@ func StartWith(cfg Config) *Server {
 		s.bg.Add(1)
 		go s.background()
 	}
-	return s
+	return s, nil
 }
 
 // URL is the server's base URL, e.g. http://127.0.0.1:40123.
@@ -706,6 +729,10 @@ func (s *Server) execute(key string, p params, f Fault) (int, []byte, *refund) {
 // it may execute. s.mu is held.
 func (s *Server) refuse(p params, f Fault) (int, []byte) {
 	pay := s.payments[p.Payment]
+	if pay == nil && s.cfg.AnyPayment && f.Reject == "" {
+		pay = &payment{amount: p.Amount, currency: p.Currency}
+		s.payments[p.Payment] = pay
+	}
 	switch {
 	case f.Reject != "":
 		return errorBody(http.StatusUnprocessableEntity, f.Reject, "rejected by the provider")

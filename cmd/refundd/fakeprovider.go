@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/fencekit/fencekit/provider/fakeprovider"
+)
+
+// fakeFlags are the flags of refundd fakeprovider: where it listens, where
+// its webhooks go, and its faults (fakeprovider.RandomFaults).
+type fakeFlags struct {
+	addr, webhookURL string
+	retention, lag   time.Duration
+	random           fakeprovider.RandomFaults
+}
+
+func (f *fakeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8090", "address to listen on")
+	fs.StringVar(&f.webhookURL, "webhook-url", "", "POST a signed webhook here for every change of a refund (refundd run's -listen, path /webhooks); signed with $FENCEKIT_WEBHOOK_SECRET")
+	fs.DurationVar(&f.retention, "key-retention", fakeprovider.DefaultKeyRetention, "how long an idempotency key is kept")
+	fs.DurationVar(&f.lag, "lookup-lag", 0, "the lookup lag the provider declares, and the lag of refunds -lag-rate picks")
+	fs.Int64Var(&f.random.Seed, "seed", 0, "seed of the random faults")
+	for _, r := range []struct {
+		name, usage string
+		v           *float64
+	}{
+		{"rate-limit", "share of refund requests refused with 429 before processing", &f.random.RateLimit},
+		{"server-error", "share of refund requests refused with 503 before processing", &f.random.ServerError},
+		{"cut", "share of refund requests processed, then cut without an answer", &f.random.Cut},
+		{"latency", "share of answers held for up to -max-latency", &f.random.Latency},
+		{"pending", "share of refunds executed as pending, decided -pending-delay later", &f.random.Pending},
+		{"decline", "share of those pending refunds declined rather than settled", &f.random.Decline},
+		{"lag-rate", "share of refunds invisible to lookups for -lookup-lag", &f.random.LookupLag},
+		{"reverse", "share of refunds reversed -reverse-delay after they succeed", &f.random.Reverse},
+		{"webhook-duplicate", "share of webhooks sent twice", &f.random.WebhookDuplicate},
+		{"webhook-late", "share of webhooks held for up to -max-webhook-delay", &f.random.WebhookLate},
+	} {
+		fs.Float64Var(r.v, r.name, 0, r.usage+" (a rate in [0, 1])")
+	}
+	fs.DurationVar(&f.random.MaxLatency, "max-latency", fakeprovider.DefaultMaxLatency, "longest held answer")
+	fs.DurationVar(&f.random.PendingDelay, "pending-delay", fakeprovider.DefaultPendingDelay, "how long a pending refund waits to be decided")
+	fs.DurationVar(&f.random.ReverseDelay, "reverse-delay", fakeprovider.DefaultReverseDelay, "how long after its success a refund is reversed")
+	fs.DurationVar(&f.random.MaxWebhookDelay, "max-webhook-delay", fakeprovider.DefaultMaxWebhookDelay, "longest held webhook")
+}
+
+// serveFake serves the fake provider on -addr until ctx ends. Any payment
+// it does not know is taken as captured for its first refund's amount.
+func serveFake(ctx context.Context, f fakeFlags, out io.Writer) error {
+	cfg := fakeprovider.Config{Addr: f.addr, KeyRetention: f.retention, LookupLag: f.lag, Random: f.random, AnyPayment: true, Background: true}
+	if f.webhookURL != "" {
+		secret := os.Getenv("FENCEKIT_WEBHOOK_SECRET")
+		if secret == "" {
+			return errors.New("fakeprovider: -webhook-url needs $FENCEKIT_WEBHOOK_SECRET, the secret refundd run verifies the webhooks with")
+		}
+		cfg.WebhookURL, cfg.WebhookSecret = f.webhookURL, []byte(secret)
+	}
+	s, err := fakeprovider.Listen(cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	fmt.Fprintf(out, "fakeprovider: serving on %s (refundd run -provider-url %s)\n", s.URL(), s.URL())
+	<-ctx.Done()
+	fmt.Fprintf(out, "fakeprovider: stopped\n")
+	return nil
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fencekit/provider"
+	"github.com/fencekit/fencekit/provider/fakeprovider"
+)
+
+// cli runs refundd commands on one database, as an operator types them.
+type cli struct {
+	t   *testing.T
+	dsn string
+}
+
+// must runs args with -dsn and returns what it printed; it fails the test
+// on an error.
+func (c cli) must(args ...string) string {
+	c.t.Helper()
+	out, err := c.try(args...)
+	if err != nil {
+		c.t.Fatalf("refundd %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (c cli) try(args ...string) (string, error) {
+	var out bytes.Buffer
+	err := run(context.Background(), append(args[:1:1], append([]string{"-dsn", c.dsn}, args[1:]...)...), &out)
+	return out.String(), err
+}
+
+// reviewed enqueues key and hands its job to manual review with a reason
+// and evidence, as a worker would.
+func (c cli) reviewed(key, payment, amount, currency, reason, evidence string) {
+	c.t.Helper()
+	c.must("enqueue", "-key", key, "-payment", payment, "-amount", amount, "-currency", currency)
+	cl, err := openClient(c.dsn)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cl.Close()
+	job, err := cl.RefundJob.Query().Only(context.Background())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	l, err := cl.RefundJob.Claim(context.Background(), job.ID, fencedwriteOpts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := cl.RefundJob.Apply(context.Background(), l.ManualReview(reason, evidence, ""), nil); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// The operators' commands: the queue, a job's timeline (the same bytes on
+// every run), search, and resolutions through package operator: a forged
+// refund id refused naming itself, a verified one settling the job, an
+// approval by a second operator, and errors that name the flag.
+func TestOperatorCommands(t *testing.T) {
+	t.Parallel()
+	c := cli{t: t, dsn: migratedDSN(t)}
+	fp := fakeprovider.Start()
+	t.Cleanup(fp.Close)
+	fp.AddPayment("pay-1", 5000, "EUR")
+	c.reviewed("op-1", "pay-1", "10.01", "EUR", "not found after the lookup lag", "lookup by reference: empty")
+
+	if again := c.must("enqueue", "-key", "op-1", "-payment", "pay-1", "-amount", "10.01", "-currency", "EUR"); !strings.Contains(again, "nothing to do") {
+		t.Fatalf("a second enqueue: %s", again)
+	}
+	if q := c.must("jobs", "-state", "manual_review"); !strings.Contains(q, "op-1") || !strings.Contains(q, "10.01 EUR") ||
+		!strings.Contains(q, "not found after the lookup lag") || !strings.Contains(q, "IN REVIEW SINCE") {
+		t.Fatalf("the manual-review queue:\n%s", q)
+	}
+	one := c.must("jobs", "-id", "1")
+	for _, want := range []string{"manual_review at attempt 1", "payment pay-1, 10.01 EUR", "ledger       requested", "next         -", "timeline", "enqueued"} {
+		if !strings.Contains(one, want) {
+			t.Fatalf("job 1 lacks %q:\n%s", want, one)
+		}
+	}
+	for _, args := range [][]string{{"jobs", "-id", "1"}, {"jobs", "-payment", "pay-1"}, {"jobs", "-id", "1", "-json"}} {
+		if a, b := c.must(args...), c.must(args...); a != b {
+			t.Fatalf("refundd %v printed different output on two runs:\n%s\n%s", args, a, b)
+		}
+	}
+	var view struct {
+		ID     int64 `json:"id"`
+		Amount struct {
+			Minor    int64  `json:"minor"`
+			Currency string `json:"currency"`
+		} `json:"amount"`
+	}
+	if err := json.Unmarshal([]byte(c.must("jobs", "-id", "1", "-json")), &view); err != nil || view.ID != 1 || view.Amount.Minor != 1001 {
+		t.Fatalf("jobs -id 1 -json: %+v %v", view, err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"resolve", "-id", "1", "-as", "reconcile"}, "-reason is required"},
+		{[]string{"resolve", "-id", "1", "-as", "settle", "-reason", "r", "-operator", "alice"}, `-as: must be succeeded, reconcile or refund, got "settle"`},
+		{[]string{"resolve", "-id", "1", "-as", "reconcile", "-reason", "r", "-operator", ""}, "-operator: must name the operator"},
+		{[]string{"resolve", "-id", "7", "-as", "reconcile", "-reason", "r"}, "-id 7: job 7: not found"},
+		{[]string{"resolve", "-id", "1", "-as", "succeeded", "-refund-id", "re_does_not_exist", "-reason", "r", "-operator", "alice"}, "provider lookup failed"},
+		{[]string{"resolve", "-id", "1", "-as", "succeeded", "-refund-id", "re_does_not_exist", "-reason", "r", "-operator", "alice", "-provider-url", fp.URL()}, "re_does_not_exist: provider does not know the refund"},
+		{[]string{"jobs", "-limit", "0"}, "-limit 0"},
+		{[]string{"jobs", "-state", "done"}, `-state: "done" is not a state`},
+		{[]string{"jobs", "-after", "x"}, `-after: "x" is not a cursor`},
+		{[]string{"enqueue", "-key", "op-2", "-payment", "pay-1", "-amount", "1.5", "-currency", "JPY"}, `-amount "1.5": invalid amount: "1.5" has decimals, JPY has none`},
+		{[]string{"enqueue", "-key", "op 2", "-payment", "pay-1", "-amount", "1", "-currency", "EUR"}, `-key "op 2": must be printable ASCII without spaces`},
+		{[]string{"jobs", "-bogus"}, "jobs: flag provided but not defined: -bogus (see refundd help jobs)"},
+		{[]string{"jobs", "-id", "x"}, `jobs: invalid value "x" for flag -id`},
+	} {
+		out, err := c.try(tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.says) || strings.Contains(err.Error(), "\n") || out != "" && !strings.HasPrefix(out, "resolve: job 1 is") {
+			t.Errorf("refundd %v: %v (printed %q); want one error line saying %q", tc.args, err, out, tc.says)
+		}
+	}
+	if one := c.must("jobs", "-id", "1"); !strings.Contains(one, "resolve_succeeded refused by alice") {
+		t.Fatalf("the forged refund id is not in the audit:\n%s", one)
+	}
+
+	// A resend needs a second operator; the requester cannot approve it.
+	if r := c.must("resolve", "-id", "1", "-as", "refund", "-reason", "the provider declined it on an outage", "-operator", "alice", "-provider-url", fp.URL()); !strings.Contains(r, "approve with: refundd approve -id 1") {
+		t.Fatalf("resolve -as refund: %s", r)
+	}
+	if _, err := c.try("approve", "-id", "1", "-operator", "alice", "-provider-url", fp.URL()); err == nil || !strings.Contains(err.Error(), "approver must differ from the requester") {
+		t.Fatalf("self-approval: %v", err)
+	}
+	if l := c.must("approve", "-list"); !strings.Contains(l, "request 1: job 1 as refund at attempt 1, by alice") || !strings.Contains(l, "1 pending") {
+		t.Fatalf("approve -list: %s", l)
+	}
+	if r := c.must("approve", "-id", "1", "-operator", "bob", "-provider-url", fp.URL()); !strings.Contains(r, "request 1 approved by bob: job 1 ready at attempt 2") {
+		t.Fatalf("approve: %s", r)
+	}
+	one = c.must("jobs", "-id", "1")
+	for _, want := range []string{"ready at attempt 2", "next         refund due", "resolve_refund done by bob (approving request 1 of alice)", "lookup by reference: empty"} {
+		if !strings.Contains(one, want) {
+			t.Fatalf("job 1 after the approval lacks %q:\n%s", want, one)
+		}
+	}
+	if left := c.must("jobs", "-left"); !strings.Contains(left, "bob") || !strings.Contains(left, "resolve_refund") || !strings.Contains(left, "ready@2") {
+		t.Fatalf("jobs -left:\n%s", left)
+	}
+
+	// The provider executes it; an operator settles a verified refund.
+	c.reviewedAgain(t, "op-1")
+	r, err := fp.Client().Refund(context.Background(), provider.RefundRequest{OperationKey: "op-1", PaymentRef: "pay-1", AmountMinor: 1001, Currency: "EUR"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := c.must("resolve", "-id", "1", "-as", "succeeded", "-refund-id", r.ProviderRefundID, "-reason", "verified at the provider", "-operator", "carol", "-provider-url", fp.URL()); !strings.Contains(out, "resolved as succeeded by carol: succeeded at attempt 4") {
+		t.Fatalf("resolve -as succeeded: %s", out)
+	}
+	if s := c.must("jobs", "-refund-id", r.ProviderRefundID); !strings.Contains(s, "succeeded") || !strings.Contains(s, "op-1") || strings.Contains(s, "due") {
+		t.Fatalf("jobs -refund-id:\n%s", s)
+	}
+}
+
+// reviewedAgain claims the ready job of key and hands it back to manual
+// review.
+func (c cli) reviewedAgain(t *testing.T, key string) {
+	t.Helper()
+	cl, err := openClient(c.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ls, err := cl.RefundJob.ClaimDue(context.Background(), 1, fencedwriteOpts)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("claim %s: %v %v", key, ls, err)
+	}
+	if err := cl.RefundJob.Apply(context.Background(), ls[0].ManualReview("resend answered: unknown", "timeout", ""), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// help lists the commands and prints one command's flags once; -h does the
+// same; neither is an error.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"help"}, &out); err != nil || !strings.Contains(out.String(), "refundd resolve -id N") {
+		t.Fatalf("help: %v\n%s", err, out.String())
+	}
+	for _, args := range [][]string{{"help", "resolve"}, {"resolve", "-h"}} {
+		out.Reset()
+		if err := run(context.Background(), args, &out); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if strings.Count(out.String(), "-reason string") != 1 || !strings.Contains(out.String(), "refundd resolve: resolve a job in manual review") {
+			t.Fatalf("%v:\n%s", args, out.String())
+		}
+	}
+	for _, name := range []string{"run", "enqueue", "jobs", "approve", "migrate", "fakeprovider", "demo", "chaos", "fence"} {
+		out.Reset()
+		if err := run(context.Background(), []string{"help", name}, &out); err != nil || !strings.Contains(out.String(), "flags:") {
+			t.Errorf("help %s: %v\n%s", name, err, out.String())
+		}
+	}
+	if err := run(context.Background(), []string{"help", "bogus"}, io.Discard); err == nil || !strings.Contains(err.Error(), `unknown command "bogus"`) {
+		t.Fatalf("help bogus: %v", err)
+	}
+}
+
+// refundd fakeprovider serves the provider over HTTP, and refundd run
+// settles a refund through it.
+func TestFakeProviderServesRun(t *testing.T) {
+	t.Parallel()
+	dsn := migratedDSN(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"fakeprovider", "-addr", "127.0.0.1:0"}, pw) }()
+	t.Cleanup(func() {
+		cancel()
+		go io.Copy(io.Discard, pr) //nolint:errcheck // drain the last line
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Fields(strings.TrimPrefix(line, "fakeprovider: serving on "))[0]
+	startRun(t, dsn, "-scan", "10ms", "-no-webhooks", "-provider-url", url)
+	c := cli{t: t, dsn: dsn}
+	c.must("enqueue", "-key", "fp-1", "-payment", "pay-fp", "-amount", "12.50", "-currency", "EUR")
+	deadline := time.Now().Add(time.Minute)
+	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
+		// Polling the database is this test's only signal from another
+		// process's point of view, as an operator would see it.
+		if s := c.must("jobs", "-key", "fp-1"); strings.Contains(s, "succeeded") {
+			if !strings.Contains(s, "12.50 EUR") || !strings.Contains(s, "re_1") {
+				t.Fatalf("jobs -key fp-1:\n%s", s)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refundd run never settled the refund through refundd fakeprovider:\n%s", c.must("jobs", "-id", "1"))
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package operator_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/operator"
+	"github.com/fencekit/fencekit/provider"
+)
+
+func TestQueueSearchAndJobViews(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	e.fp.AddPayment("pay-q", 10_000, "EUR")
+	var jobs []*ent.RefundJob
+	for i := range 5 {
+		jobs = append(jobs, e.review(t, ent.RefundJobEnqueue{OperationKey: fmt.Sprintf("q-%d", i), PaymentRef: "pay-q", AmountMinor: 1250 + int64(i), Currency: "EUR"},
+			fmt.Sprintf("reason %d", i), "ev"))
+	}
+
+	t.Run("the queue pages oldest first without repeats", func(t *testing.T) {
+		var got []int64
+		p := operator.Page{Limit: 2}
+		for range 4 {
+			page, err := e.ops.Queue(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range page.Items {
+				got = append(got, it.ID)
+				if it.Age < 0 || it.Since.IsZero() || it.NextRunAt != nil {
+					t.Errorf("queue item %+v: want an age, a since, no due time", it)
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			p.After = page.Next
+		}
+		if fmt.Sprint(got) != fmt.Sprint([]int64{jobs[0].ID, jobs[1].ID, jobs[2].ID, jobs[3].ID, jobs[4].ID}) {
+			t.Fatalf("queue order %v", got)
+		}
+		page, _ := e.ops.Queue(ctx, operator.Page{Limit: 1})
+		if page.Items[0].Amount.String() != "12.50 EUR" || page.Items[0].Reason != "reason 0" {
+			t.Errorf("queue item: %s %q", page.Items[0].Amount, page.Items[0].Reason)
+		}
+	})
+
+	t.Run("search by key, payment and provider refund id", func(t *testing.T) {
+		id := e.refundAt(t, provider.RefundRequest{OperationKey: "q-2", PaymentRef: "pay-q", AmountMinor: 1252, Currency: "EUR"})
+		if _, err := e.ops.Resolve(ctx, operator.Resolution{JobID: jobs[2].ID, As: operator.AsSucceeded, RefundID: id, Reason: "seen", Operator: "alice", SeenAttempt: jobs[2].Attempt}); err != nil {
+			t.Fatal(err)
+		}
+		for name, c := range map[string]struct {
+			q    operator.Query
+			want []int64
+		}{
+			"key":       {operator.Query{OperationKey: "q-3"}, []int64{jobs[3].ID}},
+			"payment":   {operator.Query{PaymentRef: "pay-q"}, []int64{jobs[0].ID, jobs[1].ID, jobs[2].ID, jobs[3].ID, jobs[4].ID}},
+			"refund id": {operator.Query{ProviderRefundID: id}, []int64{jobs[2].ID}},
+			"state":     {operator.Query{State: "succeeded"}, []int64{jobs[2].ID}},
+			"nothing":   {operator.Query{PaymentRef: "pay-none"}, nil},
+		} {
+			page, err := e.ops.Search(ctx, c.q, operator.Page{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			for _, j := range page.Jobs {
+				got = append(got, j.ID)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("%s: %v, want %v", name, got, c.want)
+			}
+		}
+		page, err := e.ops.Search(ctx, operator.Query{OperationKey: "q-2"}, operator.Page{})
+		if err != nil || page.Jobs[0].NextRunAt != nil || page.Jobs[0].NextAction != "" {
+			t.Errorf("a settled job shows a next step: %+v %v", page.Jobs, err)
+		}
+		var in *operator.InputError
+		if _, err := e.ops.Search(ctx, operator.Query{State: "done"}, operator.Page{}); !errors.As(err, &in) || in.Field != "state" {
+			t.Errorf("an unknown state: %v, want an InputError naming state", err)
+		}
+		if _, err := e.ops.Search(ctx, operator.Query{}, operator.Page{After: "x"}); !errors.As(err, &in) || in.Field != "after" {
+			t.Errorf("a bad cursor: %v, want an InputError naming after", err)
+		}
+	})
+
+	t.Run("a job's view is the same on every read", func(t *testing.T) {
+		first, err := e.ops.Job(ctx, jobs[2].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(first)
+		for range 3 {
+			again, err := e.ops.Job(ctx, jobs[2].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := json.Marshal(again); string(a) != string(b) {
+				t.Fatalf("two reads differ:\n%s\n%s", a, b)
+			}
+		}
+		if first.Ledger == nil || first.Ledger.Status != "refunded" || len(first.Audit) != 1 || len(first.Evidence) != 1 {
+			t.Fatalf("view: %s", a)
+		}
+		last := first.Timeline[len(first.Timeline)-1]
+		if first.Timeline[0].Kind != operator.EventEnqueued || last.Kind != operator.EventNow || last.Text != "succeeded at attempt 2" {
+			t.Fatalf("timeline: %+v", first.Timeline)
+		}
+		if _, err := e.ops.Job(ctx, 424242); !errors.Is(err, operator.ErrNotFound) {
+			t.Fatalf("an unknown job: %v", err)
+		}
+	})
+}
