@@ -88,7 +88,17 @@ func (c *clock) advance(d time.Duration) {
 
 func newFixture(t testing.TB, edit func(*Config)) *fixture {
 	t.Helper()
-	db := dbtest.New(t)
+	return fixtureOnDB(t, dbtest.New(t), edit)
+}
+
+// fixtureOn is a console on db, with the tests' operators.
+func fixtureOn(t testing.TB, db *dbtest.DB) *fixture {
+	t.Helper()
+	return fixtureOnDB(t, db, nil)
+}
+
+func fixtureOnDB(t testing.TB, db *dbtest.DB, edit func(*Config)) *fixture {
+	t.Helper()
 	client := db.Client()
 	fake := fakeprovider.Start()
 	t.Cleanup(fake.Close)
