@@ -184,8 +184,8 @@ func TestProxyHeaderTrustedOnlyFromProxies(t *testing.T) {
 	})
 	proxy := f.agent("10.1.2.3:4000")
 	proxy.header.Set("X-Forwarded-User", "rita")
-	if rw := proxy.do("GET", "/", nil); rw.Code != http.StatusOK || !strings.Contains(rw.Body.String(), `<span id="who">rita</span>`) {
-		t.Fatalf("through the proxy: %d", rw.Code)
+	if rw := proxy.do("GET", "/", nil); rw.Code != http.StatusOK || !strings.Contains(rw.Body.String(), `<span id="who">rita</span>`) || strings.Contains(rw.Body.String(), `id="logout"`) {
+		t.Fatalf("through the proxy: %d (a sign-out button: %v)", rw.Code, strings.Contains(rw.Body.String(), `id="logout"`))
 	}
 	direct := f.agent("192.0.2.1:4000")
 	direct.header.Set("X-Forwarded-User", "alice")
@@ -300,5 +300,56 @@ func TestDashboardQueriesUseIndexes(t *testing.T) {
 		if a.Key != "PRIMARY" && a.Table == "refund_jobs" {
 			t.Errorf("%s: %+v", jobAge, a)
 		}
+	}
+}
+
+// Two resolvers look at one job; the first resolves it; the second's form,
+// made on the attempt they saw, is refused with 409 and the reason, and
+// writes nothing more.
+func TestStaleFormRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id, _ := f.reviewJob("stale-1", false, "not found after the lag", "{}")
+	rita, alice := f.agent("192.0.2.1:1000"), f.agent("192.0.2.2:1000")
+	rita.signIn("rita")
+	alice.signIn("alice")
+	path := fmt.Sprintf("/jobs/%d", id)
+	ritaToken, aliceToken := rita.csrf(path), alice.csrf(path)
+	form := func(token, reason string) url.Values {
+		return url.Values{"csrf": {token}, "as": {"reconcile"}, "reason": {reason}, "seen_attempt": {"1"}}
+	}
+	if rw := rita.do("POST", path+"/resolve", form(ritaToken, "ask again")); rw.Code != http.StatusSeeOther {
+		t.Fatalf("first resolution: %d %s", rw.Code, rw.Body)
+	}
+	rw := alice.do("POST", path+"/resolve", form(aliceToken, "ask again too"))
+	if rw.Code != http.StatusConflict || !strings.Contains(rw.Body.String(), "moved since you saw it") {
+		t.Fatalf("the stale form: %d", rw.Code)
+	}
+	if _, attempt := f.jobRow(id); attempt != 2 {
+		t.Fatalf("attempt %d after one resolution", attempt)
+	}
+}
+
+// Search by a field, or by any; one match opens the job; an unknown field
+// is refused naming it.
+func TestSearch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id, refundID := f.reviewJob("search-1", true, "r", "{}")
+	f.reviewJob("search-2", false, "r", "{}")
+	a := f.agent("192.0.2.1:1000")
+	a.signIn("vic")
+	for _, q := range []string{"by=key&q=search-1", "q=search-1", "by=payment&q=pay-search-1"} {
+		if rw := a.do("GET", "/search?"+q, nil); rw.Code != http.StatusSeeOther || rw.Header().Get("Location") != fmt.Sprintf("/jobs/%d", id) {
+			t.Errorf("%s: %d %s", q, rw.Code, rw.Header().Get("Location"))
+		}
+	}
+	if refundID != "" { // the job in review holds no refund id yet: the search finds none
+		if rw := a.do("GET", "/search?by=refund&q="+url.QueryEscape(refundID), nil); rw.Code != http.StatusOK || !strings.Contains(rw.Body.String(), "No job matches") {
+			t.Errorf("by refund id of a job that does not hold it: %d", rw.Code)
+		}
+	}
+	if rw := a.do("GET", "/search?by=nope&q=x", nil); rw.Code != http.StatusBadRequest || !strings.Contains(rw.Body.String(), `by=&#34;nope&#34;`) {
+		t.Errorf("an unknown field: %d", rw.Code)
 	}
 }

@@ -15,7 +15,8 @@ type ctxKey struct{}
 // viewer is the signed-in operator of a request.
 type viewer struct {
 	User
-	csrf string
+	csrf    string
+	proxied bool // signed in by the proxy: signing out is the proxy's
 }
 
 func operatorOf(r *http.Request) viewer {
@@ -48,7 +49,7 @@ func (c *Console) identify(rw http.ResponseWriter, r *http.Request) (viewer, int
 			c.setCookie(rw, r, s)
 			ss = *s
 		}
-		return viewer{User: u, csrf: ss.csrf}, 0
+		return viewer{User: u, csrf: ss.csrf, proxied: true}, 0
 	}
 	ss, ok := c.session(r)
 	if !ok || ss.user == "" {
@@ -206,6 +207,7 @@ type page struct {
 func (p page) CanResolve() bool { return p.Operator.Has(Resolver) }
 func (p page) CanApprove() bool { return p.Operator.Has(Approver) }
 func (p page) CSRF() string     { return p.Operator.csrf }
+func (p page) Proxied() bool    { return p.Operator.proxied }
 
 func (c *Console) render(rw http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	if p.Operator.Name == "" {
