@@ -71,15 +71,19 @@ func timedCursor(t time.Time, id int64) string {
 
 func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
-// listJobs runs a query for jobColumns with where and args, in the given
-// order, and returns limit rows and whether there are more.
-func (s *Service) listJobs(ctx context.Context, where string, args []any, order string, limit int) ([]QueueItem, bool, error) {
+// jobsQuery is the statement of a list of jobs.
+func jobsQuery(where, order string) string {
 	q := "SELECT " + jobColumns + " FROM `refund_jobs`"
 	if where != "" {
 		q += " WHERE " + where
 	}
-	q += " ORDER BY " + order + " LIMIT ?"
-	rows, err := s.c.QueryContext(ctx, q, append(args, limit+1)...)
+	return q + " ORDER BY " + order + " LIMIT ?"
+}
+
+// listJobs runs a query for jobColumns with where and args, in the given
+// order, and returns limit rows and whether there are more.
+func (s *Service) listJobs(ctx context.Context, where string, args []any, order string, limit int) ([]QueueItem, bool, error) {
+	rows, err := s.c.QueryContext(ctx, jobsQuery(where, order), append(args, limit+1)...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list jobs: %w", err)
 	}
@@ -124,6 +128,8 @@ func (s *Service) listJobs(ctx context.Context, where string, args []any, order 
 	return out, more, nil
 }
 
+const queueWhere = "`state` = 'manual_review'"
+
 const afterChange = "(`updated_at` > TIMESTAMPADD(MICROSECOND, ?, TIMESTAMP'1970-01-01 00:00:00') OR " +
 	"(`updated_at` = TIMESTAMPADD(MICROSECOND, ?, TIMESTAMP'1970-01-01 00:00:00') AND `id` > ?))"
 
@@ -138,7 +144,7 @@ func (s *Service) Queue(ctx context.Context, p Page) (QueuePage, error) {
 	if err != nil {
 		return QueuePage{}, fmt.Errorf("read queue: %w", err)
 	}
-	where, args := "`state` = 'manual_review'", []any{}
+	where, args := queueWhere, []any{}
 	if ok {
 		where += " AND " + afterChange
 		args = append(args, c.micros, c.micros, c.id)
