@@ -33,8 +33,8 @@ type DB struct {
 	Name string
 }
 
-// New creates a fresh database for t with the migrations applied, and drops
-// it when t ends (keep it with FENCEKIT_KEEP_DB=1 to inspect a failure).
+// New creates a fresh database for t with the migrations applied (a copy of
+// the migrated template, see template.go), and drops it when t ends (keep it with FENCEKIT_KEEP_DB=1 to inspect a failure).
 // The migrations are the server's (migrations.Apply): migrations/tidb on
 // TiDB, migrations/ on MySQL and MariaDB. It fails t when the server is TiDB
 // and the tests were built without the tidb tag, or the other way round
@@ -87,8 +87,18 @@ func newDB(t testing.TB, before int, history func(*sql.DB)) *DB {
 		}
 		history(raw)
 	}
-	if _, err := migrations.Apply(ctx, raw); err != nil {
-		t.Fatalf("apply migrations to %s: %v", name, err)
+	if history != nil {
+		if _, err := migrations.Apply(ctx, raw); err != nil {
+			t.Fatalf("apply migrations to %s: %v", name, err)
+		}
+		return d
+	}
+	tpl, err := templateFor(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := copyTemplate(ctx, cfg, tpl, name); err != nil {
+		t.Fatal(err)
 	}
 	return d
 }

@@ -1,0 +1,148 @@
+package dbtest_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	atlasmysql "ariga.io/atlas/sql/mysql"
+	"ariga.io/atlas/sql/schema"
+
+	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/internal/devdb"
+	"github.com/fencekit/fencekit/migrations"
+)
+
+// TestTemplateCopyIsTheMigratedSchema: a test's database (a copy of the
+// migrated template) is the database migrations.Apply makes: the same
+// tables, columns, indexes and foreign keys (Atlas plans no change between
+// them), the same rows, the same triggers in the same order, and the same
+// procedures, each under the sql_mode it was created with.
+func TestTemplateCopyIsTheMigratedSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	start := time.Now()
+	copied := dbtest.New(t)
+	t.Logf("dbtest.New (a copy of the template): %v", time.Since(start))
+
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, drop, err := devdb.Create(ctx, cfg, "migrated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	mc := cfg.Clone()
+	mc.DBName, mc.ParseTime = name, true
+	migrated := dbtest.OpenDSN(t, mc.FormatDSN())
+	start = time.Now()
+	if _, err := migrations.Apply(ctx, migrated); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("migrations.Apply: %v", time.Since(start))
+	raw := copied.RawDB()
+
+	inspect := func(db *sql.DB, name string) *schema.Schema {
+		drv, err := atlasmysql.Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := drv.InspectSchema(ctx, name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Name = ""
+		return s
+	}
+	drv, err := atlasmysql.Open(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := drv.SchemaDiff(inspect(migrated, name), inspect(raw, copied.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) > 0 {
+		plan, _ := drv.PlanChanges(ctx, "diff", changes)
+		var b strings.Builder
+		for _, c := range plan.Changes {
+			fmt.Fprintln(&b, c.Cmd)
+		}
+		t.Errorf("the copy differs from the migrated database:\n%s", b.String())
+	}
+
+	objects := map[string]string{
+		"triggers": "SELECT CONCAT_WS(' | ', TRIGGER_NAME, EVENT_OBJECT_TABLE, ACTION_TIMING, EVENT_MANIPULATION, ACTION_ORDER, SQL_MODE, ACTION_STATEMENT) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ? ORDER BY 1",
+		"routines": "SELECT CONCAT_WS(' | ', ROUTINE_TYPE, ROUTINE_NAME, SQL_MODE, ROUTINE_DEFINITION) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ? ORDER BY 1",
+		"tables":   "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY 1",
+	}
+	for what, q := range objects {
+		want, got := column(t, migrated, q, name), column(t, raw, q, copied.Name)
+		if !slices.Equal(want, got) {
+			t.Errorf("%s differ:\nmigrated: %q\ncopy:     %q", what, want, got)
+		}
+		if what == "tables" {
+			for _, table := range want {
+				// When a row was written differs (the revisions' execution
+				// times, a row's timestamps); everything else is the same.
+				cols := column(t, raw, "SELECT CONCAT('`', COLUMN_NAME, '`') FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND DATA_TYPE NOT IN ('datetime', 'timestamp') AND COLUMN_NAME <> 'execution_time' ORDER BY ORDINAL_POSITION", copied.Name, table)
+				q := "SELECT " + strings.Join(cols, ", ") + " FROM `" + table + "`"
+				if w, g := rowsOf(t, migrated, q), rowsOf(t, raw, q); !slices.Equal(w, g) {
+					t.Errorf("rows of %s differ:\nmigrated: %q\ncopy:     %q", table, w, g)
+				}
+			}
+		}
+	}
+}
+
+func column(t *testing.T, db *sql.DB, q string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func rowsOf(t *testing.T, db *sql.DB, q string) []string {
+	t.Helper()
+	rows, err := db.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		var parts []string
+		for _, v := range vals {
+			parts = append(parts, string(v))
+		}
+		out = append(out, strings.Join(parts, ","))
+	}
+	slices.Sort(out)
+	return out
+}
