@@ -205,6 +205,7 @@ func (c *Console) routes() {
 	mux.Handle("POST /jobs/{id}/resolve", c.signedIn(Resolver, c.resolve))
 	mux.Handle("POST /jobs/{id}/request", c.signedIn(Resolver, c.request))
 	mux.Handle("POST /approvals/{id}/approve", c.signedIn(Approver, c.approve))
+	mux.Handle("POST /approvals/{id}/decline", c.signedIn(Approver, c.decline))
 	c.mux = mux
 }
 

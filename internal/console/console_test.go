@@ -353,3 +353,41 @@ func TestSearch(t *testing.T) {
 		t.Errorf("an unknown field: %d", rw.Code)
 	}
 }
+
+// An approver declines a request with a reason: the job is untouched and
+// the request leaves the queue; a resolver cannot decline, and a decline
+// without a reason is refused naming the field.
+func TestDecline(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id, _ := f.reviewJob("decline-1", false, "not found after the lag", "{}")
+	rita := f.agent("192.0.2.1:1000")
+	rita.signIn("rita")
+	path := fmt.Sprintf("/jobs/%d", id)
+	if rw := rita.do("POST", path+"/request", url.Values{"csrf": {rita.csrf(path)}, "as": {"override"}, "refund_id": {"re_unknown"},
+		"reason": {"the bank shows it"}, "seen_attempt": {"1"}}); rw.Code != http.StatusSeeOther {
+		t.Fatalf("request: %d %s", rw.Code, rw.Body)
+	}
+	req := f.pendingApproval(id)
+	decline := fmt.Sprintf("/approvals/%d/decline", req)
+	if rw := rita.do("POST", decline, url.Values{"csrf": {rita.csrf("/approvals")}, "reason": {"mine"}}); rw.Code != http.StatusForbidden {
+		t.Fatalf("a resolver's decline: %d, want 403", rw.Code)
+	}
+	amy := f.agent("192.0.2.2:1000")
+	amy.signIn("amy")
+	if rw := amy.do("POST", decline, url.Values{"csrf": {amy.csrf("/approvals")}}); rw.Code != http.StatusUnprocessableEntity || !strings.Contains(rw.Body.String(), "reason") {
+		t.Fatalf("a decline without a reason: %d", rw.Code)
+	}
+	if rw := amy.do("POST", decline, url.Values{"csrf": {amy.csrf("/approvals")}, "reason": {"no proof the bank's refund is this one"}}); rw.Code != http.StatusSeeOther {
+		t.Fatalf("decline: %d %s", rw.Code, rw.Body)
+	}
+	if state, attempt := f.jobRow(id); state != "manual_review" || attempt != 1 {
+		t.Fatalf("after a decline the job is %s at attempt %d", state, attempt)
+	}
+	if body := amy.do("GET", "/approvals", nil).Body.String(); strings.Contains(body, fmt.Sprintf(`id="approval-%d"`, req)) {
+		t.Fatal("the declined request is still in the queue")
+	}
+	if rw := amy.do("POST", fmt.Sprintf("/approvals/%d/approve", req), url.Values{"csrf": {amy.csrf("/approvals")}}); rw.Code != http.StatusConflict {
+		t.Fatalf("approving a declined request: %d, want 409", rw.Code)
+	}
+}

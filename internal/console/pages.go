@@ -192,6 +192,7 @@ var flashes = map[string]string{
 	"resolved":  "Resolved. The audit records it.",
 	"requested": "Approval requested: a second operator must approve it on the Approvals page.",
 	"approved":  "Approved and carried out. The audit records both operators.",
+	"declined":  "Request declined: nothing was done to the job. The audit records it.",
 }
 
 func (c *Console) job(rw http.ResponseWriter, r *http.Request) {
@@ -297,27 +298,58 @@ func (c *Console) act(rw http.ResponseWriter, r *http.Request, do func(operator.
 	http.Redirect(rw, r, fmt.Sprintf("/jobs/%d?done=%s", id, done), http.StatusSeeOther)
 }
 
-func (c *Console) approve(rw http.ResponseWriter, r *http.Request) {
+func requestID(r *http.Request) (int64, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		c.refuse(rw, r, http.StatusNotFound, fmt.Sprintf("%q is not an approval request", r.PathValue("id")))
+		return 0, fmt.Errorf("%q is not an approval request", r.PathValue("id"))
+	}
+	return id, nil
+}
+
+func (c *Console) approve(rw http.ResponseWriter, r *http.Request) {
+	id, err := requestID(r)
+	if err != nil {
+		c.refuse(rw, r, http.StatusNotFound, err.Error())
 		return
 	}
 	v := operatorOf(r)
 	res, err := c.cfg.Operator.Approve(r.Context(), id, v.Name)
 	if err != nil {
-		status, msg := refusal(err)
-		c.log.Warn("console: approval refused", "operator", v.Name, "request", id, "err", err)
-		a, aerr := c.cfg.Operator.Approvals(r.Context(), true, operator.Page{Limit: c.cfg.PageSize})
-		if aerr != nil {
-			c.failed(rw, r, "the approval requests", aerr)
-			return
-		}
-		c.render(rw, r, status, "approvals", page{Title: "Approvals", Error: msg, Data: approvalsData{Approvals: a}})
+		c.approvalRefused(rw, r, id, err)
 		return
 	}
 	c.log.Info("console: approved", "operator", v.Name, "request", id, "job", res.JobID)
 	http.Redirect(rw, r, fmt.Sprintf("/jobs/%d?done=approved", res.JobID), http.StatusSeeOther)
+}
+
+// decline closes a request without acting on it: an approver's refusal, or
+// their withdrawal of their own request.
+func (c *Console) decline(rw http.ResponseWriter, r *http.Request) {
+	id, err := requestID(r)
+	if err != nil {
+		c.refuse(rw, r, http.StatusNotFound, err.Error())
+		return
+	}
+	v := operatorOf(r)
+	a, err := c.cfg.Operator.Decline(r.Context(), id, v.Name, strings.TrimSpace(r.PostFormValue("reason")))
+	if err != nil {
+		c.approvalRefused(rw, r, id, err)
+		return
+	}
+	c.log.Info("console: declined", "operator", v.Name, "request", id, "job", a.JobID)
+	http.Redirect(rw, r, fmt.Sprintf("/jobs/%d?done=declined", a.JobID), http.StatusSeeOther)
+}
+
+// approvalRefused shows the approvals again with the reason of a refusal.
+func (c *Console) approvalRefused(rw http.ResponseWriter, r *http.Request, id int64, err error) {
+	status, msg := refusal(err)
+	c.log.Warn("console: approval request action refused", "operator", operatorOf(r).Name, "request", id, "path", r.URL.Path, "err", err)
+	a, aerr := c.cfg.Operator.Approvals(r.Context(), true, operator.Page{Limit: c.cfg.PageSize})
+	if aerr != nil {
+		c.failed(rw, r, "the approval requests", aerr)
+		return
+	}
+	c.render(rw, r, status, "approvals", page{Title: "Approvals", Error: msg, Data: approvalsData{Approvals: a}})
 }
 
 // refusal maps an operator error to a status and a message for people.
