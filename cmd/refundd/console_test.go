@@ -6,11 +6,16 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/fencekit/fencekit/internal/console"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
@@ -86,7 +91,11 @@ func TestRunServesTheConsole(t *testing.T) {
 	srv := fakeprovider.Start()
 	defer srv.Close()
 	users := filepath.Join(t.TempDir(), "users")
-	if err := os.WriteFile(users, []byte("rita:resolver:-\n"), 0o600); err != nil {
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw-rita"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(users, []byte("rita:resolver:"+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	consoleAddr := make(chan string, 1)
@@ -109,6 +118,31 @@ func TestRunServesTheConsole(t *testing.T) {
 	}
 	if code, _ := get(t, addr, "/webhooks"); code != http.StatusNotFound {
 		t.Errorf("/webhooks on the console: %d, want 404", code)
+	}
+	// Signed in, the dashboard shows this process's counters and the
+	// fleet's budget, which the worker opened.
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err = c.Get("http://" + addr + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	token := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(body)
+	if token == nil {
+		t.Fatal("no CSRF token on /login")
+	}
+	resp, err = c.PostForm("http://"+addr+"/login", url.Values{"csrf": {string(token[1])}, "name": {"rita"}, "password": {"pw-rita"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`<span id="who">rita</span>`, "takeovers <strong>0</strong>", "reconcile share", `id="budget"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the dashboard (%d) lacks %q", resp.StatusCode, want)
+		}
 	}
 	r.cancel()
 	if err := r.wait(); err != nil {

@@ -391,3 +391,31 @@ func TestDecline(t *testing.T) {
 		t.Fatalf("approving a declined request: %d, want 409", rw.Code)
 	}
 }
+
+// The dashboard counts jobs by state, finds the oldest unfinished job and
+// compares its age with the SLO, and shows this process's counters.
+func TestDashboard(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) {
+		c.SLO = time.Microsecond // every unfinished job is over it
+		c.Counters = func() Counters {
+			return Counters{Takeovers: 3, StaleWrites: map[string]float64{"complete": 2, "reschedule": 1}, Calls: map[string]float64{"send": 6, "reconcile": 2}}
+		}
+	})
+	first, _ := f.reviewJob("dash-1", false, "r", "{}")
+	f.reviewJob("dash-2", false, "r", "{}")
+	a := f.agent("192.0.2.1:1000")
+	a.signIn("vic")
+	body := a.do("GET", "/", nil).Body.String()
+	for _, want := range []string{
+		`<td><span class="state manual_review">manual_review</span></td><td class="num">2</td>`,
+		`<td><span class="state ready">ready</span></td><td class="num">0</td>`,
+		fmt.Sprintf(`job <a href="/jobs/%d">%d</a>`, first, first), "<strong>over the SLO</strong>",
+		"takeovers <strong>3</strong>", "stale writes refused by the fence <strong>3</strong> (complete 2) (reschedule 1)",
+		"reconcile share <strong>25.0%</strong>",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the dashboard lacks %q", want)
+		}
+	}
+}
