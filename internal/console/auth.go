@@ -282,6 +282,8 @@ type limiter struct {
 const (
 	MaxFailures   = 5
 	FailureWindow = 15 * time.Minute
+	// maxLimited bounds the name-and-address pairs the limit remembers.
+	maxLimited = 100_000
 )
 
 func (l *limiter) key(name string, r *http.Request) string {
@@ -304,11 +306,15 @@ func (l *limiter) fail(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.fails[key] = append(l.recent(key), l.now())
-	if len(l.fails) > 100_000 { // bound the memory an attacker can make us use
+	if len(l.fails) > maxLimited { // bound the memory and the sweeps an attacker can make us spend
 		for k := range l.fails {
-			if len(l.recent(k)) == 0 {
-				delete(l.fails, k)
+			l.recent(k) // drops k when its failures are old
+		}
+		for k := range l.fails { // still full: forget some at random
+			if len(l.fails) <= maxLimited*9/10 {
+				break
 			}
+			delete(l.fails, k)
 		}
 	}
 }

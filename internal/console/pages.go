@@ -230,7 +230,7 @@ func (c *Console) approvals(rw http.ResponseWriter, r *http.Request) {
 func resolution(r *http.Request, id int64, v viewer) (operator.Resolution, error) {
 	seen, err := strconv.ParseInt(r.PostFormValue("seen_attempt"), 10, 64)
 	if err != nil || seen < 0 {
-		return operator.Resolution{}, fmt.Errorf("seen_attempt %q is not an attempt: reload the job", r.PostFormValue("seen_attempt"))
+		return operator.Resolution{}, &operator.InputError{Field: "seen_attempt", Problem: fmt.Sprintf("%q is not an attempt: reload the job", r.PostFormValue("seen_attempt"))}
 	}
 	return operator.Resolution{
 		JobID:       id,
