@@ -8,11 +8,11 @@ func BeforeApply(s *Service, f func(jobID int64)) { s.hooks.beforeApply = f }
 // index each must read (checked with EXPLAIN).
 func Plans() []struct {
 	Name, Query, Index string
-	Args            []any
+	Args               []any
 } {
 	type plan = struct {
 		Name, Query, Index string
-		Args            []any
+		Args               []any
 	}
 	return []plan{
 		{"queue", jobsQuery(queueWhere, "`updated_at`, `id`"), "refund_jobs_state_changed", []any{51}},
