@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -417,5 +418,31 @@ func TestDashboard(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the dashboard lacks %q", want)
 		}
+	}
+}
+
+// Served over TLS, the console marks its cookie Secure (with the __Host-
+// prefix) and sends HSTS without being asked.
+func TestTLSMakesCookiesSecure(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	srv := httptest.NewTLSServer(f.con)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cs := resp.Cookies()
+	if len(cs) != 1 || cs[0].Name != "__Host-fencekit_console" || !cs[0].Secure || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("cookies over TLS: %+v", cs)
+	}
+	if resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Error("no HSTS over TLS")
+	}
+	plain := f.agent("192.0.2.1:1000")
+	plain.do("GET", "/login", nil)
+	if c := plain.cookie; c == nil || c.Secure || c.Name != "fencekit_console" {
+		t.Fatalf("cookie over plain HTTP without -console-secure-cookies: %+v", c)
 	}
 }
