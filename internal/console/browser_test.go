@@ -376,6 +376,10 @@ func TestBrowserForgedFormsRefused(t *testing.T) {
 	}
 	evil := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/link" {
+			fmt.Fprintf(rw, `<a id="link" href="%s/queue">the queue</a>`, base)
+			return
+		}
 		fmt.Fprintf(rw, `<form method="post" action="%s/jobs/%d/resolve"><input type="hidden" name="csrf" value="%s">
 <input type="hidden" name="as" value="succeeded"><input type="hidden" name="refund_id" value="%s">
 <input type="hidden" name="reason" value="forged"><input type="hidden" name="seen_attempt" value="1">
@@ -393,6 +397,21 @@ func TestBrowserForgedFormsRefused(t *testing.T) {
 	}
 	if n := f.audits(id); n != 0 {
 		t.Fatalf("forged forms left %d audit entries", n)
+	}
+	// A plain link from another site (localhost is another site than
+	// 127.0.0.1: the browser holds the SameSite=Strict cookie back) opens
+	// the console still signed in: the page reloads itself to get it.
+	if _, err := chromedp.Run(rita.ctx, chromedp.NavigateResponse(strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)+"/link")); err != nil {
+		t.Fatal(err)
+	}
+	rita.submit(chromedp.Click(chromedp.CSS("#link")))
+	wctx, cancel := context.WithTimeout(rita.ctx, 20*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(wctx, chromedp.WaitVisible(chromedp.CSS("#queue"))); err != nil {
+		t.Fatalf("after a link from another site, no queue at %s: %v", rita.location(), err)
+	}
+	if who := rita.text("#who"); who != "rita" {
+		t.Fatalf("after a link from another site the console shows %q signed in", who)
 	}
 }
 

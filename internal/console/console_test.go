@@ -446,3 +446,25 @@ func TestTLSMakesCookiesSecure(t *testing.T) {
 		t.Fatalf("cookie over plain HTTP without -console-secure-cookies: %+v", c)
 	}
 }
+
+// A link from another site reaches the console without the SameSite=Strict
+// cookie: the console reloads the page from itself instead of starting a
+// new session, so the operator stays signed in.
+func TestCrossSiteLinkKeepsTheSession(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	a := f.agent("192.0.2.1:1000")
+	a.signIn("vic")
+	session := a.cookie
+	a.cookie = nil // what the browser sends on a cross-site navigation
+	a.header.Set("Sec-Fetch-Site", "cross-site")
+	rw := a.do("GET", "/queue", nil)
+	if rw.Code != http.StatusOK || !strings.Contains(rw.Body.String(), `<meta http-equiv="refresh" content="0">`) || len(rw.Result().Cookies()) != 0 {
+		t.Fatalf("a cross-site link: %d, cookies %v", rw.Code, rw.Result().Cookies())
+	}
+	a.cookie = session // the reload comes from the console's own page
+	a.header.Set("Sec-Fetch-Site", "same-origin")
+	if rw := a.do("GET", "/queue", nil); rw.Code != http.StatusOK || !strings.Contains(rw.Body.String(), `<span id="who">vic</span>`) {
+		t.Fatalf("the reload: %d", rw.Code)
+	}
+}

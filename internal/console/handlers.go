@@ -68,6 +68,16 @@ func (c *Console) identify(rw http.ResponseWriter, r *http.Request) (viewer, int
 // nothing.
 func (c *Console) signedIn(role Role, h func(http.ResponseWriter, *http.Request)) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+			if _, err := r.Cookie(c.cookieName(r)); err != nil {
+				// A link from another site (a chat, a ticket): the browser
+				// holds the SameSite=Strict cookie back. Reload from here,
+				// where it sends it, rather than sign the operator out by
+				// starting a new session.
+				c.render(rw, r, http.StatusOK, "reload", page{Title: "Opening the console"})
+				return
+			}
+		}
 		v, status := c.identify(rw, r)
 		switch status {
 		case 0:

@@ -12,7 +12,7 @@ import (
 	"github.com/fencekit/fencekit/operator"
 )
 
-var pageNames = []string{"login", "error", "dashboard", "queue", "search", "job", "approvals"}
+var pageNames = []string{"login", "error", "reload", "dashboard", "queue", "search", "job", "approvals"}
 
 var funcs = template.FuncMap{
 	"stamp": func(v any) string {
