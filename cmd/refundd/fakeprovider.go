@@ -18,6 +18,36 @@ type fakeFlags struct {
 	addr, webhookURL string
 	retention, lag   time.Duration
 	random           fakeprovider.RandomFaults
+	rates            []rateFlag
+}
+
+// rateFlag is one fault rate's flag.
+type rateFlag struct {
+	name, usage string
+	v           *float64
+}
+
+// check names the flag and the value of every invalid setting.
+func (f fakeFlags) check() error {
+	var errs []error
+	for _, r := range f.rates {
+		if !(*r.v >= 0 && *r.v <= 1) {
+			errs = append(errs, fmt.Errorf("-%s %v: must be a rate in [0, 1]", r.name, *r.v))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"key-retention", f.retention}, {"lookup-lag", f.lag}, {"max-latency", f.random.MaxLatency}, {"pending-delay", f.random.PendingDelay},
+		{"reverse-delay", f.random.ReverseDelay}, {"max-webhook-delay", f.random.MaxWebhookDelay}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("-%s %v: must not be negative", d.name, d.v))
+		}
+	}
+	if f.random.LookupLag > 0 && f.lag <= 0 {
+		errs = append(errs, fmt.Errorf("-lag-rate %v: needs a positive -lookup-lag", f.random.LookupLag))
+	}
+	return errors.Join(errs...)
 }
 
 func (f *fakeFlags) register(fs *flag.FlagSet) {
@@ -26,10 +56,7 @@ func (f *fakeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.retention, "key-retention", fakeprovider.DefaultKeyRetention, "how long an idempotency key is kept")
 	fs.DurationVar(&f.lag, "lookup-lag", 0, "the lookup lag the provider declares, and the lag of refunds -lag-rate picks")
 	fs.Int64Var(&f.random.Seed, "seed", 0, "seed of the random faults")
-	for _, r := range []struct {
-		name, usage string
-		v           *float64
-	}{
+	f.rates = []rateFlag{
 		{"rate-limit", "share of refund requests refused with 429 before processing", &f.random.RateLimit},
 		{"server-error", "share of refund requests refused with 503 before processing", &f.random.ServerError},
 		{"cut", "share of refund requests processed, then cut without an answer", &f.random.Cut},
@@ -40,7 +67,8 @@ func (f *fakeFlags) register(fs *flag.FlagSet) {
 		{"reverse", "share of refunds reversed -reverse-delay after they succeed", &f.random.Reverse},
 		{"webhook-duplicate", "share of webhooks sent twice", &f.random.WebhookDuplicate},
 		{"webhook-late", "share of webhooks held for up to -max-webhook-delay", &f.random.WebhookLate},
-	} {
+	}
+	for _, r := range f.rates {
 		fs.Float64Var(r.v, r.name, 0, r.usage+" (a rate in [0, 1])")
 	}
 	fs.DurationVar(&f.random.MaxLatency, "max-latency", fakeprovider.DefaultMaxLatency, "longest held answer")
@@ -52,6 +80,9 @@ func (f *fakeFlags) register(fs *flag.FlagSet) {
 // serveFake serves the fake provider on -addr until ctx ends. Any payment
 // it does not know is taken as captured for its first refund's amount.
 func serveFake(ctx context.Context, f fakeFlags, out io.Writer) error {
+	if err := f.check(); err != nil {
+		return fmt.Errorf("fakeprovider: %w", err)
+	}
 	cfg := fakeprovider.Config{Addr: f.addr, KeyRetention: f.retention, LookupLag: f.lag, Random: f.random, AnyPayment: true, Background: true}
 	if f.webhookURL != "" {
 		secret := os.Getenv("FENCEKIT_WEBHOOK_SECRET")
