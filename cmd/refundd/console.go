@@ -18,7 +18,6 @@ import (
 	"github.com/fencekit/fencekit/internal/console"
 	"github.com/fencekit/fencekit/operator"
 	"github.com/fencekit/fencekit/provider"
-	"github.com/fencekit/fencekit/worker"
 )
 
 // consoleFlags are refundd run's settings of the operators' console.
@@ -107,9 +106,9 @@ func sameListener(a, b string) bool {
 	return ia != nil && ib != nil && ia.Equal(ib)
 }
 
-// newConsole builds the console of refundd run on db, going through the
-// operator API for every action.
-func (f consoleFlags) newConsole(client *ent.Client, prov provider.Client, reg *prometheus.Registry, log *slog.Logger) (*console.Console, error) {
+// newConsole builds the console of refundd run on client, going through
+// the operator API for every action; its dashboard shows budget (-budget).
+func (f consoleFlags) newConsole(client *ent.Client, prov provider.Client, budget string, reg *prometheus.Registry, log *slog.Logger) (*console.Console, error) {
 	users, err := console.LoadUsers(f.users)
 	if err != nil {
 		return nil, fmt.Errorf("-console-users: %w", err)
@@ -127,7 +126,7 @@ func (f consoleFlags) newConsole(client *ent.Client, prov provider.Client, reg *
 		TrustedProxies: proxies,
 		SecureCookies:  f.secureCookies,
 		SLO:            f.slo,
-		BudgetName:     worker.DefaultBudgetName,
+		BudgetName:     budget,
 		Counters:       func() console.Counters { return countersOf(reg) },
 		Logger:         log,
 	})

@@ -230,7 +230,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		// The console: a listener of its own, with its own limits; every
 		// action goes through package operator.
 		client := ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, db)))
-		con, err := f.console.newConsole(client, prov, reg, log)
+		con, err := f.console.newConsole(client, prov, f.budgetName, reg, log)
 		if err != nil {
 			return fmt.Errorf("run: %w", err)
 		}

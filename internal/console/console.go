@@ -32,6 +32,7 @@ import (
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/operator"
+	"github.com/fencekit/fencekit/worker"
 )
 
 // Defaults of Config.
@@ -154,7 +155,7 @@ func New(cfg Config) (*Console, error) {
 		cfg.PageSize = DefaultPageSize
 	}
 	if cfg.BudgetName == "" {
-		cfg.BudgetName = "default"
+		cfg.BudgetName = worker.DefaultBudgetName
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
