@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/audit"
 	"github.com/fencekit/fencekit/provider"
 )
@@ -26,7 +27,7 @@ func (s *Service) readApproval(ctx context.Context, id int64) (Approval, error) 
 // decide closes request id as status by operator, on tx: it must still be
 // pending (ErrRequestClosed otherwise, when another decision came first).
 func decide(ctx context.Context, tx *ent.Tx, id int64, status ApprovalStatus, operator string) error {
-	res, err := tx.ExecContext(ctx, "UPDATE `refund_approvals` SET `status` = ?, `decided_by` = ? WHERE `id` = ? AND `status` = 'pending'",
+	res, err := tx.ExecContext(ctx, "UPDATE `refund_approvals` SET `status` = ?, `decided_by` = ?, `decided_at` = "+fencedwrite.ClockUTC+" WHERE `id` = ? AND `status` = 'pending'",
 		string(status), operator, id)
 	if err != nil {
 		return fmt.Errorf("decide approval request %d: %w", id, err)
