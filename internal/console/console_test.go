@@ -353,6 +353,11 @@ func TestSearch(t *testing.T) {
 	if rw := a.do("GET", "/search?by=nope&q=x", nil); rw.Code != http.StatusBadRequest || !strings.Contains(rw.Body.String(), `by=&#34;nope&#34;`) {
 		t.Errorf("an unknown field: %d", rw.Code)
 	}
+	for _, path := range []string{"/jobs/999999", "/jobs/x"} {
+		if rw := a.do("GET", path, nil); rw.Code != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", path, rw.Code)
+		}
+	}
 }
 
 // An approver declines a request with a reason: the job is untouched and
