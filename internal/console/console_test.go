@@ -88,6 +88,19 @@ func TestSignInLimit(t *testing.T) {
 	f.agent("192.0.2.1:1001").signIn("alice")
 	f.clock.advance(FailureWindow + time.Second)
 	a.signIn("rita")
+	// A sign-in form left open past the session's idle time is refused
+	// with a fresh form, which then works.
+	late := f.agent("192.0.2.3:1000")
+	token := late.csrf("/login")
+	f.clock.advance(DefaultSessionIdle + time.Second)
+	rw = late.do("POST", "/login", url.Values{"csrf": {token}, "name": {"amy"}, "password": {"pw-amy"}})
+	if rw.Code != http.StatusForbidden || !strings.Contains(rw.Body.String(), "has expired") {
+		t.Fatalf("an expired sign-in form: %d", rw.Code)
+	}
+	fresh := csrfField.FindStringSubmatch(rw.Body.String())
+	if rw := late.do("POST", "/login", url.Values{"csrf": {fresh[1]}, "name": {"amy"}, "password": {"pw-amy"}}); rw.Code != http.StatusSeeOther {
+		t.Fatalf("the fresh form: %d", rw.Code)
+	}
 }
 
 // A POST without the session's CSRF token, with another one, or from

@@ -164,7 +164,10 @@ func (c *Console) login(rw http.ResponseWriter, r *http.Request) {
 	}
 	ss, ok := c.session(r)
 	if !ok || !validCSRF(ss, r.PostFormValue("csrf")) {
-		c.refuse(rw, r, http.StatusForbidden, "This form has expired or did not come from the console. Reload the page and try again.")
+		// An expired sign-in page, or a forged one: a fresh form, nothing else.
+		fresh := c.anonymous(rw, r)
+		c.render(rw, r, http.StatusForbidden, "login", page{Title: "Sign in", Data: loginData{CSRF: fresh.csrf,
+			Error: "This sign-in form has expired or did not come from the console. Try again."}})
 		return
 	}
 	name, password := strings.TrimSpace(r.PostFormValue("name")), r.PostFormValue("password")
