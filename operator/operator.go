@@ -354,5 +354,19 @@ type JobView struct {
 	Webhooks  []Evidence   `json:"webhooks"`
 	Audit     []AuditEntry `json:"audit"`
 	Approvals []Approval   `json:"approvals"`
-	Timeline  []Event      `json:"timeline"`
+	// Attempts lists every attempt from 1 to the job's, with what started
+	// it and the evidence seen at it.
+	Attempts []Attempt `json:"attempts"`
+	Timeline []Event   `json:"timeline"`
+}
+
+// Attempt is one fencing token of a job: what started it and the
+// evidence its holder recorded. Claims and takeovers leave no record of
+// their own, so an attempt that no audit entry started says "a claim or a
+// takeover".
+type Attempt struct {
+	Attempt   int64   `json:"attempt"`
+	StartedBy string  `json:"started_by"`
+	AuditID   int64   `json:"audit_id,omitempty"`
+	Evidence  []int64 `json:"evidence"`
 }

@@ -409,8 +409,29 @@ func (s *Service) Job(ctx context.Context, id int64) (*JobView, error) {
 	if v.Approvals, err = s.approvals(ctx, s.c, "`job_id` = ? ORDER BY `id`", id); err != nil {
 		return nil, fmt.Errorf("read job %d: %w", id, err)
 	}
+	v.Attempts = attempts(v)
 	v.Timeline = timeline(v)
 	return v, nil
+}
+
+// attempts lists the job's attempts from 1 to its current one.
+func attempts(v *JobView) []Attempt {
+	out := make([]Attempt, v.Attempt)
+	for i := range out {
+		out[i] = Attempt{Attempt: int64(i) + 1, StartedBy: "a claim or a takeover", Evidence: []int64{}}
+	}
+	for _, a := range v.Audit {
+		if a.Outcome == audit.OutcomeDone && a.AttemptAfter == a.AttemptBefore+1 && a.AttemptAfter >= 1 && a.AttemptAfter <= v.Attempt {
+			out[a.AttemptAfter-1].StartedBy = a.Action + " by " + a.Operator
+			out[a.AttemptAfter-1].AuditID = a.ID
+		}
+	}
+	for _, e := range v.Evidence {
+		if e.Attempt >= 1 && e.Attempt <= v.Attempt {
+			out[e.Attempt-1].Evidence = append(out[e.Attempt-1].Evidence, e.ID)
+		}
+	}
+	return out
 }
 
 // timeline merges a job's history into one list in a deterministic order:

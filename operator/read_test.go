@@ -108,6 +108,9 @@ func TestQueueSearchAndJobViews(t *testing.T) {
 		if first.Ledger == nil || first.Ledger.Status != "refunded" || len(first.Audit) != 1 || len(first.Evidence) != 1 {
 			t.Fatalf("view: %s", a)
 		}
+		if len(first.Attempts) != 2 || first.Attempts[0].StartedBy != "a claim or a takeover" || first.Attempts[1].StartedBy != "resolve_succeeded by alice" {
+			t.Fatalf("attempts: %+v", first.Attempts)
+		}
 		last := first.Timeline[len(first.Timeline)-1]
 		if first.Timeline[0].Kind != operator.EventEnqueued || last.Kind != operator.EventNow || last.Text != "succeeded at attempt 2" {
 			t.Fatalf("timeline: %+v", first.Timeline)

@@ -375,6 +375,10 @@ func printJob(out io.Writer, v *operator.JobView) error {
 		}
 		w.printf("  %s  %-8s %-4s %s\n", at, e.Kind, attempt, e.Text)
 	}
+	w.printf("attempts (%d)\n", len(v.Attempts))
+	for _, a := range v.Attempts {
+		w.printf("  @%d %s, evidence %v\n", a.Attempt, a.StartedBy, a.Evidence)
+	}
 	w.printf("evidence (%d)\n", len(v.Evidence))
 	for _, e := range v.Evidence {
 		processed := "unprocessed"
