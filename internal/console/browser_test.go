@@ -268,6 +268,9 @@ func TestBrowserSignInFindAndResolve(t *testing.T) {
 	if a := rita.text("#audit"); !strings.Contains(a, "rita") || !strings.Contains(a, refundID) {
 		t.Fatalf("audit: %q", a)
 	}
+	if a := rita.text("#attempts"); !strings.Contains(a, "a claim or a takeover") || !strings.Contains(a, "resolve_succeeded by rita") {
+		t.Fatalf("attempts: %q", a)
+	}
 	rita.shot("resolved")
 	if state, attempt := f.jobRow(id); state != "succeeded" || attempt != 2 {
 		t.Fatalf("the job is %s at attempt %d", state, attempt)
