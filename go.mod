@@ -6,11 +6,14 @@ require (
 	entgo.io/ent v0.14.5
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/fencekit/fencekit/analyzer v0.0.0-00010101000000-000000000000
 	github.com/go-sql-driver/mysql v1.10.2
 	github.com/hashicorp/hcl/v2 v2.18.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rs/zerolog v1.35.1
+	golang.org/x/crypto v0.57.0
 	golang.org/x/tools v0.52.0
 	pgregory.net/rapid v1.3.0
 )
@@ -22,6 +25,7 @@ require (
 	github.com/bmatcuk/doublestar v1.3.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-openapi/inflect v0.19.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect

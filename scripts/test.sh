@@ -7,8 +7,7 @@
 #   - PostgreSQL on 127.0.0.1:5432 for the benchmark's River side
 #     (scripts/ensure-pg.sh, which prints the URL it exports as
 #     FENCEKIT_BENCH_PG);
-#   - Chromium for the console's browser tests (scripts/ensure-chromium.sh,
-#     when present).
+#   - Chromium for the console's browser tests (scripts/ensure-chromium.sh).
 # Then it checks formatting, vets, lints the repository with fencelint,
 # runs all tests of the three modules under the race detector against that
 # server, and runs the benchmark once at a tiny size (bench/) to keep it
@@ -29,11 +28,7 @@ FENCEKIT_BENCH_PG=$(scripts/ensure-pg.sh)
 export FENCEKIT_BENCH_PG
 
 step "Chromium for the console's tests (scripts/ensure-chromium.sh)"
-if [ -x scripts/ensure-chromium.sh ]; then
-  scripts/ensure-chromium.sh
-else
-  echo "no scripts/ensure-chromium.sh in this checkout: nothing to set up"
-fi
+scripts/ensure-chromium.sh
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files "*.go" | grep -v "/testdata/"))

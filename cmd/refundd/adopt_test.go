@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/internal/devdb"
 )
 
@@ -19,7 +20,7 @@ import (
 // no-op, and the fence observes.
 func TestAdoptCommands(t *testing.T) {
 	t.Parallel()
-	dsn := freshDSN(t, "_adopt")
+	dsn := dbtest.ScratchDSN(t, "_adopt")
 	var out bytes.Buffer
 	refundd := func(args ...string) (string, error) {
 		t.Helper()

@@ -18,6 +18,7 @@ var commands = []struct{ name, synopsis string }{
 	{"resolve", "resolve a job in manual review: verified with the provider, audited, fenced on the attempt seen"},
 	{"approve", "approve (or -decline) a resend or override request as a second operator; -list the pending ones"},
 	{"migrate", "apply the migrations to the database"},
+	{"console-user", "a line of the console's users file for one operator (refundd run -console-users): the password read from stdin, bcrypt-hashed"},
 	{"fence", "the fence's rollout mode (mode observe|enforce -reason TEXT) and the writes it let through (report)"},
 	{"fakeprovider", "serve the fake payment provider over HTTP, for refundd run -provider-url on a laptop"},
 	{"demo", "the demo at scale, or the article's scene (-scene zombie)"},

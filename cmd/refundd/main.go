@@ -13,6 +13,7 @@
 //	refundd migrate  [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
 //	refundd adopt    plan|apply [-dsn DSN] [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-keep-defaults] [-batch N]
 //	                 bring an existing refund_jobs table to fencekit's schema (docs/adopting.md)
+//	refundd console-user -name N -role R[,R] [-proxy-only]   a line of the console's users file; the password on stdin
 //	refundd demo     [-dsn DSN] [-scene zombie] [-json] ...
 //	refundd chaos    [-dsn DSN] --jobs N --workers W --duration D --seed S [--json] [--keep-history]
 //	                 a fleet of refundd processes under injected faults; checks
@@ -35,6 +36,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -68,6 +70,7 @@ func usage(w io.Writer) {
   refundd help    [command]                                 this text, or one command's flags
   refundd migrate [-create]                                 apply the migrations to the database
   refundd adopt   plan|apply [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-keep-defaults] [-batch N]   bring an existing refund_jobs to fencekit's schema
+  refundd console-user -name N -role R[,R] < password      a line of the console's users file (bcrypt hash; roles viewer, resolver, approver)
   refundd fence   mode [observe|enforce -reason TEXT] | report [-json]   the fence's rollout mode, and the writes it let through
   refundd demo    [-json] [-scene zombie] ...               the demo at scale, or the article's scene
   refundd chaos   --jobs N --workers W --duration D --seed S [--json] [--keep-history]   a fleet under faults, checked
@@ -127,6 +130,8 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		return serveFake(ctx, f, out)
+	case "console-user":
+		return consoleUser(fs, args[1:], os.Stdin, out)
 	case "migrate":
 		create := fs.Bool("create", false, "create the database first when it does not exist")
 		if err := fs.Parse(args[1:]); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/internal/devdb"
 )
 
@@ -22,7 +23,7 @@ import (
 // anything: no empty database is left behind.
 func TestMigrateRefusesABadDSNBeforeCreating(t *testing.T) {
 	t.Parallel()
-	dsn := freshDSN(t, "_baddsn")
+	dsn := dbtest.ScratchDSN(t, "_baddsn")
 	for _, bad := range []string{"?multiStatements=true", "?sql_mode=%27%27", "?clientFoundRows=false"} {
 		err := run(context.Background(), []string{"migrate", "-create", "-dsn", dsn + bad}, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), "-dsn") {
@@ -51,7 +52,7 @@ func TestMigrateRefusesABadDSNBeforeCreating(t *testing.T) {
 // clean".
 func TestMigrateBaselinesAPlainClientDatabase(t *testing.T) {
 	t.Parallel()
-	dsn := freshDSN(t, "_plain")
+	dsn := dbtest.ScratchDSN(t, "_plain")
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -13,10 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/worker"
@@ -38,6 +41,8 @@ type runFlags struct {
 	// hooks, not a flag, are the worker's hooks: refundd chaos-agent's
 	// (internal/chaos) for the processes of the chaos fleet, none for run.
 	hooks worker.Hooks
+	// console: the operators' console in the browser (-console-addr).
+	console consoleFlags
 	// listening, when set, is told the listeners' addresses once they
 	// serve and the worker started (tests listen on port 0): the webhook
 	// endpoint's, empty with -no-webhooks, and the operators'.
@@ -78,6 +83,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.pendingDelay, "pending-delay", worker.DefaultPendingDelay, "how long after a pending answer the refund is reconciled")
 	fs.DurationVar(&f.retryDelay, "retry-delay", worker.DefaultRetryDelay, "how long a job waits after a refusal to process (rate limited, key in use, failed lookup)")
 	fs.DurationVar(&f.lagPoll, "lag-poll", worker.DefaultLagPoll, "the least wait inside the provider's lookup-lag window")
+	f.console.register(fs)
 }
 
 // check refuses settings refundd run must not start with, naming each flag:
@@ -96,6 +102,9 @@ func (f runFlags) check(secret string) error {
 	}
 	if f.httpTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-http-timeout must be positive, got %v", f.httpTimeout))
+	}
+	if err := f.console.check(f.listen, f.operatorListen, f.noWebhooks); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -168,9 +177,10 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	if err := waitForDatabase(ctx, db, f.dsn, log, nil); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	prov := provider.NewHTTPClient(f.providerURL, &http.Client{}, caps)
 	w, err := worker.New(worker.Config{
 		DB:               db,
-		Provider:         provider.NewHTTPClient(f.providerURL, &http.Client{}, caps),
+		Provider:         prov,
 		BudgetName:       f.budgetName,
 		BudgetRate:       f.budgetRate,
 		BudgetBurst:      f.budgetBurst,
@@ -213,13 +223,24 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		webhooks.Handle("/webhooks", w.WebhookHandler()) // 413 past worker.MaxWebhookBody
 		servers["webhook"] = server(webhooks, f.httpTimeout, worker.MaxWebhookBody+1)
 	}
+	listenAt := map[string]string{"webhook": f.listen, "operator": f.operatorListen}
+	if f.console.addr != "" {
+		// The console: a listener of its own, with its own limits; every
+		// action goes through package operator.
+		client := ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, db)))
+		con, err := f.console.newConsole(client, prov, f.budgetName, reg, log)
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		servers["console"], listenAt["console"] = con.Server(), f.console.addr
+	}
 	listeners := map[string]net.Listener{}
 	closeAll := func() {
 		for _, ln := range listeners {
 			_ = ln.Close()
 		}
 	}
-	for name, at := range map[string]string{"webhook": f.listen, "operator": f.operatorListen} {
+	for name, at := range listenAt {
 		if servers[name] == nil {
 			continue
 		}
@@ -232,7 +253,11 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	}
 	served := make(chan error, len(servers))
 	for name, srv := range servers {
-		go func() { served <- fmt.Errorf("%s endpoint: %w", name, srv.Serve(listeners[name])) }()
+		serve := srv.Serve
+		if name == "console" {
+			serve = func(ln net.Listener) error { return f.console.serve(srv, ln) }
+		}
+		go func() { served <- fmt.Errorf("%s endpoint: %w", name, serve(listeners[name])) }()
 	}
 	shutdown := func() {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -248,7 +273,10 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		}
 		return fmt.Errorf("run: %w", err)
 	}
-	log.Info("refundd running", "listen", addrs["webhook"], "operator_listen", addrs["operator"], "workers", f.workers, "lease", f.lease)
+	log.Info("refundd running", "listen", addrs["webhook"], "operator_listen", addrs["operator"], "console_addr", addrs["console"], "workers", f.workers, "lease", f.lease)
+	if f.console.listening != nil {
+		f.console.listening(addrs["console"])
+	}
 	if f.listening != nil {
 		f.listening(addrs["webhook"], addrs["operator"])
 	}
