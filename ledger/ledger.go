@@ -15,6 +15,7 @@ package ledger
 import (
 	"context"
 	stdsql "database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -103,10 +104,35 @@ func settle(key, status, jobState, providerRefundID string) func(context.Context
 		if err != nil {
 			return fmt.Errorf("settle ledger row %s as %s: %w", key, status, err)
 		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return fmt.Errorf("settle ledger row %s as %s: %d rows were requested (%v)", key, status, n, err)
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("settle ledger row %s as %s: %w", key, status, err)
 		}
-		return nil
+		if n == 1 {
+			return nil
+		}
+		// Nothing was requested. A row that this settlement already made
+		// (the same status, the same provider refund id) stays as it is: a
+		// job a writer outside the fence set back after it was settled (a
+		// legacy zombie while the fence only observes, docs/adopting.md)
+		// settles again with the refund the provider already executed, and
+		// the ledger, which recorded that refund once, has nothing to add.
+		// Any other row refuses.
+		var got, gotRef stdsql.NullString
+		rows, err := tx.QueryContext(ctx, "SELECT `status`, `provider_refund_id` FROM `refunds` WHERE `operation_key` = ? FOR UPDATE", key)
+		if err != nil {
+			return fmt.Errorf("settle ledger row %s as %s: %w", key, status, err)
+		}
+		if rows.Next() {
+			err = rows.Scan(&got, &gotRef)
+		}
+		if cerr := errors.Join(err, rows.Err(), rows.Close()); cerr != nil {
+			return fmt.Errorf("settle ledger row %s as %s: %w", key, status, cerr)
+		}
+		if got.String == status && gotRef.String == providerRefundID {
+			return nil
+		}
+		return fmt.Errorf("settle ledger row %s as %s: the row is %q (refund id %q), not requested", key, status, got.String, gotRef.String)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +73,7 @@ func TestCutoverOfALiveQueue(t *testing.T) {
 	// the admin panel keeps editing the team's notes.
 	adopted := make(chan error, 1)
 	go func() {
-		adopted <- c.refundd("adopt", "apply", "-dsn", c.rootDSN, "-columns", "payment_id=payment_ref,amount_cents=amount_minor")
+		adopted <- c.refundd("adopt", "apply", "-dsn", c.rootDSN, "-columns", "payment_ref=payment_id,amount_minor=amount_cents,created_at=created")
 	}()
 	notes := map[int64]string{}
 	writes := 0
@@ -105,6 +107,10 @@ func TestCutoverOfALiveQueue(t *testing.T) {
 	for c.nextReady() < legacyJobs {
 		c.step(l2)
 	}
+	// Baseline the linter: the legacy worker's unfenced writes are today's
+	// debt, accepted by the team's committed baseline; a new one fails CI.
+	c.lintLegacy()
+
 	// l1 claims the zombie's job with a short lease and hangs in the call.
 	zombieLease := c.legacyProcess(50 * time.Millisecond)
 	zombieDone := make(chan error, 1)
@@ -137,7 +143,14 @@ func TestCutoverOfALiveQueue(t *testing.T) {
 		t.Fatalf("f1 settles the zombie's job again: %+v, %v", w.job, w.err)
 	}
 
-	// l1 stops, f2 starts; new refunds go through fencekit's Enqueue.
+	// l1 stops, f2 starts; new refunds go through fencekit's Enqueue, which
+	// sets fencekit's columns only: the team gives its own NOT NULL columns
+	// a default first, as docs/adopting.md says (metadata only).
+	for _, col := range []string{"payment_id SET DEFAULT ''", "amount_cents SET DEFAULT 0"} {
+		if _, err := c.root.ExecContext(ctx, "ALTER TABLE refund_jobs ALTER COLUMN "+col); err != nil {
+			t.Fatal(err)
+		}
+	}
 	f2 := c.fencedWorker("f2")
 	var fresh []string
 	for i := 1; i <= 10; i++ {
@@ -194,6 +207,44 @@ func TestCutoverOfALiveQueue(t *testing.T) {
 		if !strings.HasPrefix(g.Account, c.legacyUser+"@") {
 			t.Errorf("the report blames %s (%s), not the legacy account %s", g.Account, g.Rule, c.legacyUser)
 		}
+	}
+}
+
+// lintLegacy runs fencelint over testdata/legacy with its committed
+// baseline (testdata/legacy/fencelint.baseline, written by `fencelint
+// -write-baseline`): silent on the accepted findings, loud on a new
+// unfenced write added beside them.
+func (c *cutover) lintLegacy() {
+	t := c.t
+	bin := filepath.Join(t.TempDir(), "fencelint")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/fencelint")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build fencelint: %v\n%s", err, out)
+	}
+	lint := func() (string, error) {
+		cmd := exec.Command(bin, "-baseline=testdata/legacy/fencelint.baseline", "./testdata/legacy/...")
+		cmd.Dir = "../.."
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := lint(); err != nil {
+		t.Fatalf("fencelint with the legacy baseline: %v\n%s", err, out)
+	}
+	added := "../../testdata/legacy/legacyworker/zz_added_after_the_baseline.go"
+	src := "package legacyworker\n\nimport \"context\"\n\n// Cancel is a write somebody adds after the baseline.\n" +
+		"func (w *Worker) Cancel(ctx context.Context, id int64) error {\n" +
+		"\t_, err := w.DB.ExecContext(ctx, \"UPDATE refund_jobs SET state = 'failed' WHERE id = ?\", id)\n\treturn err\n}\n"
+	if err := os.WriteFile(added, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(added)
+	out, err := lint()
+	if err == nil || !strings.Contains(out, "zz_added_after_the_baseline.go:7") || !strings.Contains(out, "unfenced UPDATE of refund_jobs") {
+		t.Fatalf("fencelint on a new unfenced write beside the baseline: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "worker.go") {
+		t.Fatalf("fencelint reported the accepted findings again:\n%s", out)
 	}
 }
 
