@@ -57,7 +57,7 @@ func TestRunCarriesNoChaosFlag(t *testing.T) {
 	if strings.Contains(strings.ToLower(help), "chaos") {
 		t.Errorf("refundd run -h lists a chaos flag:\n%s", help)
 	}
-	usage, _ := refundd(t)
+	usage, _ := refundd(t, "help")
 	if !strings.Contains(usage, "refundd chaos") || strings.Contains(usage, "chaos-agent") {
 		t.Errorf("refundd's usage should list chaos and not its hidden agent command:\n%s", usage)
 	}
