@@ -7,6 +7,8 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"ariga.io/atlas/sql/migrate"
@@ -100,7 +102,7 @@ func differences(ctx context.Context, drv migrate.Driver, have, want *snapshot) 
 			out = append(out, c.Cmd)
 		}
 	}
-	for _, k := range sortedKeys(want.routines) {
+	for _, k := range slices.Sorted(maps.Keys(want.routines)) {
 		r, ok := have.routines[k]
 		switch {
 		case !ok:
@@ -109,7 +111,7 @@ func differences(ctx context.Context, drv migrate.Driver, have, want *snapshot) 
 			out = append(out, k+" differs")
 		}
 	}
-	for _, k := range sortedKeys(have.routines) {
+	for _, k := range slices.Sorted(maps.Keys(have.routines)) {
 		if _, ok := want.routines[k]; !ok {
 			out = append(out, k+" is not in the migrations")
 		}

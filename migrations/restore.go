@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -151,7 +153,7 @@ func restore(ctx context.Context, drv migrate.Driver, conn *sql.Conn, snap *snap
 	if err != nil {
 		return err
 	}
-	for _, k := range sortedKeys(now) {
+	for _, k := range slices.Sorted(maps.Keys(now)) {
 		r := now[k]
 		if was, ok := snap.routines[k]; ok && was.body == r.body {
 			continue
@@ -181,7 +183,7 @@ func restore(ctx context.Context, drv migrate.Driver, conn *sql.Conn, snap *snap
 	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION sql_mode = ?", mode) }()
 	// Procedures first (a trigger may call one), then triggers in the order
 	// they ran in.
-	keys := sortedKeys(snap.routines)
+	keys := slices.Sorted(maps.Keys(snap.routines))
 	sort.SliceStable(keys, func(i, j int) bool {
 		a, b := snap.routines[keys[i]], snap.routines[keys[j]]
 		if (a.kind == "procedure") != (b.kind == "procedure") {
@@ -202,15 +204,6 @@ func restore(ctx context.Context, drv migrate.Driver, conn *sql.Conn, snap *snap
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // normalizeBody is a trigger's or procedure's body without its comments and

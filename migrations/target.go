@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -55,7 +57,7 @@ func ReplayTarget(ctx context.Context, db *sql.DB, dir migrate.Dir) (*Target, er
 	}
 	f := migrate.NewLocalFile(file, nil)
 	t := &Target{Schema: last.schema, Version: f.Version(), Description: f.Desc()}
-	keys := sortedKeys(last.routines)
+	keys := slices.Sorted(maps.Keys(last.routines))
 	sort.SliceStable(keys, func(i, j int) bool {
 		a, b := last.routines[keys[i]], last.routines[keys[j]]
 		if (a.kind == "procedure") != (b.kind == "procedure") {

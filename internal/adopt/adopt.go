@@ -22,7 +22,6 @@ package adopt
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/fencekit/fencekit/fencedwrite"
@@ -148,13 +147,4 @@ func quote(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`
 
 func sqlString(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -211,7 +213,7 @@ func (pl *planner) columns() error {
 			}
 		}
 	}
-	for _, k := range sortedKeys(pl.o.Columns) {
+	for _, k := range slices.Sorted(maps.Keys(pl.o.Columns)) {
 		v := pl.o.Columns[k]
 		want, ok := pl.want.Column(k)
 		team, teamOK := pl.legacy.Column(v)
@@ -507,7 +509,7 @@ func (pl *planner) mapValues() (Step, error) {
 			continue
 		}
 		var cases, from []string
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			cases = append(cases, "WHEN "+sqlString(k)+" THEN "+sqlString(m[k]))
 			from = append(from, sqlString(k))
 		}
@@ -643,7 +645,7 @@ func (pl *planner) backfillTimes() (Step, error) {
 	}
 	if len(pl.o.Columns) > 0 {
 		var sets, same []string
-		for _, k := range sortedKeys(pl.o.Columns) {
+		for _, k := range slices.Sorted(maps.Keys(pl.o.Columns)) {
 			sets = append(sets, quote(k)+" = "+quote(pl.o.Columns[k]))
 			same = append(same, quote(k)+" <=> "+quote(pl.o.Columns[k]))
 		}
