@@ -454,3 +454,92 @@ func TestTwoApproversOneResolution(t *testing.T) {
 		t.Fatalf("%d resolutions audited, want 1: %+v", done, v.Audit)
 	}
 }
+
+// Two second operators approve the same override at once: the job settles
+// once, and the approver whose write lost is told so, never that they
+// carried it out (the succeeded state is already in place when their fenced
+// write runs, which must not pass for their own earlier commit).
+func TestTwoApproversOneOverride(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	j := e.review(t, ent.RefundJobEnqueue{OperationKey: "k-two-override", PaymentRef: "pay-1", AmountMinor: 300, Currency: "EUR"}, "r", "ev")
+	req, err := e.ops.RequestApproval(ctx, operator.Resolution{JobID: j.ID, As: operator.AsSucceeded, RefundID: "re_manual", Override: true,
+		Reason: "bank statement shows it", Operator: "alice", SeenAttempt: j.Attempt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := operator.New(operator.Config{Client: e.d.Client(), Provider: e.fp.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var carol operator.Result
+	var carolErr error
+	operator.BeforeApply(e.ops, func(int64) {
+		if carol.JobID == 0 && carolErr == nil {
+			carol, carolErr = other.Approve(context.Background(), req.ID, "carol")
+		}
+	})
+	bob, bobErr := e.ops.Approve(ctx, req.ID, "bob")
+	if carolErr != nil || carol.State != "succeeded" {
+		t.Fatalf("carol's approval: %+v %v", carol, carolErr)
+	}
+	if !errors.Is(bobErr, operator.ErrResolvedElsewhere) {
+		t.Fatalf("bob's approval after carol's: %+v %v, want ErrResolvedElsewhere", bob, bobErr)
+	}
+	v, err := e.ops.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Approvals[0].Status != operator.Approved || v.Approvals[0].DecidedBy != "carol" {
+		t.Fatalf("the request after two approvals: %+v", v.Approvals[0])
+	}
+}
+
+// Two operators resolve the same job as succeeded at once with the same
+// verified refund: one resolution is recorded, and the other operator is
+// told the job moved, not that their resolution is in the audit.
+func TestTwoResolversOneSuccess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	e.fp.AddPayment("pay-1", 10_000, "EUR")
+	req := ent.RefundJobEnqueue{OperationKey: "k-two-resolvers", PaymentRef: "pay-1", AmountMinor: 300, Currency: "EUR"}
+	id := e.refundAt(t, provider.RefundRequest{OperationKey: req.OperationKey, PaymentRef: req.PaymentRef, AmountMinor: req.AmountMinor, Currency: req.Currency})
+	j := e.review(t, req, "r", "ev")
+	other, err := operator.New(operator.Config{Client: e.d.Client(), Provider: e.fp.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := operator.Resolution{JobID: j.ID, As: operator.AsSucceeded, RefundID: id, Reason: "the dashboard shows it", SeenAttempt: j.Attempt}
+	var carolErr error
+	ran := false
+	operator.BeforeApply(e.ops, func(int64) {
+		if !ran {
+			ran = true
+			c := r
+			c.Operator = "carol"
+			_, carolErr = other.Resolve(context.Background(), c)
+		}
+	})
+	r.Operator = "bob"
+	res, bobErr := e.ops.Resolve(ctx, r)
+	if carolErr != nil {
+		t.Fatalf("carol's resolution: %v", carolErr)
+	}
+	if !errors.Is(bobErr, operator.ErrResolvedElsewhere) {
+		t.Fatalf("bob's resolution after carol's: %+v %v, want ErrResolvedElsewhere", res, bobErr)
+	}
+	done := 0
+	for _, a := range e.audit(t, j.ID) {
+		if a.Outcome == "done" {
+			done++
+			if a.Operator != "carol" {
+				t.Errorf("resolution audited for %s, want carol", a.Operator)
+			}
+		}
+	}
+	if done != 1 {
+		t.Fatalf("%d resolutions audited, want 1", done)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -484,5 +485,27 @@ func TestCrossSiteLinkKeepsTheSession(t *testing.T) {
 	a.header.Set("Sec-Fetch-Site", "same-origin")
 	if rw := a.do("GET", "/queue", nil); rw.Code != http.StatusOK || !strings.Contains(rw.Body.String(), `<span id="who">vic</span>`) {
 		t.Fatalf("the reload: %d", rw.Code)
+	}
+}
+
+// A proxy that appends its identity header to the client's instead of
+// replacing it forwards two values, the client's first: the console must
+// believe neither, not the first one it reads.
+func TestProxyHeaderWithTwoValuesRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) {
+		c.AuthHeader = "X-Forwarded-User"
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	})
+	a := f.agent("10.1.2.3:4000")
+	for name, values := range map[string][]string{
+		"the client's name, then the proxy's": {"alice", "vic"},
+		"the same name twice":                 {"vic", "vic"},
+		"a comma-joined list":                 {"alice, vic"},
+	} {
+		a.header["X-Forwarded-User"] = values
+		if rw := a.do("GET", "/", nil); rw.Code != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403 (signed in as %q)", name, rw.Code, regexp.MustCompile(`<span id="who">([^<]*)</span>`).FindStringSubmatch(rw.Body.String()))
+		}
 	}
 }

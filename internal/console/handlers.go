@@ -34,7 +34,15 @@ func (c *Console) identify(rw http.ResponseWriter, r *http.Request) (viewer, int
 			c.log.Warn("console: request not from a trusted proxy refused", "remote", r.RemoteAddr, "header", c.cfg.AuthHeader, "claimed", r.Header.Get(c.cfg.AuthHeader))
 			return viewer{}, http.StatusForbidden
 		}
-		name := r.Header.Get(c.cfg.AuthHeader)
+		// Exactly one value: a proxy that appends its header to the
+		// client's (rather than replacing it) forwards the client's first,
+		// and neither can then be believed.
+		values := r.Header.Values(c.cfg.AuthHeader)
+		if len(values) != 1 {
+			c.log.Warn("console: the proxy's identity header does not hold exactly one value: configure the proxy to replace it", "header", c.cfg.AuthHeader, "values", values)
+			return viewer{}, http.StatusForbidden
+		}
+		name := values[0]
 		u, ok := c.cfg.Users[name]
 		if !ok {
 			c.log.Warn("console: the proxy names an operator the users file does not list", "name", name)
