@@ -122,8 +122,7 @@ type Resolution struct {
 	// Reason says why (required): it goes into the audit and is appended
 	// to the job's evidence.
 	Reason string
-	// Operator is who decides (required, at most MaxOperatorLen printable
-	// characters).
+	// Operator is who decides (required: a login name, CheckOperator).
 	Operator string
 	// SeenAttempt is the job's attempt as the operator saw it (required):
 	// the resolution is fenced on it.

@@ -543,3 +543,34 @@ func TestTwoResolversOneSuccess(t *testing.T) {
 		t.Fatalf("%d resolutions audited, want 1", done)
 	}
 }
+
+// The requester cannot approve their own request under a name that reads
+// the same: another case, a Cyrillic or full-width look-alike, an invisible
+// character. Each is refused before anything is written.
+func TestApproverLookAlikesRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	j := e.review(t, ent.RefundJobEnqueue{OperationKey: "k-lookalike", PaymentRef: "pay-1", AmountMinor: 300, Currency: "EUR"}, "r", "ev")
+	req, err := e.ops.RequestApproval(ctx, operator.Resolution{JobID: j.ID, As: operator.AsSucceeded, RefundID: "re_manual", Override: true,
+		Reason: "bank statement shows it", Operator: "alice", SeenAttempt: j.Attempt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, same := range map[string]string{
+		"upper case":              "Alice",
+		"a trailing space":        "alice ",
+		"a Cyrillic a":            "\u0430lice",
+		"full-width letters":      "\uff41\uff4c\uff49\uff43\uff45",
+		"a zero-width space":      "ali\u200bce",
+		"a combining accent":      "alice\u0301",
+		"a no-break space inside": "ali\u00a0ce",
+	} {
+		if _, err := e.ops.Approve(ctx, req.ID, same); !errors.Is(err, operator.ErrSameOperator) && !errors.Is(err, operator.ErrInvalid) {
+			t.Errorf("approval by the requester as %q (%s): %v, want ErrSameOperator or ErrInvalid", same, name, err)
+		}
+	}
+	if got := e.job(t, j.ID); got.State != refundjob.StateManualReview || got.Attempt != j.Attempt {
+		t.Fatalf("look-alike approvals moved the job to %s@%d", got.State, got.Attempt)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refundjob"
@@ -27,9 +26,13 @@ type hooks struct {
 	beforeApply func(jobID int64)
 }
 
-// CheckOperator validates an operator identity: not empty, at most
-// MaxOperatorLen characters, printable, without leading or trailing space.
-// field names the input in the error.
+// CheckOperator validates an operator identity: a login name, not empty, at
+// most MaxOperatorLen characters, of ASCII letters, digits and . _ @ - only
+// (the console's user names are the same). Four eyes compare identities
+// ignoring case; outside ASCII, names that read the same differ in bytes (a
+// Cyrillic "а", full-width letters, combining accents, invisible
+// characters), and one person could approve their own request. field names
+// the input in the error.
 func CheckOperator(field, name string) error {
 	switch {
 	case strings.TrimSpace(name) == "":
@@ -40,8 +43,8 @@ func CheckOperator(field, name string) error {
 		return inputErr(field, "%q has leading or trailing spaces", name)
 	}
 	for _, r := range name {
-		if !unicode.IsPrint(r) {
-			return inputErr(field, "%q has a non-printable character", name)
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._@-", r)) {
+			return inputErr(field, "%q: %q is not allowed: an operator is a login name of ASCII letters, digits and . _ @ -", name, r)
 		}
 	}
 	return nil
