@@ -92,6 +92,14 @@ func New(cfg Config) (*Service, error) {
 	if cfg.LookupTimeout < 0 {
 		return nil, inputErr("LookupTimeout", "must not be negative, got %v", cfg.LookupTimeout)
 	}
+	// Negative margins would widen a key's resend window past the
+	// provider's retention, where a resend can execute a second refund.
+	if cfg.Claim.SkewMargin < 0 {
+		return nil, inputErr("Claim.SkewMargin", "must not be negative (it would widen the resend window), got %v", cfg.Claim.SkewMargin)
+	}
+	if cfg.Claim.ProviderTimeout < 0 {
+		return nil, inputErr("Claim.ProviderTimeout", "must not be negative (it would widen the resend window), got %v", cfg.Claim.ProviderTimeout)
+	}
 	if cfg.LookupTimeout == 0 {
 		cfg.LookupTimeout = DefaultLookupTimeout
 	}

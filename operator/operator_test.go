@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refund"
@@ -572,5 +573,21 @@ func TestApproverLookAlikesRefused(t *testing.T) {
 	}
 	if got := e.job(t, j.ID); got.State != refundjob.StateManualReview || got.Attempt != j.Attempt {
 		t.Fatalf("look-alike approvals moved the job to %s@%d", got.State, got.Attempt)
+	}
+}
+
+// A negative skew margin or provider timeout would widen a key's resend
+// window past the provider's retention, where a resend can execute a second
+// refund: the configuration is refused, naming the field.
+func TestConfigRefusesAWiderResendWindow(t *testing.T) {
+	t.Parallel()
+	for field, claim := range map[string]fencedwrite.ClaimOptions{
+		"Claim.SkewMargin":      {SkewMargin: -48 * time.Hour},
+		"Claim.ProviderTimeout": {ProviderTimeout: -time.Hour},
+	} {
+		var in *operator.InputError
+		if _, err := operator.New(operator.Config{Client: &ent.Client{}, Claim: claim}); !errors.As(err, &in) || in.Field != field {
+			t.Errorf("New with %+v: %v, want an InputError naming %s", claim, err, field)
+		}
 	}
 }

@@ -142,6 +142,12 @@ func (p *providerFlags) register(fs *flag.FlagSet) {
 // client returns the provider client, or nil when no URL is given (the
 // actions that need it then answer that the provider is unavailable).
 func (p providerFlags) client() (provider.Client, error) {
+	switch {
+	case p.skew < 0:
+		return nil, fmt.Errorf("-provider-skew-margin %v: must not be negative: it would widen the key's resend window past the provider's retention", p.skew)
+	case p.timeout < 0:
+		return nil, fmt.Errorf("-provider-timeout %v: must not be negative", p.timeout)
+	}
 	if p.url == "" {
 		return nil, nil
 	}

@@ -112,6 +112,8 @@ func TestOperatorCommands(t *testing.T) {
 		{[]string{"resolve", "-id", "7", "-as", "reconcile", "-reason", "r"}, "-id 7: job 7: not found"},
 		{[]string{"resolve", "-id", "1", "-as", "succeeded", "-refund-id", "re_does_not_exist", "-reason", "r", "-operator", "alice"}, "provider lookup failed"},
 		{[]string{"resolve", "-id", "1", "-as", "succeeded", "-refund-id", "re_does_not_exist", "-reason", "r", "-operator", "alice", "-provider-url", fp.URL()}, "re_does_not_exist: provider does not know the refund"},
+		{[]string{"approve", "-id", "1", "-operator", "bob", "-provider-url", fp.URL(), "-provider-skew-margin", "-48h"}, "-provider-skew-margin -48h0m0s: must not be negative"},
+		{[]string{"resolve", "-id", "1", "-as", "reconcile", "-reason", "r", "-operator", "alice", "-provider-timeout", "-1s"}, "-provider-timeout -1s: must not be negative"},
 		{[]string{"jobs", "-limit", "0"}, "-limit 0"},
 		{[]string{"jobs", "-state", "done"}, `-state: "done" is not a state`},
 		{[]string{"jobs", "-after", "x"}, `-after: "x" is not a cursor`},
