@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/operator"
 )
 
 func TestUsersFile(t *testing.T) {
@@ -506,6 +508,90 @@ func TestProxyHeaderWithTwoValuesRefused(t *testing.T) {
 		a.header["X-Forwarded-User"] = values
 		if rw := a.do("GET", "/", nil); rw.Code != http.StatusForbidden {
 			t.Errorf("%s: %d, want 403 (signed in as %q)", name, rw.Code, regexp.MustCompile(`<span id="who">([^<]*)</span>`).FindStringSubmatch(rw.Body.String()))
+		}
+	}
+}
+
+// A session id planted before sign-in (session fixation) is worth nothing
+// after it: sign-in issues a new id, and the planted one stays anonymous.
+func TestSignInRotatesTheSessionID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	victim := f.agent("192.0.2.1:1000")
+	victim.csrf("/login")
+	planted := *victim.cookie
+	victim.signIn("rita")
+	if victim.cookie.Value == planted.Value {
+		t.Fatal("sign-in kept the session id from before it")
+	}
+	attacker := f.agent("192.0.2.66:1000")
+	attacker.cookie = &planted
+	if rw := attacker.do("GET", "/", nil); rw.Code != http.StatusSeeOther || rw.Header().Get("Location") != "/login" {
+		t.Fatalf("the planted id after the victim signed in: %d %s, want a redirect to /login", rw.Code, rw.Header().Get("Location"))
+	}
+}
+
+// A state change never rides on a GET, a token in the URL, or a body that
+// is not a form: each is refused and the job stays where it was.
+func TestStateChangesOnlyByTheConsolesForm(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id, _ := f.reviewJob("methods-1", false, "r", "{}")
+	a := f.agent("192.0.2.1:1000")
+	a.signIn("rita")
+	token := a.csrf("/")
+	path := fmt.Sprintf("/jobs/%d/resolve", id)
+	form := url.Values{"as": {"reconcile"}, "reason": {"ask again"}, "seen_attempt": {"1"}}
+	if rw := a.do("GET", path+"?"+form.Encode()+"&csrf="+token, nil); rw.Code != http.StatusMethodNotAllowed {
+		t.Errorf("GET of the resolve action: %d, want 405", rw.Code)
+	}
+	if rw := a.do("POST", path+"?csrf="+token, form); rw.Code != http.StatusForbidden {
+		t.Errorf("the token in the URL instead of the form: %d, want 403", rw.Code)
+	}
+	withToken := url.Values{"csrf": {token}}
+	for k, v := range form {
+		withToken[k] = v
+	}
+	r := httptest.NewRequest("POST", "http://console.test"+path, strings.NewReader(withToken.Encode()))
+	r.RemoteAddr, r.Header = a.remote, http.Header{"Sec-Fetch-Site": {"same-origin"}, "Content-Type": {"text/plain"}}
+	r.AddCookie(a.cookie)
+	rw := httptest.NewRecorder()
+	f.con.ServeHTTP(rw, r)
+	if rw.Code != http.StatusForbidden {
+		t.Errorf("a text/plain body (what a cross-site form can send without preflight): %d, want 403", rw.Code)
+	}
+	if state, attempt := f.jobRow(id); state != "manual_review" || attempt != 1 {
+		t.Fatalf("the job is %s at attempt %d", state, attempt)
+	}
+}
+
+// Every field an attacker controls (operation key, payment reference, the
+// provider's refund id, reasons, evidence) is text on every page, in
+// element content, attributes and URLs alike.
+func TestAttackerFieldsAreTextOnEveryPage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	const evil = `"'><svg/onload=alert(1)>`
+	key := "k" + evil
+	id, _ := f.reviewJob(key, false, "reason <script>alert(2)</script>", `{"x":"`+strings.ReplaceAll(evil, `"`, `\"`)+`"}`)
+	if _, err := f.op.RequestApproval(context.Background(), operator.Resolution{JobID: id, As: operator.AsSucceeded, Override: true,
+		RefundID: "re_" + evil, Reason: "why <script>alert(3)</script>", Operator: "rita", SeenAttempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a := f.agent("192.0.2.1:1000")
+	a.signIn("alice")
+	for _, path := range []string{"/", "/queue", fmt.Sprintf("/jobs/%d", id), "/approvals", "/search?by=key&q=" + url.QueryEscape(key),
+		"/search?by=refund&q=" + url.QueryEscape("re_"+evil), "/search?q=" + url.QueryEscape(evil)} {
+		rw := a.do("GET", path, nil)
+		body := rw.Body.String()
+		if rw.Code != http.StatusOK && rw.Code != http.StatusSeeOther {
+			t.Errorf("%s: %d", path, rw.Code)
+		}
+		if strings.Contains(body, "<svg") || strings.Contains(body, "<script") || strings.Contains(body, `"'>`) {
+			t.Errorf("%s renders attacker text as markup:\n%s", path, body)
+		}
+		if (path == "/approvals" || strings.HasPrefix(path, "/jobs/")) && !strings.Contains(body, "re_&#34;&#39;&gt;&lt;svg/onload=alert(1)&gt;") {
+			t.Errorf("%s does not show the refund id as text", path)
 		}
 	}
 }
