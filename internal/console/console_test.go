@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,10 @@ func TestSignInLimit(t *testing.T) {
 	rw := a.do("POST", "/login", url.Values{"csrf": {a.csrf("/login")}, "name": {"rita"}, "password": {"pw-rita"}})
 	if rw.Code != http.StatusTooManyRequests || !strings.Contains(rw.Body.String(), "Too many failed sign-ins") {
 		t.Fatalf("right password after %d failures: %d, want 429", MaxFailures, rw.Code)
+	}
+	// RFC 9110: Retry-After is a number of seconds (or a date), not "15m0s".
+	if ra, err := strconv.Atoi(rw.Header().Get("Retry-After")); err != nil || ra <= 0 || ra > int(FailureWindow/time.Second) {
+		t.Errorf("Retry-After %q, want the seconds until the window passes", rw.Header().Get("Retry-After"))
 	}
 	f.agent("192.0.2.2:1000").signIn("rita")
 	f.agent("192.0.2.1:1001").signIn("alice")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -182,7 +183,8 @@ func (c *Console) login(rw http.ResponseWriter, r *http.Request) {
 	key := c.limit.key(name, r)
 	if until, blocked := c.limit.blocked(key); blocked {
 		c.log.Warn("console: sign-in refused, too many failures", "name", name, "remote", r.RemoteAddr)
-		rw.Header().Set("Retry-After", until.Sub(c.cfg.Now()).Round(time.Second).String())
+		// Retry-After counts whole seconds (RFC 9110), rounded up.
+		rw.Header().Set("Retry-After", strconv.FormatInt(int64((until.Sub(c.cfg.Now())+time.Second-1)/time.Second), 10))
 		c.render(rw, r, http.StatusTooManyRequests, "login", page{Title: "Sign in", Data: loginData{CSRF: ss.csrf, Name: name,
 			Error: "Too many failed sign-ins for this name from your address. Try again later."}})
 		return
