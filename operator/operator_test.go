@@ -591,3 +591,58 @@ func TestConfigRefusesAWiderResendWindow(t *testing.T) {
 		}
 	}
 }
+
+// declared is the fake provider under another contract: what the operator
+// API believes about resends and key retention.
+type declared struct {
+	provider.Client
+	caps provider.Capabilities
+}
+
+func (d declared) Capabilities() provider.Capabilities { return d.caps }
+
+// A resend is filed and approved only inside the key's safe window, and the
+// approval checks again: a window that closed after the request (here: the
+// approver's service knows a shorter retention) refuses the approval, and
+// a provider without safe resends refuses the request.
+func TestResendOnlyInsideTheKeyWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	e.fp.AddPayment("pay-1", 10_000, "EUR")
+	with := func(caps provider.Capabilities) *operator.Service {
+		s, err := operator.New(operator.Config{Client: e.c, Provider: declared{e.fp.Client(), caps}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	caps := e.fp.Client().Capabilities()
+	j := e.review(t, ent.RefundJobEnqueue{OperationKey: "k-window", PaymentRef: "pay-1", AmountMinor: 300, Currency: "EUR"}, "rejected", "ev")
+	if j.KeyFirstUsedAt == nil {
+		t.Fatal("the claim did not start the key's window")
+	}
+	e.rejected(t, "k-window")
+	r := operator.Resolution{JobID: j.ID, As: operator.AsRefund, Reason: "rejected on an outage; send again", Operator: "alice", SeenAttempt: j.Attempt}
+
+	unsafe := caps
+	unsafe.SafeResend = false
+	if _, err := with(unsafe).RequestApproval(ctx, r); !errors.Is(err, operator.ErrOutsideWindow) {
+		t.Fatalf("a resend request to a provider without safe resends: %v, want ErrOutsideWindow", err)
+	}
+	req, err := e.ops.RequestApproval(ctx, r)
+	if err != nil {
+		t.Fatalf("a resend request inside the window: %v", err)
+	}
+	closed := caps
+	closed.KeyRetention = fencedwrite.DefaultProviderTimeout + fencedwrite.DefaultSkewMargin // a window of zero
+	if _, err := with(closed).Approve(ctx, req.ID, "bob"); !errors.Is(err, operator.ErrOutsideWindow) {
+		t.Fatalf("approving a resend after the key's window closed: %v, want ErrOutsideWindow", err)
+	}
+	if got := e.job(t, j.ID); got.State != refundjob.StateManualReview || got.Attempt != j.Attempt {
+		t.Fatalf("a refused resend moved the job to %s@%d", got.State, got.Attempt)
+	}
+	if _, err := e.ops.Approve(ctx, req.ID, "bob"); err != nil {
+		t.Fatalf("approving the resend inside the window: %v", err)
+	}
+}
