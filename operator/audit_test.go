@@ -66,6 +66,14 @@ func TestAuditIsAppendOnly(t *testing.T) {
 	if err == nil {
 		t.Error("the database took an audit entry without an operator")
 	}
+	// An override approved by its requester under another case is refused
+	// by the database (the columns compare bytes).
+	_, err = appDB.ExecContext(ctx, "INSERT INTO refund_audit (job_id, operation_key, action, outcome, operator, requested_by, reason, override, "+
+		"evidence_shown, state_before, attempt_before, state_after, attempt_after, recorded_at) VALUES (?, 'k-audit', 'resolve_succeeded', 'done', "+
+		"'ALICE', 'alice', 'r', 1, '', 'manual_review', 1, 'succeeded', 2, '2000-01-01')", j.ID)
+	if e.d.Engine().DatabaseFence && !dbtest.IsTriggerRefusal(err, "an override is approved by a second operator") {
+		t.Errorf("an override entry by its requester in another case: %v, want the trigger's refusal", err)
+	}
 	// A stated time is replaced by the database's clock.
 	if _, err := appDB.ExecContext(ctx, "INSERT INTO refund_audit (job_id, operation_key, action, outcome, operator, reason, evidence_shown, "+
 		"state_before, attempt_before, state_after, attempt_after, recorded_at) VALUES (?, 'k-audit', 'decline', 'declined', 'alice', 'r', '', "+
