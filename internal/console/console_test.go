@@ -515,6 +515,21 @@ func TestProxyHeaderWithTwoValuesRefused(t *testing.T) {
 			t.Errorf("%s: %d, want 403 (signed in as %q)", name, rw.Code, regexp.MustCompile(`<span id="who">([^<]*)</span>`).FindStringSubmatch(rw.Body.String()))
 		}
 	}
+	// Held before: a spelling with underscores is another header, and a
+	// forwarded-for header never makes an untrusted peer a proxy.
+	delete(a.header, "X-Forwarded-User")
+	a.header["X_forwarded_user"] = []string{"alice"}
+	if rw := a.do("GET", "/", nil); rw.Code != http.StatusForbidden {
+		t.Errorf("the header spelled with underscores: %d, want 403", rw.Code)
+	}
+	direct := f.agent("192.0.2.1:4000")
+	direct.header.Set("X-Forwarded-User", "alice")
+	direct.header.Set("X-Forwarded-For", "10.1.2.3")
+	direct.header.Set("X-Real-Ip", "10.1.2.3")
+	direct.header.Set("Forwarded", "for=10.1.2.3")
+	if rw := direct.do("GET", "/", nil); rw.Code != http.StatusForbidden {
+		t.Errorf("an untrusted peer claiming a proxy's address in forwarded headers: %d, want 403", rw.Code)
+	}
 }
 
 // A session id planted before sign-in (session fixation) is worth nothing
