@@ -265,3 +265,31 @@ func TestFakeProviderServesRun(t *testing.T) {
 		}
 	}
 }
+
+// Reasons and evidence come from providers and webhooks: printed to an
+// operator's terminal they must not carry escape sequences (which can erase
+// or rewrite lines, retitle the window), carriage returns or bidi overrides,
+// and a newline must not forge a row of a table.
+func TestAttackerTextIsInertInTheTerminal(t *testing.T) {
+	t.Parallel()
+	c := cli{t: t, dsn: migratedDSN(t)}
+	const reason = "lookup lag\x1b[2K\r  ledger       refunded re_forged\n99  forged-row"
+	const ev = "provider said \x1b]0;owned\x07 \u202etxet desrever\u202c \u009b31m"
+	c.reviewed("esc-1", "pay-1", "1.00", "EUR", reason, ev)
+	for _, args := range [][]string{{"jobs", "-id", "1"}, {"jobs", "-state", "manual_review"}, {"jobs", "-key", "esc-1"}} {
+		out := c.must(args...)
+		if i := strings.IndexFunc(out, func(r rune) bool {
+			return r != '\n' && (r < ' ' || r == 0x7f || r >= 0x80 && r < 0xa0 || r == '\u202e' || r == '\u202c')
+		}); i >= 0 {
+			t.Errorf("refundd %v prints a control character %q at %d:\n%q", args, []rune(out[i:])[0], i, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "99") {
+				t.Errorf("refundd %v prints a forged row: %q", args, line)
+			}
+		}
+		if !strings.Contains(out, `lookup lag\x1b[2K`) {
+			t.Errorf("refundd %v does not show the reason's control characters escaped:\n%s", args, out)
+		}
+	}
+}
