@@ -16,22 +16,27 @@ import (
 // large. The error says which.
 var ErrAmount = errors.New("invalid amount")
 
-// zero and three list the circulating currencies of ISO 4217 whose minor
-// unit exponent is 0 or 3; every other currency has 2.
+// zero, three and four list the codes of ISO 4217 whose minor unit
+// exponent is 0, 3 or 4: the circulating currencies and the funds codes
+// (UYI, CLF, UYW), which a refund can be in too; every other code has 2.
 var (
-	zero  = " BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX VND VUV XAF XOF XPF "
+	zero  = " BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX UYI VND VUV XAF XOF XPF "
 	three = " BHD IQD JOD KWD LYD OMR TND "
+	four  = " CLF UYW "
 )
 
 // Exponent returns the number of decimals of currency's minor unit: 0 for
-// JPY, 3 for KWD and BHD, 2 by default (also for unknown codes).
+// JPY, 3 for KWD and BHD, 4 for CLF, 2 by default (also for unknown codes).
 func Exponent(currency string) int {
 	c := " " + strings.ToUpper(currency) + " "
 	switch {
-	case len(currency) == 3 && strings.Contains(zero, c):
+	case len(currency) != 3:
+	case strings.Contains(zero, c):
 		return 0
-	case len(currency) == 3 && strings.Contains(three, c):
+	case strings.Contains(three, c):
 		return 3
+	case strings.Contains(four, c):
+		return 4
 	}
 	return 2
 }

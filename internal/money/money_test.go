@@ -20,6 +20,9 @@ func TestFormatUsesTheCurrencyExponent(t *testing.T) {
 		{1250, "JPY", "1250"},
 		{1250, "KWD", "1.250"},
 		{7, "BHD", "0.007"},
+		{12345, "CLF", "1.2345"}, // ISO 4217 funds codes with exponent 4 and 0
+		{12345, "UYW", "1.2345"},
+		{12345, "UYI", "12345"},
 		{-1250, "EUR", "-12.50"},
 		{math.MinInt64, "EUR", "-92233720368547758.08"},
 		{math.MaxInt64, "EUR", "92233720368547758.07"},
@@ -42,6 +45,8 @@ func TestParseIsExactAndRefusesTooManyDecimals(t *testing.T) {
 		{"0.01", "EUR", 1},
 		{"1250", "JPY", 1250},
 		{"1.250", "KWD", 1250},
+		{"1.2345", "CLF", 12345},
+		{"12345", "UYI", 12345},
 		{"0.29", "EUR", 29}, // float64(0.29)*100 is 28.999999999999996
 		{"92233720368547758.07", "EUR", math.MaxInt64},
 	} {
