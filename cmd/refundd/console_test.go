@@ -19,6 +19,7 @@ import (
 
 	"github.com/fencekit/fencekit/internal/console"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
+	"github.com/fencekit/fencekit/worker"
 )
 
 // The console's flags are refused, each naming its flag, when the console
@@ -178,4 +179,66 @@ func startRunWith(t *testing.T, dsn string, edit func(*runFlags), args ...string
 		t.Fatal("refundd run did not listen")
 	}
 	return r
+}
+
+// The console's resolutions use the key window the workers use: run's
+// -provider-skew-margin (and -provider-timeout) shorten it for the console
+// too, so an operator is never offered a resend the workers consider
+// outside the window. Here the margin leaves a window of 1ms, long past
+// when the operator asks.
+func TestConsoleUsesRunsKeyWindow(t *testing.T) {
+	dsn := migratedDSN(t)
+	c := cli{t: t, dsn: dsn}
+	c.reviewed("window-1", "pay-1", "1.00", "EUR", "rejected on an outage", "{}")
+	t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec_console_test")
+	srv := fakeprovider.Start()
+	defer srv.Close()
+	users := filepath.Join(t.TempDir(), "users")
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw-rita"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(users, []byte("rita:resolver:"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	skew := 24*time.Hour - worker.DefaultProviderTimeout - time.Millisecond
+	consoleAddr := make(chan string, 1)
+	r := startRunWith(t, dsn, func(f *runFlags) { f.console.listening = func(a string) { consoleAddr <- a } },
+		"-provider-url", srv.URL(), "-provider-key-retention", "24h", "-provider-skew-margin", skew.String(),
+		"-console-addr", "127.0.0.1:0", "-console-users", users)
+	base := "http://" + <-consoleAddr
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	csrf := func(path string) string {
+		resp, err := hc.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(body)
+		if m == nil {
+			t.Fatalf("no CSRF token on %s (%d)", path, resp.StatusCode)
+		}
+		return string(m[1])
+	}
+	resp, err := hc.PostForm(base+"/login", url.Values{"csrf": {csrf("/login")}, "name": {"rita"}, "password": {"pw-rita"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err = hc.PostForm(base+"/jobs/1/request", url.Values{"csrf": {csrf("/jobs/1")}, "as": {"refund"}, "reason": {"send again"}, "seen_attempt": {"1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "outside its safe resend window") {
+		t.Fatalf("a resend past the workers' key window, asked in the console: %d %s", resp.StatusCode, regexp.MustCompile(`id="(error|flash)">[^<]*`).Find(body))
+	}
+	r.cancel()
+	if err := r.wait(); err != nil {
+		t.Fatal(err)
+	}
 }

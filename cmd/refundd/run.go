@@ -228,7 +228,10 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		// The console: a listener of its own, with its own limits; every
 		// action goes through package operator.
 		client := ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, db)))
-		con, err := f.console.newConsole(client, prov, f.budgetName, reg, log)
+		// The same window as the workers': the skew margin and provider
+		// timeout of this run (the retention comes with prov).
+		claim := fencedwrite.ClaimOptions{ProviderTimeout: f.timeout, SkewMargin: f.skewMargin}
+		con, err := f.console.newConsole(client, prov, claim, f.budgetName, reg, log)
 		if err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
