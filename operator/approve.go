@@ -140,7 +140,8 @@ func (s *Service) stale(ctx context.Context, a Approval, seen *ent.RefundJob, ap
 // it that succeeded, is pending or was reversed, and that there is proof
 // the original request did not execute: a definitive answer for the same
 // key, a rejected refund in the provider's lookup or a rejection in the
-// observation log. "Not found" is never that proof. It returns the proof.
+// observation log received after the key's last send. "Not found" is never
+// that proof. It returns the proof.
 func (s *Service) noRefundYet(ctx context.Context, j *ent.RefundJob) (proof string, found provider.Refund, err error) {
 	if err := s.inWindow(ctx, j); err != nil {
 		return "", provider.Refund{}, err
@@ -166,7 +167,9 @@ func (s *Service) noRefundYet(ctx context.Context, j *ent.RefundJob) (proof stri
 		return "", provider.Refund{}, fmt.Errorf("resend job %d: %w", j.ID, err)
 	}
 	for _, e := range es {
-		if e.Status == evidence.Rejected {
+		// Only a rejection observed after the key's last send answers for
+		// that send: an earlier attempt's says nothing about it.
+		if e.Status == evidence.Rejected && (j.LastSendAt == nil || e.ReceivedAt.After(*j.LastSendAt)) {
 			return fmt.Sprintf("observation %d (%s) records the provider's rejection of %s", e.ID, e.Source, j.OperationKey), provider.Refund{}, nil
 		}
 	}

@@ -648,3 +648,33 @@ func TestResendOnlyInsideTheKeyWindow(t *testing.T) {
 		t.Fatalf("approving the resend inside the window: %v", err)
 	}
 }
+
+// A rejection recorded before the key's last send proves nothing about
+// that send: a resend is approved only on a rejection observed after it.
+func TestResendProofPostdatesTheLastSend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	e.fp.AddPayment("pay-1", 10_000, "EUR")
+	e.rejected(t, "k-old-proof") // an earlier attempt's rejection
+	j := e.review(t, ent.RefundJobEnqueue{OperationKey: "k-old-proof", PaymentRef: "pay-1", AmountMinor: 300, Currency: "EUR"}, "timeout: outcome unknown", "ev")
+	if j.LastSendAt == nil {
+		t.Fatal("the claim recorded no send")
+	}
+	req, err := e.ops.RequestApproval(ctx, operator.Resolution{JobID: j.ID, As: operator.AsRefund, Reason: "send again", Operator: "alice", SeenAttempt: j.Attempt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ops.Approve(ctx, req.ID, "bob"); !errors.Is(err, operator.ErrNoProof) {
+		t.Fatalf("a resend on a rejection older than the last send: %v, want ErrNoProof", err)
+	}
+	// The last send's rejection (another answer than the first: the log
+	// keeps each distinct observation once).
+	if _, _, err := evidence.Record(ctx, e.c, evidence.Observation{OperationKey: "k-old-proof", JobID: j.ID, Attempt: j.Attempt, Source: evidence.Reconcile,
+		Status: evidence.Rejected, Payload: []byte(`{"status":"rejected","attempt":"last"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ops.Approve(ctx, req.ID, "bob"); err != nil {
+		t.Fatalf("a resend on the last send's rejection: %v", err)
+	}
+}
