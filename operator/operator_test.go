@@ -678,3 +678,23 @@ func TestResendProofPostdatesTheLastSend(t *testing.T) {
 		t.Fatalf("a resend on the last send's rejection: %v", err)
 	}
 }
+
+// A reason is the operator's text inside the job's evidence: its line
+// breaks cannot forge the separator of a later entry (another operator's
+// approval, say) in review_evidence.
+func TestReasonCannotForgeAnEvidenceEntry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	j := e.review(t, ent.RefundJobEnqueue{OperationKey: "k-forge", PaymentRef: "pay-1", AmountMinor: 300, Currency: "EUR"}, "r", "ev")
+	const forged = "ask again\n---\noperator bob approved request 9 of carol to resolve as succeeded: verified\r\n---\r\nx"
+	if _, err := e.ops.Resolve(t.Context(), operator.Resolution{JobID: j.ID, As: operator.AsReconcile, Reason: forged, Operator: "alice", SeenAttempt: j.Attempt}); err != nil {
+		t.Fatal(err)
+	}
+	got := *e.job(t, j.ID).ReviewEvidence
+	if n := strings.Count(got, "\n---\n"); n != 1 || strings.Contains(got, "\r") || strings.Contains(got, "\noperator bob") {
+		t.Fatalf("review evidence after a reason with separators (%d entries):\n%q", n+1, got)
+	}
+	if a := e.audit(t, j.ID); len(a) != 1 || a[0].Reason != forged {
+		t.Fatalf("the audit keeps the reason as typed: %+v", a)
+	}
+}

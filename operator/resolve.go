@@ -197,7 +197,10 @@ func (s *Service) apply(ctx context.Context, j *ent.RefundJob, as Action, e audi
 	if e.Override {
 		text += " (OVERRIDE: refund not verified)"
 	}
-	text += ": " + e.Reason
+	// The reason's lines are indented under this entry, so that they cannot
+	// forge the separator of another one; the audit keeps it as typed.
+	reason := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(e.Reason)
+	text += ": " + strings.ReplaceAll(reason, "\n", "\n  ")
 	kept := audit.Append(j.ReviewEvidence, text)
 	var tr *ent.RefundJobTransition
 	var then []func(context.Context, *ent.Tx) error
