@@ -88,6 +88,15 @@ type report struct {
 	// on this server, and what the rest of fencekit reaches without it.
 	NoTriggersJobsPerS float64 `json:"fencekit_without_triggers_jobs_per_s"`
 	NoTriggersRatio    float64 `json:"river_ratio_without_triggers"`
+	// FenceDBCPURatio is MariaDB's CPU per job of the burn-down with the
+	// fence ÷ without it (issue 21's goal: ≤ 1.25); WithoutFenceRatio the
+	// burn-down's jobs/s with the fence ÷ without it (goal ≥ 0.8);
+	// CycleFenceCPURatio MariaDB's CPU per job of the unbatched cycle with
+	// the fence ÷ without it (goal ≤ 1.2). All three are measured in one run,
+	// the sides alternating.
+	FenceDBCPURatio    float64 `json:"fence_db_cpu_ratio"`
+	WithoutFenceRatio  float64 `json:"without_fence_ratio"`
+	CycleFenceCPURatio float64 `json:"cycle_fence_cpu_ratio"`
 	CeilingRatio       float64 `json:"ceiling_ratio"`
 	// StatementsPerJob is what the worker sent per job in the burn-down
 	// against River, counted by the server on the worker's sessions.
@@ -281,6 +290,9 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 		cn := cpuPerJob(r.NoTriggers)
 		say("   diagnostic: fencekit with the schema's triggers dropped %7.0f jobs/s  rounds %s  ratio %.2f× River; CPU ms per job: worker %.3f + MariaDB %.3f",
 			r.NoTriggersJobsPerS, list(nt), r.NoTriggersRatio, cn.Client, cn.MariaDB)
+		r.FenceDBCPURatio, r.WithoutFenceRatio = ratio(cf.MariaDB, cn.MariaDB), ratio(r.FencekitJobsPerS, r.NoTriggersJobsPerS)
+		say("   the fence's cost: MariaDB CPU per job %.2f× without it (fence_db_cpu_ratio), jobs/s %.2f× without it (without_fence_ratio)",
+			r.FenceDBCPURatio, r.WithoutFenceRatio)
 
 		counts := slices.DeleteFunc(slices.Clone(o.sweep), func(w int) bool { return w == o.workers })
 		for i, w := range counts {
@@ -335,6 +347,8 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 			u := c.CPU[name]
 			say("   CPU ms per job, %-29s client %.3f  MariaDB %.3f", name, u.Client, u.MariaDB)
 		}
+		r.CycleFenceCPURatio = ratio(c.CPU["fenced cycle"].MariaDB, c.CPU["fenced cycle without triggers"].MariaDB)
+		say("   the fence's cost in the cycle: MariaDB CPU per job %.2f× without it (cycle_fence_cpu_ratio)", r.CycleFenceCPURatio)
 	}
 
 	if want("history") {
@@ -387,6 +401,15 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 	say("")
 	say("load average %.2f at the end; %.0fs in all", r.Machine.LoadEnd, r.Seconds)
 	return r, nil
+}
+
+// ratio is a / b, or 0 when b is not positive (a side that measured
+// nothing: the JSON says 0 rather than +Inf, which it cannot encode).
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
 }
 
 func perSecond(ts []throughput) []float64 {
