@@ -153,6 +153,10 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (the queues' client side) to this file")
 	replot := flag.String("replot", "", "only redraw -plot from a -json report (docs/benchmarks-river.json, or a run's output)")
 	flag.StringVar(&only, "only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
+	parts := flag.Bool("fence-parts", false, "diagnostic: only measure what each part of the database fence costs, variants side by side (docs/benchmarks.md)")
+	partsRows := flag.Int("parts-rows", 2_000, "with -fence-parts: rows of each many-row UPDATE")
+	partsSingles := flag.Int("parts-singles", 300, "with -fence-parts: jobs settled by single-row UPDATEs per variant and repetition")
+	partsReps := flag.Int("parts-reps", 5, "with -fence-parts: repetitions of every variant, alternating")
 	flag.Parse()
 
 	ctx := context.Background()
@@ -189,6 +193,16 @@ func main() {
 	}
 	if *replot != "" {
 		fail(redraw(*replot, o.plot))
+		return
+	}
+	if *parts {
+		pr, err := fenceParts(ctx, *partsRows, *partsSingles, *partsReps, os.Stdout)
+		fail(err)
+		if o.json {
+			b, err := json.Marshal(pr)
+			fail(err)
+			fmt.Println(string(b))
+		}
 		return
 	}
 	if *cpuprofile != "" {
