@@ -16,7 +16,7 @@ package main
 // per-statement cost of a trigger shows: opening the tables of everything it
 // may call).
 // The variants alternate, each going first in turn, and each figure is the
-// median of the repetitions. After every slice, every job of it must be
+// least of the repetitions (on a shared machine, the one least disturbed). After every slice, every job of it must be
 // succeeded and its ledger row refunded: a variant that broke the path
 // fails the run.
 
@@ -27,9 +27,12 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/devdb"
+	"github.com/fencekit/fencekit/migrations"
 )
 
 // fenceTriggers are the triggers the variants replace: the job's fence and
@@ -51,6 +54,9 @@ type fenceVariant struct {
 	// its share is (migrated − variant) ÷ (migrated − no triggers).
 	Part string `json:"part,omitempty"`
 	cuts []cut
+	// previous: the cuts apply to the triggers as they were before the
+	// cheaper fence (previousFenceBefore), not to the migrated ones.
+	previous bool
 	// drop drops the triggers instead; replace gives a whole body.
 	drop    bool
 	replace map[string]string
@@ -62,17 +68,48 @@ type fenceVariant struct {
 // clockRE matches the real clock's expression (fencedwrite.ClockUTC).
 var clockRE = regexp.QuoteMeta(fencedwrite.ClockUTC)
 
-// fenceVariants are the variants of the fence migrated today.
+// previousFenceBefore is the first migration of the cheaper fence (issue
+// 21): the previous fence is the triggers of a database migrated up to the
+// file before it.
+const previousFenceBefore = "20261204044700"
+
+// fenceVariants are the variants measured: the fence migrated today, the
+// previous one, references without triggers, the migrated fence without
+// its fast paths, and the previous fence without each of its parts (the
+// per-rule cost of the checks, which the migrated fence still runs for
+// every write its fast paths do not accept).
 func fenceVariants() []fenceVariant {
 	job, led := fenceTriggers[0], fenceTriggers[1]
-	return []fenceVariant{
+	old := func(vs []fenceVariant) []fenceVariant {
+		for i := range vs {
+			vs[i].previous = true
+			vs[i].Name = "previous " + vs[i].Name
+		}
+		return vs
+	}
+	return append([]fenceVariant{
 		{Name: "migrated"},
+		{Name: "previous fence", previous: true},
 		{Name: "no triggers", drop: true},
 		{Name: "a trigger with one SET on each table", replace: map[string]string{
 			job: "BEGIN\n  SET NEW.`writer_attempt` = NULL;\nEND",
 			led: "BEGIN\n  SET NEW.`updated_at` = NEW.`updated_at`;\nEND",
 		}},
 		{Name: "no triggers, rules as WHERE predicates", predicates: true, drop: true},
+		{Name: "migrated without its fast paths", Part: "fast paths (negative: what they save)", cuts: []cut{
+			{job, fastPathRE, ""}, {led, fastPathRE, ""},
+		}},
+		{Name: "migrated: clock without the time zone test", Part: "fast paths: the time zone test", cuts: []cut{
+			{job, `IF\(@@session\.time_zone = '\+00:00', SYSDATE\(6\), NULL\)`, "SYSDATE(6)"},
+			{led, `IF\(@@session\.time_zone = '\+00:00', SYSDATE\(6\), NULL\)`, "SYSDATE(6)"},
+		}},
+		{Name: "migrated: job's fast path condition TRUE", Part: "job: the fast path's condition", cuts: []cut{
+			{job, `(?s)IF utc IS NOT NULL AND .*?\) THEN\n(    SET NEW)`, "IF TRUE THEN\n$1"},
+		}},
+		{Name: "migrated: ledger's fast path without its read", Part: "ledger: the read of the job", cuts: []cut{
+			{led, "(?s)EXISTS \\(SELECT 1 FROM `refund_jobs` j.*?LOCK IN SHARE MODE\\)", "TRUE"},
+		}},
+	}, old([]fenceVariant{
 		{Name: "job: without the time zone check", Part: "time zone check", cuts: []cut{
 			{job, `@@session\.time_zone <> 'SYSTEM' AND @@session\.time_zone NOT REGEXP '[^']*'`, "FALSE"},
 		}},
@@ -109,8 +146,12 @@ func fenceVariants() []fenceVariant {
 		{Name: "ledger: clock as UTC_TIMESTAMP(6)", Part: "ledger: clock read and conversion", cuts: []cut{
 			{led, `DECLARE now DATETIME\(6\) DEFAULT ` + clockRE, "DECLARE now DATETIME(6) DEFAULT UTC_TIMESTAMP(6)"},
 		}},
-	}
+	})...)
 }
+
+// fastPathRE matches a migrated trigger's fast path: the condition that
+// accepts the common moves at once, and its LEAVE.
+const fastPathRE = `(?s)\n  IF utc IS NOT NULL AND .*?LEAVE main;\n  END IF;`
 
 // partsResult is one variant's figures.
 type partsResult struct {
@@ -128,6 +169,9 @@ type partsResult struct {
 	// SingleShare its share of their per-job cost in single-row statements.
 	Share       float64 `json:"share,omitempty"`
 	SingleShare float64 `json:"single_share,omitempty"`
+	// Samples are every repetition's figures; the ones above are their
+	// least (the repetition least disturbed by the machine's other work).
+	Samples map[string][]float64 `json:"samples"`
 }
 
 type partsReport struct {
@@ -178,7 +222,7 @@ func readTriggers(ctx context.Context, db *sql.DB, schema string) (map[string]tr
 }
 
 // bodies are a variant's trigger bodies (nil: dropped).
-func variantBodies(v fenceVariant, stock map[string]triggerDef) (map[string]*string, error) {
+func variantBodies(v fenceVariant, stock, previous map[string]triggerDef) (map[string]*string, error) {
 	out := map[string]*string{}
 	for _, name := range fenceTriggers {
 		if v.drop {
@@ -186,6 +230,9 @@ func variantBodies(v fenceVariant, stock map[string]triggerDef) (map[string]*str
 			continue
 		}
 		body := stock[name].body
+		if v.previous {
+			body = previous[name].body
+		}
 		if r, ok := v.replace[name]; ok {
 			body = r
 		}
@@ -258,11 +305,18 @@ func statementsFor(v fenceVariant) partsStatements {
 
 // fenceParts runs the diagnostic: rows jobs per many-row slice, singles
 // jobs per single-row slice, reps repetitions of every variant.
-func fenceParts(ctx context.Context, rows, singles, reps int, out io.Writer) (*partsReport, error) {
+func fenceParts(ctx context.Context, rows, singles, reps int, only string, out io.Writer) (*partsReport, error) {
 	if rows < 1 || singles < 1 || reps < 1 {
 		return nil, fmt.Errorf("-parts-rows, -parts-singles and -parts-reps must be positive")
 	}
-	variants := fenceVariants()
+	keep, err := regexp.Compile(only)
+	if err != nil {
+		return nil, fmt.Errorf("-parts-only: %w", err)
+	}
+	// The references (the two fences and no triggers) are always measured.
+	variants := slices.DeleteFunc(fenceVariants(), func(v fenceVariant) bool {
+		return v.Name != "migrated" && v.Name != "previous fence" && v.Name != "no triggers" && !keep.MatchString(v.Name)
+	})
 	rep := &partsReport{Rows: rows, Singles: singles, Reps: reps}
 	rep.Load[0] = loadAvg()
 	m, err := newMariaDB(ctx, "parts", nil)
@@ -279,9 +333,13 @@ func fenceParts(ctx context.Context, rows, singles, reps int, out io.Writer) (*p
 	if err != nil {
 		return nil, err
 	}
+	previous, err := previousTriggers(ctx)
+	if err != nil {
+		return nil, err
+	}
 	bodies := make([]map[string]*string, len(variants))
 	for i, v := range variants {
-		if bodies[i], err = variantBodies(v, stock); err != nil {
+		if bodies[i], err = variantBodies(v, stock, previous); err != nil {
 			return nil, err
 		}
 	}
@@ -317,6 +375,13 @@ func fenceParts(ctx context.Context, rows, singles, reps int, out io.Writer) (*p
 				return nil, fmt.Errorf("%s: %w", v.Name, err)
 			}
 			st := statementsFor(v)
+			// Warm up: the first statement after the DDL loads the
+			// triggers again; it changes no row.
+			for _, q := range []string{st.claim, st.complete, st.ledger} {
+				if _, err := conn.ExecContext(ctx, q, "~", "~"); err != nil {
+					return nil, fmt.Errorf("%s: warm-up: %w", v.Name, err)
+				}
+			}
 			lo, hi := slice(rows)
 			for _, p := range []struct {
 				q   string
@@ -369,19 +434,28 @@ func fenceParts(ctx context.Context, rows, singles, reps int, out io.Writer) (*p
 	}
 	for i, v := range variants {
 		s := samples[i]
-		pr := partsResult{fenceVariant: v, Claim: median(s.claim), Complete: median(s.complete), Ledger: median(s.ledger), Single: median(s.single)}
+		pr := partsResult{fenceVariant: v, Claim: slices.Min(s.claim), Complete: slices.Min(s.complete), Ledger: slices.Min(s.ledger), Single: slices.Min(s.single),
+			Samples: map[string][]float64{"claim": s.claim, "complete": s.complete, "ledger": s.ledger, "single": s.single}}
 		pr.Job = pr.Claim + pr.Complete + pr.Ledger
 		rep.Variants = append(rep.Variants, pr)
 	}
-	mig, none := rep.Variants[0], rep.Variants[1]
+	// A part's share is of its own fence's trigger cost: the migrated
+	// fence's or the previous one's, over no triggers.
+	mig, prev, none := rep.Variants[0], rep.Variants[1], rep.Variants[2]
 	for i := range rep.Variants {
-		if rep.Variants[i].Part != "" {
-			rep.Variants[i].Share = ratio(mig.Job-rep.Variants[i].Job, mig.Job-none.Job)
-			rep.Variants[i].SingleShare = ratio(mig.Single-rep.Variants[i].Single, mig.Single-none.Single)
+		v := &rep.Variants[i]
+		if v.Part == "" {
+			continue
 		}
+		base := mig
+		if v.previous {
+			base = prev
+		}
+		v.Share = ratio(base.Job-v.Job, base.Job-none.Job)
+		v.SingleShare = ratio(base.Single-v.Single, base.Single-none.Single)
 	}
 	rep.Load[1] = loadAvg()
-	fmt.Fprintf(out, "fence parts: %d rows per many-row UPDATE, %d single-row jobs, %d repetitions alternating (median); load average %.2f → %.2f\n",
+	fmt.Fprintf(out, "fence parts: %d rows per many-row UPDATE, %d single-row jobs, %d repetitions alternating (least); load average %.2f → %.2f\n",
 		rows, singles, reps, rep.Load[0], rep.Load[1])
 	fmt.Fprintf(out, "%-48s %8s %8s %8s %8s %7s %9s %7s\n", "variant (µs per row; single: µs per job)", "claim", "complete", "ledger", "job", "share", "single", "share")
 	for _, p := range rep.Variants {
@@ -392,6 +466,47 @@ func fenceParts(ctx context.Context, rows, singles, reps int, out io.Writer) (*p
 		fmt.Fprintf(out, "%-48s %8.1f %8.1f %8.1f %8.1f %7s %9.1f %7s\n", p.Name, p.Claim, p.Complete, p.Ledger, p.Job, share, p.Single, sshare)
 	}
 	return rep, nil
+}
+
+// previousTriggers reads the triggers of a scratch database migrated up
+// to the file before the cheaper fence.
+func previousTriggers(ctx context.Context) (map[string]triggerDef, error) {
+	dir, err := migrations.Dir()
+	if err != nil {
+		return nil, err
+	}
+	files, err := dir.Files()
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, f := range files {
+		if f.Version() < previousFenceBefore {
+			n++
+		}
+	}
+	if n == len(files) {
+		return nil, fmt.Errorf("no migration from %s on: the previous fence is the migrated one", previousFenceBefore)
+	}
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		return nil, err
+	}
+	name, drop, err := devdb.Create(ctx, cfg, "bench_partsprev")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = drop(context.Background()) }()
+	m := &mariaDB{cfg: cfg, name: name, drop: drop}
+	raw, err := m.raw()
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close()
+	if _, err := migrations.ApplyN(ctx, raw, n); err != nil {
+		return nil, fmt.Errorf("migrate up to %s: %w", previousFenceBefore, err)
+	}
+	return readTriggers(ctx, raw, name)
 }
 
 // settled checks that every job between the keys succeeded with its ledger

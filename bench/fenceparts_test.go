@@ -13,7 +13,7 @@ import (
 // claim, the completion and the ledger's settlement change every row of
 // their slice and leave every job succeeded and its ledger row refunded.
 func TestFencePartsVariantsApplyAndKeepThePath(t *testing.T) {
-	r, err := fenceParts(t.Context(), 4, 2, 1, io.Discard)
+	r, err := fenceParts(t.Context(), 4, 2, 1, "", io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +46,20 @@ func TestFencePartsCutsChangeTheBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	previous, err := previousTriggers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, v := range fenceVariants() {
 		for _, c := range v.cuts {
-			got, err := applyCuts(c.trigger, stock[c.trigger].body, []cut{c})
+			base := stock
+			if v.previous {
+				base = previous
+			}
+			got, err := applyCuts(c.trigger, base[c.trigger].body, []cut{c})
 			if err != nil {
 				t.Errorf("%s: %v", v.Name, err)
-			} else if got == stock[c.trigger].body {
+			} else if got == base[c.trigger].body {
 				t.Errorf("%s: cut %q left %s unchanged", v.Name, c.re, c.trigger)
 			}
 		}

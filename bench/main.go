@@ -154,9 +154,10 @@ func main() {
 	replot := flag.String("replot", "", "only redraw -plot from a -json report (docs/benchmarks-river.json, or a run's output)")
 	flag.StringVar(&only, "only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
 	parts := flag.Bool("fence-parts", false, "diagnostic: only measure what each part of the database fence costs, variants side by side (docs/benchmarks.md)")
-	partsRows := flag.Int("parts-rows", 2_000, "with -fence-parts: rows of each many-row UPDATE")
-	partsSingles := flag.Int("parts-singles", 300, "with -fence-parts: jobs settled by single-row UPDATEs per variant and repetition")
+	partsRows := flag.Int("parts-rows", 1_000, "with -fence-parts: rows of each many-row UPDATE")
+	partsSingles := flag.Int("parts-singles", 200, "with -fence-parts: jobs settled by single-row UPDATEs per variant and repetition")
 	partsReps := flag.Int("parts-reps", 5, "with -fence-parts: repetitions of every variant, alternating")
+	partsOnly := flag.String("parts-only", "", "with -fence-parts: measure only the variants whose names match this regular expression (and the references)")
 	flag.Parse()
 
 	ctx := context.Background()
@@ -196,7 +197,7 @@ func main() {
 		return
 	}
 	if *parts {
-		pr, err := fenceParts(ctx, *partsRows, *partsSingles, *partsReps, os.Stdout)
+		pr, err := fenceParts(ctx, *partsRows, *partsSingles, *partsReps, *partsOnly, os.Stdout)
 		fail(err)
 		if o.json {
 			b, err := json.Marshal(pr)
