@@ -103,6 +103,9 @@ func fenceVariants() []fenceVariant {
 			{job, `IF\(@@session\.time_zone = '\+00:00', SYSDATE\(6\), NULL\)`, "SYSDATE(6)"},
 			{led, `IF\(@@session\.time_zone = '\+00:00', SYSDATE\(6\), NULL\)`, "SYSDATE(6)"},
 		}},
+		{Name: "migrated: refusal by SIGNAL, no CALL", Part: "the refusal procedure's CALL (observe mode)", cuts: []cut{
+			{job, "(?s)CALL `refund_jobs_fence_refuse`\\('update'.*?\\)\\);", "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;"},
+		}},
 		{Name: "migrated: job's fast path condition TRUE", Part: "job: the fast path's condition", cuts: []cut{
 			{job, `(?s)IF utc IS NOT NULL AND .*?\) THEN\n(    SET NEW)`, "IF TRUE THEN\n$1"},
 		}},
@@ -165,6 +168,9 @@ type partsResult struct {
 	// Single is microseconds per job of the three single-row UPDATEs (in
 	// one transaction per slice).
 	Single float64 `json:"single_us_per_job"`
+	// Empty is microseconds per pair of UPDATEs that change no row (one of
+	// the job table, one of the ledger): the triggers' cost per statement.
+	Empty float64 `json:"empty_us_per_pair"`
 	// Share is the part's share of the triggers' per-row cost (many-row),
 	// SingleShare its share of their per-job cost in single-row statements.
 	Share       float64 `json:"share,omitempty"`
@@ -362,7 +368,7 @@ func fenceParts(ctx context.Context, rows, singles, reps int, only string, out i
 	}
 	defer conn.Close()
 
-	type sample struct{ claim, complete, ledger, single []float64 }
+	type sample struct{ claim, complete, ledger, single, empty []float64 }
 	samples := make([]sample, len(variants))
 	next := 0
 	slice := func(n int) (lo, hi int) { lo = next; next += n; return lo, next - 1 }
@@ -424,6 +430,18 @@ func fenceParts(ctx context.Context, rows, singles, reps int, only string, out i
 				return nil, err
 			}
 			samples[i].single = append(samples[i].single, float64(time.Since(start).Microseconds())/float64(singles))
+			// Statements that change no row: what a statement pays for
+			// the triggers whatever its rows (opening and locking every
+			// table they, and the routines they call, may touch).
+			start = time.Now()
+			for range singles {
+				for _, q := range []string{st.claim, st.ledger} {
+					if _, err := conn.ExecContext(ctx, q, "~", "~"); err != nil {
+						return nil, fmt.Errorf("%s: %w", v.Name, err)
+					}
+				}
+			}
+			samples[i].empty = append(samples[i].empty, float64(time.Since(start).Microseconds())/float64(singles))
 			if err := settled(ctx, conn, key(lo), key(hi), singles); err != nil {
 				return nil, fmt.Errorf("%s: %w", v.Name, err)
 			}
@@ -434,8 +452,8 @@ func fenceParts(ctx context.Context, rows, singles, reps int, only string, out i
 	}
 	for i, v := range variants {
 		s := samples[i]
-		pr := partsResult{fenceVariant: v, Claim: slices.Min(s.claim), Complete: slices.Min(s.complete), Ledger: slices.Min(s.ledger), Single: slices.Min(s.single),
-			Samples: map[string][]float64{"claim": s.claim, "complete": s.complete, "ledger": s.ledger, "single": s.single}}
+		pr := partsResult{fenceVariant: v, Claim: slices.Min(s.claim), Complete: slices.Min(s.complete), Ledger: slices.Min(s.ledger), Single: slices.Min(s.single), Empty: slices.Min(s.empty),
+			Samples: map[string][]float64{"claim": s.claim, "complete": s.complete, "ledger": s.ledger, "single": s.single, "empty": s.empty}}
 		pr.Job = pr.Claim + pr.Complete + pr.Ledger
 		rep.Variants = append(rep.Variants, pr)
 	}
@@ -457,13 +475,13 @@ func fenceParts(ctx context.Context, rows, singles, reps int, only string, out i
 	rep.Load[1] = loadAvg()
 	fmt.Fprintf(out, "fence parts: %d rows per many-row UPDATE, %d single-row jobs, %d repetitions alternating (least); load average %.2f → %.2f\n",
 		rows, singles, reps, rep.Load[0], rep.Load[1])
-	fmt.Fprintf(out, "%-48s %8s %8s %8s %8s %7s %9s %7s\n", "variant (µs per row; single: µs per job)", "claim", "complete", "ledger", "job", "share", "single", "share")
+	fmt.Fprintf(out, "%-56s %8s %8s %8s %8s %7s %9s %7s %8s\n", "variant (µs per row; single: µs per job; 0 rows: µs per 2)", "claim", "complete", "ledger", "job", "share", "single", "share", "0 rows")
 	for _, p := range rep.Variants {
 		share, sshare := "", ""
 		if p.Part != "" {
 			share, sshare = fmt.Sprintf("%.0f%%", 100*p.Share), fmt.Sprintf("%.0f%%", 100*p.SingleShare)
 		}
-		fmt.Fprintf(out, "%-48s %8.1f %8.1f %8.1f %8.1f %7s %9.1f %7s\n", p.Name, p.Claim, p.Complete, p.Ledger, p.Job, share, p.Single, sshare)
+		fmt.Fprintf(out, "%-56s %8.1f %8.1f %8.1f %8.1f %7s %9.1f %7s %8.1f\n", p.Name, p.Claim, p.Complete, p.Ledger, p.Job, share, p.Single, sshare, p.Empty)
 	}
 	return rep, nil
 }

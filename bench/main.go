@@ -97,7 +97,13 @@ type report struct {
 	FenceDBCPURatio    float64 `json:"fence_db_cpu_ratio"`
 	WithoutFenceRatio  float64 `json:"without_fence_ratio"`
 	CycleFenceCPURatio float64 `json:"cycle_fence_cpu_ratio"`
-	CeilingRatio       float64 `json:"ceiling_ratio"`
+	// The same two CPU ratios from the server's threads serving the
+	// benchmark's own sessions only (sessionCounts.serverNS): the server
+	// process's figures above count every other client of a shared server
+	// and the server's background threads too.
+	FenceSessionCPURatio      float64 `json:"fence_session_cpu_ratio"`
+	CycleFenceSessionCPURatio float64 `json:"cycle_fence_session_cpu_ratio"`
+	CeilingRatio              float64 `json:"ceiling_ratio"`
 	// StatementsPerJob is what the worker sent per job in the burn-down
 	// against River, counted by the server on the worker's sessions.
 	StatementsPerJob float64 `json:"statements_per_job"`
@@ -306,8 +312,11 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 		say("   diagnostic: fencekit with the schema's triggers dropped %7.0f jobs/s  rounds %s  ratio %.2f× River; CPU ms per job: worker %.3f + MariaDB %.3f",
 			r.NoTriggersJobsPerS, list(nt), r.NoTriggersRatio, cn.Client, cn.MariaDB)
 		r.FenceDBCPURatio, r.WithoutFenceRatio = ratio(cf.MariaDB, cn.MariaDB), ratio(r.FencekitJobsPerS, r.NoTriggersJobsPerS)
+		sf, sn := median(field(r.Fencekit, func(t throughput) float64 { return t.SessionCPUMS })), median(field(r.NoTriggers, func(t throughput) float64 { return t.SessionCPUMS }))
+		r.FenceSessionCPURatio = ratio(sf, sn)
 		say("   the fence's cost: MariaDB CPU per job %.2f× without it (fence_db_cpu_ratio), jobs/s %.2f× without it (without_fence_ratio)",
 			r.FenceDBCPURatio, r.WithoutFenceRatio)
+		say("   on the worker's own sessions: MariaDB CPU ms per job %.3f with the fence, %.3f without: %.2f× (fence_session_cpu_ratio)", sf, sn, r.FenceSessionCPURatio)
 
 		counts := slices.DeleteFunc(slices.Clone(o.sweep), func(w int) bool { return w == o.workers })
 		for i, w := range counts {
@@ -363,7 +372,9 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 			say("   CPU ms per job, %-29s client %.3f  MariaDB %.3f", name, u.Client, u.MariaDB)
 		}
 		r.CycleFenceCPURatio = ratio(c.CPU["fenced cycle"].MariaDB, c.CPU["fenced cycle without triggers"].MariaDB)
-		say("   the fence's cost in the cycle: MariaDB CPU per job %.2f× without it (cycle_fence_cpu_ratio)", r.CycleFenceCPURatio)
+		r.CycleFenceSessionCPURatio = ratio(c.SessionCPU["fenced cycle"], c.SessionCPU["fenced cycle without triggers"])
+		say("   the fence's cost in the cycle: MariaDB CPU per job %.2f× without it (cycle_fence_cpu_ratio); on the cycle's own sessions %.3f vs %.3f ms, %.2f× (cycle_fence_session_cpu_ratio)",
+			r.CycleFenceCPURatio, c.SessionCPU["fenced cycle"], c.SessionCPU["fenced cycle without triggers"], r.CycleFenceSessionCPURatio)
 	}
 
 	if want("history") {
