@@ -479,12 +479,15 @@ func (c *checker) bound(v *types.Var) *funcInfo {
 
 // deferrable reports whether the queries of fi's sinks may be judged at
 // its calls only: every call of fi is visible (an unexported function,
-// never used as a value, whose name no interface of the package declares).
+// never used as a value). Calls through an interface are visible: an
+// unexported method can only be named by an interface of its own
+// package, whose calls SSA judges against the package's implementations
+// (callforms.go).
 func (c *checker) deferrable(fi *funcInfo) bool {
 	if fi != nil && fi.lit != nil {
 		return !c.nonCallVar[fi.v]
 	}
-	return fi != nil && !fi.fn.Exported() && !c.nonCallUse[fi.fn] && !c.ifaceMethods[fi.fn.Name()]
+	return fi != nil && !fi.fn.Exported() && !c.nonCallUse[fi.fn]
 }
 
 func stringish(t types.Type) bool {

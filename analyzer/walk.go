@@ -40,11 +40,10 @@ type checker struct {
 	embeds    map[*types.Var]*embedInfo
 
 	// Function declarations, and what makes a wrapper's calls visible.
-	funcs        map[*types.Func]*funcInfo
-	funcOrder    []*funcInfo
-	pending      []*ast.CallExpr // same-package calls outside declarations
-	nonCallUse   map[*types.Func]bool
-	ifaceMethods map[string]bool
+	funcs      map[*types.Func]*funcInfo
+	funcOrder  []*funcInfo
+	pending    []*ast.CallExpr // same-package calls outside declarations
+	nonCallUse map[*types.Func]bool
 
 	// Calls that take a strings.Builder or bytes.Buffer variable.
 	builderCalls map[*types.Var][]*ast.CallExpr
@@ -70,6 +69,10 @@ type checker struct {
 	cur      *funcInfo
 	litDepth int
 	outer    []outerFunc
+
+	// The calls of go and defer statements, by the statement's keyword
+	// (where SSA places its Go or Defer instruction).
+	goDefer map[token.Pos]*ast.CallExpr
 }
 
 type outerFunc struct {
@@ -107,7 +110,6 @@ func newChecker(pass *analysis.Pass, o *options) *checker {
 		embeds:       map[*types.Var]*embedInfo{},
 		funcs:        map[*types.Func]*funcInfo{},
 		nonCallUse:   map[*types.Func]bool{},
-		ifaceMethods: map[string]bool{},
 		builderCalls: map[*types.Var][]*ast.CallExpr{},
 		litFuncs:     map[*types.Var]*funcInfo{},
 		litOf:        map[*ast.FuncLit]*funcInfo{},
@@ -160,18 +162,16 @@ func (c *checker) walk() {
 			case *ast.FuncType:
 				c.funcParams(n, stack)
 				return false // nor are struct tags in parameter lists
-			case *ast.InterfaceType:
-				for _, m := range n.Methods.List {
-					for _, name := range m.Names {
-						c.ifaceMethods[name.Name] = true
-					}
-				}
 			case *ast.Field:
 				if n.Tag != nil {
 					return false
 				}
 			case *ast.GenDecl:
 				c.embedDecl(n)
+			case *ast.GoStmt:
+				c.goDeferCall(n.Go, n.Call)
+			case *ast.DeferStmt:
+				c.goDeferCall(n.Defer, n.Call)
 			case *ast.AssignStmt:
 				c.assignment(n)
 				c.bindLiterals(n)
@@ -224,6 +224,13 @@ func (c *checker) walk() {
 			return true
 		})
 	}
+}
+
+func (c *checker) goDeferCall(kw token.Pos, call *ast.CallExpr) {
+	if c.goDefer == nil {
+		c.goDefer = map[token.Pos]*ast.CallExpr{}
+	}
+	c.goDefer[kw] = call
 }
 
 func (c *checker) funcDecl(fd *ast.FuncDecl) {
