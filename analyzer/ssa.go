@@ -751,6 +751,9 @@ func (s *ssaState) resolveCall(x *ssa.Call, depth int) []template {
 			if text, ok := s.embedRead(x, obj); ok {
 				return textTemplate(text)
 			}
+			if ts, ok := s.join(x, obj, depth); ok {
+				return ts
+			}
 			if fn.Pkg == s.pkg && len(s.returns[fn]) > 0 && stringish(resultType(fn.Signature.Results())) {
 				var rs []template
 				for _, r := range s.returns[fn] {
@@ -1179,4 +1182,68 @@ func inCycle(b *ssa.BasicBlock) bool {
 		stack = append(stack, x.Succs...)
 	}
 	return false
+}
+
+// join is strings.Join of a slice literal ([]string{"id = ?", "state = ?"})
+// that nothing else writes: its elements in order, separated by sep.
+func (s *ssaState) join(call *ssa.Call, fn *types.Func, depth int) ([]template, bool) {
+	if fn.Name() != "Join" || fn.Pkg() == nil || fn.Pkg().Path() != "strings" || len(call.Call.Args) != 2 {
+		return nil, false
+	}
+	sl, ok := call.Call.Args[0].(*ssa.Slice)
+	if !ok || sl.Low != nil || sl.High != nil {
+		return nil, false
+	}
+	alloc, ok := sl.X.(*ssa.Alloc)
+	if !ok {
+		return nil, false
+	}
+	arr, ok := alloc.Type().(*types.Pointer).Elem().Underlying().(*types.Array)
+	if !ok {
+		return nil, false
+	}
+	elems := make([]ssa.Value, arr.Len())
+	for _, r := range *alloc.Referrers() {
+		switch r := r.(type) {
+		case *ssa.Slice:
+			if r != sl {
+				return nil, false
+			}
+		case *ssa.IndexAddr:
+			k, ok := r.Index.(*ssa.Const)
+			if !ok {
+				return nil, false
+			}
+			i := k.Int64()
+			for _, r2 := range *r.Referrers() {
+				st, ok := r2.(*ssa.Store)
+				if !ok || st.Addr != r || i < 0 || int(i) >= len(elems) || elems[i] != nil {
+					return nil, false
+				}
+				elems[i] = st.Val
+			}
+		case *ssa.DebugRef:
+		default:
+			return nil, false
+		}
+	}
+	for _, r := range *sl.Referrers() {
+		if r != call {
+			if _, ok := r.(*ssa.DebugRef); !ok {
+				return nil, false // the slice may be written elsewhere
+			}
+		}
+	}
+	sep := s.resolve(call.Call.Args[1], depth)
+	out := []template{{}}
+	for i, e := range elems {
+		if e == nil {
+			return nil, false
+		}
+		if i > 0 {
+			out = concat(out, sep)
+		}
+		out = concat(out, s.resolve(e, depth))
+	}
+	return out, true
 }
