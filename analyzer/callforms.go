@@ -59,6 +59,15 @@ func (s *ssaState) index(instr ssa.Instruction) {
 				s.fieldStores[f] = append(s.fieldStores[f], in.Val)
 			}
 		}
+	case *ssa.Send:
+		if stringish(in.X.Type()) {
+			s.sends[chanKey(in.Chan.Type())] = append(s.sends[chanKey(in.Chan.Type())], in.X)
+		}
+	case *ssa.MapUpdate:
+		if m, ok := in.Map.Type().Underlying().(*types.Map); ok && stringish(m.Elem()) {
+			k := types.TypeString(m, nil)
+			s.mapStores[k] = append(s.mapStores[k], in)
+		}
 	case *ssa.MakeClosure:
 		if fn, ok := in.Fn.(*ssa.Function); ok {
 			s.closures[fn] = append(s.closures[fn], in)

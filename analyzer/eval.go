@@ -103,6 +103,14 @@ func (ev *evaluator) eval(e ast.Expr, depth int) []template {
 		return ev.evalCall(x, depth)
 	case *ast.SliceExpr:
 		return edited(ev.eval(x.X, depth+1), c.cfg)
+	case *ast.IndexExpr:
+		if _, ok := c.pass.TypesInfo.TypeOf(x.X).Underlying().(*types.Map); ok {
+			ev.flow = true // SSA follows what the package stores in such maps
+		}
+	case *ast.UnaryExpr:
+		if x.Op == token.ARROW {
+			ev.flow = true // SSA follows what the package sends on such channels
+		}
 	}
 	return holeTemplate
 }

@@ -36,6 +36,11 @@ type ssaState struct {
 	fnSinks     map[*ssa.Function][]template
 	forms       map[formKey][]template
 	closedLits  map[*ssa.Function]bool
+
+	// Strings that travel: sent on channels (by element type), stored
+	// into maps (by map type).
+	sends     map[string][]ssa.Value
+	mapStores map[string][]*ssa.MapUpdate
 }
 
 // ssaSite is a site with its SSA call.
@@ -101,6 +106,8 @@ func (c *checker) runSSA(sites []*site) {
 		fnSinks:     map[*ssa.Function][]template{},
 		forms:       map[formKey][]template{},
 		closedLits:  map[*ssa.Function]bool{},
+		sends:       map[string][]ssa.Value{},
+		mapStores:   map[string][]*ssa.MapUpdate{},
 	}
 	localIdents := map[ast.Expr]int{}
 	for i, l := range c.locals {
@@ -593,6 +600,9 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 			return edited(s.resolve(x.X, depth), c.cfg)
 		}
 	case *ssa.UnOp:
+		if ts, ok := s.travelled(x, depth); ok {
+			return ts
+		}
 		if ia, ok := x.X.(*ssa.IndexAddr); ok && x.Op == token.MUL {
 			if vals, ok := literalElems(ia); ok {
 				var out []template
@@ -631,6 +641,15 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 	case *ssa.Extract:
 		if call, ok := x.Tuple.(*ssa.Call); ok && x.Index == 0 {
 			return s.resolveCall(call, depth)
+		}
+		if x.Index == 0 {
+			if ts, ok := s.travelled(x.Tuple, depth); ok {
+				return ts
+			}
+		}
+	case *ssa.Lookup:
+		if ts, ok := s.travelled(x, depth); ok {
+			return ts
 		}
 	case *ssa.Call:
 		return s.resolveCall(x, depth)
@@ -1034,6 +1053,8 @@ func (s *ssaState) builder(r ssa.Value, at *ssa.Call, depth int) []template {
 				}
 				if isSSAFprintf(call) && len(call.Call.Args) == 3 && call.Call.Args[0] == u {
 					add(call, s.sprintf(call.Call.Args[1], call.Call.Args[2], depth), false)
+				} else if ln, ok := isSSAFprint(call); ok && len(call.Call.Args) == 2 && call.Call.Args[0] == u {
+					add(call, s.fprint(call.Call.Args[1], ln, depth), false)
 				} else {
 					add(call, holeTemplate, false)
 				}
@@ -1246,4 +1267,82 @@ func (s *ssaState) join(call *ssa.Call, fn *types.Func, depth int) ([]template, 
 		out = concat(out, s.resolve(e, depth))
 	}
 	return out, true
+}
+
+// isSSAFprint reports whether call is fmt.Fprint or fmt.Fprintln (ln).
+func isSSAFprint(call *ssa.Call) (ln, ok bool) {
+	fn := call.Call.StaticCallee()
+	if fn == nil || fn.Pkg == nil || fn.Pkg.Pkg.Path() != "fmt" {
+		return false, false
+	}
+	return fn.Name() == "Fprintln", fn.Name() == "Fprint" || fn.Name() == "Fprintln"
+}
+
+// fprint is what fmt.Fprint (or Fprintln) writes: its string operands
+// (Fprint puts no space between strings; Fprintln a space between any
+// two, and a newline), anything else a hole.
+func (s *ssaState) fprint(args ssa.Value, ln bool, depth int) []template {
+	vals, ok := varargs(args)
+	if !ok {
+		return holeTemplate
+	}
+	out := []template{{}}
+	for i, v := range vals {
+		if ln && i > 0 {
+			out = concat(out, textTemplate(" "))
+		}
+		if v == nil || !isString(v.Type()) || hasMethods(v.Type()) {
+			out = concat(out, holeTemplate)
+			continue
+		}
+		out = concat(out, s.resolve(v, depth))
+	}
+	if ln {
+		out = concat(out, textTemplate("\n"))
+	}
+	return out
+}
+
+// travelled returns the strings that a receive from a channel, or a map
+// lookup, may yield: every string the package sends on a channel of that
+// type, or stores into a map of that type (under the same constant key
+// when both keys are constants).
+func (s *ssaState) travelled(v ssa.Value, depth int) ([]template, bool) {
+	var vals []ssa.Value
+	switch x := v.(type) {
+	case *ssa.UnOp:
+		if x.Op != token.ARROW {
+			return nil, false
+		}
+		vals = s.sends[chanKey(x.X.Type())]
+	case *ssa.Lookup:
+		m, ok := x.X.Type().Underlying().(*types.Map)
+		if !ok {
+			return nil, false
+		}
+		k, _ := x.Index.(*ssa.Const)
+		for _, u := range s.mapStores[types.TypeString(m, nil)] {
+			if uk, ok := u.Key.(*ssa.Const); ok && k != nil && uk.Value != nil && k.Value != nil && uk.Value.ExactString() != k.Value.ExactString() {
+				continue
+			}
+			vals = append(vals, u.Value)
+		}
+	default:
+		return nil, false
+	}
+	if len(vals) == 0 {
+		return nil, false
+	}
+	var out []template
+	for _, val := range vals {
+		out = union(out, s.resolve(val, depth))
+	}
+	return out, true
+}
+
+func chanKey(t types.Type) string {
+	if c, ok := t.Underlying().(*types.Chan); ok {
+		return types.TypeString(c.Elem(), nil)
+	}
+	return ""
 }

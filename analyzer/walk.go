@@ -5,6 +5,7 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
+	"strings"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/types/typeutil"
@@ -680,7 +681,12 @@ func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 	if !mentions || ctx == ctxFragment || ctx == ctxSkip {
 		return
 	}
-	ps := sqlcheck.Check(s, c.cfg)
+	var ps []sqlcheck.Problem
+	if ctx == ctxAlone && c.templateText(e, stack) {
+		ps = sqlcheck.CheckTemplate(templateParts(s), c.cfg)
+	} else {
+		ps = sqlcheck.Check(s, c.cfg)
+	}
 	if ctx == ctxAlone && len(ps) > 0 && c.inMessage(e, stack) {
 		ps = dropUnprovable(ps)
 	}
@@ -878,4 +884,45 @@ func (c *checker) settle() {
 	if needSSA {
 		c.runSSA(sites)
 	}
+}
+
+// templateText reports whether e is the text given to the Parse method of
+// a text/template or html/template Template: its actions are values
+// known at run time.
+func (c *checker) templateText(e ast.Expr, stack []ast.Node) bool {
+	call, ok := stack[len(stack)-1].(*ast.CallExpr)
+	if !ok || len(call.Args) != 1 || call.Args[0] != e {
+		return false
+	}
+	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
+	if !ok || fn.Name() != "Parse" || fn.Pkg() == nil || fn.Signature().Recv() == nil {
+		return false
+	}
+	p := fn.Pkg().Path()
+	return p == "text/template" || p == "html/template"
+}
+
+// templateParts splits a template's text at its actions ({{…}}), each a
+// hole.
+func templateParts(s string) []sqlcheck.Part {
+	var out []sqlcheck.Part
+	for {
+		i := strings.Index(s, "{{")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(s[i:], "}}")
+		if j < 0 {
+			break
+		}
+		if i > 0 {
+			out = append(out, sqlcheck.Part{Text: s[:i]})
+		}
+		out = append(out, sqlcheck.Part{Hole: true})
+		s = s[i+j+2:]
+	}
+	if s != "" {
+		out = append(out, sqlcheck.Part{Text: s})
+	}
+	return out
 }

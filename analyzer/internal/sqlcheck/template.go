@@ -297,9 +297,10 @@ func hasSeq(toks []string, seq ...string) bool {
 }
 
 // setHoleSubs are what a hole of an UPDATE's SET list is replaced by to
-// parse: a value (SET state = <hole>), or an assignment (SET <hole>, or
-// strings.Join(sets, ", ")), which counts as writing the table.
-var setHoleSubs = []string{"?", "`fencelint_hole` = ?"}
+// parse: a value (SET state = <hole>), an assignment (SET <hole>, or
+// strings.Join(sets, ", ")), which counts as writing the table, or nothing
+// (a template's {{if .E}}, last_error = ?{{end}}).
+var setHoleSubs = []string{"?", "`fencelint_hole` = ?", ""}
 
 // checkSetHoles judges an UPDATE whose holes all sit in its SET list,
 // before a constant WHERE clause: the run-time SET list (a partial update,
