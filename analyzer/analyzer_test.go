@@ -129,5 +129,5 @@ func TestMalformedBaselineIsAnError(t *testing.T) {
 // (leavealone), and queries built by other means are followed
 // (builtqueries).
 func TestCallForms(t *testing.T) {
-	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "callforms", "leavealone", "builtqueries")
+	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "callforms", "leavealone", "builtqueries", "cmdhelper")
 }
