@@ -253,6 +253,15 @@ func (s *ssaState) storedValues(p ssa.Value, seen map[ssa.Value]bool) []ssa.Valu
 // m on a value of type t may reach: those of the package's types, and
 // those of other packages' types that carry a sink fact.
 func (s *ssaState) implementations(t types.Type, m *types.Func) []callee {
+	if ks, ok := s.impls[m]; ok {
+		return ks
+	}
+	ks := s.implementations0(t, m)
+	s.impls[m] = ks
+	return ks
+}
+
+func (s *ssaState) implementations0(t types.Type, m *types.Func) []callee {
 	iface, ok := t.Underlying().(*types.Interface)
 	if !ok {
 		return nil
@@ -281,13 +290,18 @@ func (s *ssaState) implementations(t types.Type, m *types.Func) []callee {
 			break
 		}
 	}
-	for _, f := range s.c.pass.AllObjectFacts() {
-		obj, ok := f.Object.(*types.Func)
-		if _, isSink := f.Fact.(*sinkFact); !ok || !isSink || obj.Name() != m.Name() || obj.Pkg() == s.c.pass.Pkg {
-			continue
+	if s.methodFacts == nil {
+		s.methodFacts = map[string][]*types.Func{}
+		for _, f := range s.c.pass.AllObjectFacts() {
+			if obj, ok := f.Object.(*types.Func); ok && obj.Signature().Recv() != nil {
+				if _, ok := f.Fact.(*sinkFact); ok {
+					s.methodFacts[obj.Name()] = append(s.methodFacts[obj.Name()], obj)
+				}
+			}
 		}
-		recv := obj.Signature().Recv()
-		if recv == nil || !types.Implements(recv.Type(), iface) {
+	}
+	for _, obj := range s.methodFacts[m.Name()] {
+		if obj.Pkg() == s.c.pass.Pkg || !types.Implements(obj.Signature().Recv().Type(), iface) {
 			continue
 		}
 		out = append(out, callee{obj: obj})

@@ -36,6 +36,8 @@ type ssaState struct {
 	fnSinks     map[*ssa.Function][]template
 	forms       map[formKey][]template
 	closedLits  map[*ssa.Function]bool
+	impls       map[*types.Func][]callee
+	methodFacts map[string][]*types.Func // other packages' methods with a sink fact, by name
 
 	// Strings that travel: sent on channels (by element type), stored
 	// into maps (by map type).
@@ -106,6 +108,7 @@ func (c *checker) runSSA(sites []*site) {
 		fnSinks:     map[*ssa.Function][]template{},
 		forms:       map[formKey][]template{},
 		closedLits:  map[*ssa.Function]bool{},
+		impls:       map[*types.Func][]callee{},
 		sends:       map[string][]ssa.Value{},
 		mapStores:   map[string][]*ssa.MapUpdate{},
 	}

@@ -12,6 +12,8 @@ import (
 	"log"
 	"strconv"
 	"time"
+
+	"sqlhelp"
 )
 
 const fencedWhere = " WHERE id = ? AND state = 'running' AND attempt = ?"
@@ -190,3 +192,17 @@ func (s *service) fail(ctx context.Context, id int64, attempt int) {
 }
 
 func newService(db *sql.DB) *service { return &service{store: &sqlStore{db: db}} }
+
+// 6. An interface whose implementation is in another package: its sink
+// fact is followed.
+
+type runner interface {
+	Run(ctx context.Context, tag, query string) error
+}
+
+func viaDependency(ctx context.Context, r runner, id int64) {
+	r.Run(ctx, "requeue", requeueSQL(id)) // want `query built at run time writes refund_jobs`
+	r.Run(ctx, "requeue", backoffSQL(30)+fencedWhere)
+}
+
+func newRunner() runner { return &sqlhelp.Store{} }
