@@ -71,6 +71,9 @@ func (s *ssaState) index(instr ssa.Instruction) {
 	case *ssa.MakeClosure:
 		if fn, ok := in.Fn.(*ssa.Function); ok {
 			s.closures[fn] = append(s.closures[fn], in)
+			if obj, ok := fn.Object().(*types.Func); ok && fn.Parent() == nil && obj.Pkg() == s.c.pass.Pkg {
+				s.objUses[obj.Origin()] = append(s.objUses[obj.Origin()], objUse{v: in}) // a bound method
+			}
 		}
 	case ssa.CallInstruction:
 		if cc := in.Common(); !cc.IsInvoke() {
@@ -442,7 +445,32 @@ func (s *ssaState) judgeForms() {
 func (s *ssaState) closed(fn *ssa.Function) bool {
 	if fn.Parent() == nil {
 		obj, ok := fn.Object().(*types.Func)
-		return ok && s.c.deferrable(s.c.funcs[obj.Origin()])
+		if !ok {
+			return false
+		}
+		fi := s.c.funcs[obj.Origin()]
+		if fi == nil || s.c.deferrable(fi) {
+			return fi != nil
+		}
+		if obj.Exported() && !s.c.command() {
+			return false
+		}
+		// Used as a value (a method value, a function passed to a
+		// helper): closed when no such value escapes.
+		if ok, done := s.closedFuncs[fi.fn]; done {
+			return ok
+		}
+		s.closedFuncs[fi.fn] = false
+		ok = true
+		for _, u := range s.objUses[fi.fn] {
+			if u.instr == nil {
+				ok = ok && !s.escapes(u.v, map[ssa.Value]bool{}, 0)
+			} else {
+				ok = ok && !s.escapesAt(u.instr, u.v, map[ssa.Value]bool{}, 0)
+			}
+		}
+		s.closedFuncs[fi.fn] = ok
+		return ok
 	}
 	if ok, done := s.closedLits[fn]; done {
 		return ok
@@ -599,4 +627,12 @@ func (s *ssaState) astCall(in *ssa.Call) *ast.CallExpr {
 		return true
 	})
 	return found
+}
+
+// objUse is a use of a declared function as a value: an instruction
+// taking the function (or its thunk) as an operand, or (instr nil) a
+// bound method v.
+type objUse struct {
+	instr ssa.Instruction
+	v     ssa.Value
 }

@@ -37,6 +37,8 @@ type ssaState struct {
 	forms       map[formKey][]template
 	closedLits  map[*ssa.Function]bool
 	impls       map[*types.Func][]callee
+	objUses     map[*types.Func][]objUse // declared functions used as values
+	closedFuncs map[*types.Func]bool
 	methodFacts map[string][]*types.Func // other packages' methods with a sink fact, by name
 
 	// Strings that travel: sent on channels (by element type), stored
@@ -109,6 +111,8 @@ func (c *checker) runSSA(sites []*site) {
 		forms:       map[formKey][]template{},
 		closedLits:  map[*ssa.Function]bool{},
 		impls:       map[*types.Func][]callee{},
+		objUses:     map[*types.Func][]objUse{},
+		closedFuncs: map[*types.Func]bool{},
 		sends:       map[string][]ssa.Value{},
 		mapStores:   map[string][]*ssa.MapUpdate{},
 	}
@@ -187,8 +191,16 @@ func (c *checker) runSSA(sites []*site) {
 							s.constUses[k] = append(s.constUses[k], instr)
 						}
 					case *ssa.Function:
+						if ci, ok := instr.(ssa.CallInstruction); ok && ci.Common().Value == k {
+							break // a call, not a use as a value
+						}
+						if mc, ok := instr.(*ssa.MakeClosure); ok && mc.Fn == k {
+							break // the closure is the value (index)
+						}
 						if k.Parent() != nil {
 							s.funcUses[k] = append(s.funcUses[k], instr)
+						} else if obj, ok := k.Object().(*types.Func); ok && obj.Pkg() == pass.Pkg {
+							s.objUses[obj.Origin()] = append(s.objUses[obj.Origin()], objUse{instr, k})
 						}
 					}
 				}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"log"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -98,6 +99,25 @@ func methodValueTx(ctx context.Context, db *sql.DB, id int64) error {
 		_, err := run(ctx, requeueSQL(id)) // want `query built at run time writes refund_jobs`
 		return err
 	})
+}
+
+// A method value of a wrapper of the package: judged at its calls.
+func (w *worker) viaMethodValue(ctx context.Context, id int64, attempt int) {
+	mark := w.markWhere
+	mark(ctx, "id = ?", id) // want `unfenced UPDATE of refund_jobs`
+	mark(ctx, "id = ? AND state = 'running' AND attempt = ?", id, attempt)
+}
+
+// failWhere escapes to another package as a value: its calls are not all
+// in sight, so what its parameter completes is judged here.
+func (w *worker) failWhere(ctx context.Context, where string) error {
+	_, err := w.db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'failed' WHERE "+where) // want `query built at run time writes refund_jobs`
+	return err
+}
+
+// handlers are registered by reflection.
+func (w *worker) handlers() []reflect.Value {
+	return []reflect.Value{reflect.ValueOf(w.failWhere)}
 }
 
 // send is handed the pool's or a transaction's ExecContext.
