@@ -560,6 +560,15 @@ func (s *ssaState) escapesAt(r ssa.Instruction, v ssa.Value, seen map[ssa.Value]
 		return true
 	case *ssa.UnOp:
 		return s.escapes(r, seen, depth+1)
+	case *ssa.MakeClosure:
+		// A local captured by a closure: what the closure loads from it.
+		fn := r.Fn.(*ssa.Function)
+		for i, b := range r.Bindings {
+			if b == v && i < len(fn.FreeVars) && s.loadsEscape(fn.FreeVars[i], seen, depth) {
+				return true
+			}
+		}
+		return r.Fn == v
 	}
 	return true
 }

@@ -169,6 +169,21 @@ func (w *worker) requeueAll(ctx context.Context, ids []int64, attempt int) error
 	})
 }
 
+// A literal captured by the transaction callback: the WHERE it is handed
+// is judged where the callback calls it.
+func (w *worker) capturedCallback(ctx context.Context, id int64, attempt int) error {
+	var setState = func(tx *sql.Tx, state, where string, args ...any) error {
+		_, err := tx.ExecContext(ctx, "UPDATE refund_jobs SET state = ? WHERE "+where, append([]any{state}, args...)...)
+		return err
+	}
+	return withTx(ctx, w.db, func(tx *sql.Tx) error {
+		if err := setState(tx, "ready", "id = ?", id); err != nil { // want `unfenced UPDATE of refund_jobs`
+			return err
+		}
+		return setState(tx, "failed", "id = ? AND state = 'running' AND attempt = ?", id, attempt)
+	})
+}
+
 // 4. Function-typed fields and package variables.
 
 func (w *worker) viaField(ctx context.Context, id int64, attempt int) {
