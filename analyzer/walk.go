@@ -682,7 +682,7 @@ func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 		return
 	}
 	var ps []sqlcheck.Problem
-	if ctx == ctxAlone && c.templateText(e, stack) {
+	if ctx == ctxAlone && strings.Contains(s, "{{") && c.templateText(e, stack) {
 		ps = sqlcheck.CheckTemplate(templateParts(s), c.cfg)
 	} else {
 		ps = sqlcheck.Check(s, c.cfg)

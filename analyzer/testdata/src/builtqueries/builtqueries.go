@@ -32,6 +32,9 @@ var requeueTmpl = template.Must(template.New("requeue").Parse("UPDATE refund_job
 var patchTmpl = template.Must(template.New("patch").Parse(
 	"UPDATE refund_jobs SET state = ?{{if .Error}}, last_error = ?{{end}} WHERE id = ? AND state = ? AND attempt = ?"))
 
+// A template without actions is constant SQL.
+var fencedTmpl = template.Must(template.New("fenced").Parse("REPLACE INTO refund_jobs (id, state) VALUES (?, ?)")) // want `REPLACE writes existing refund_jobs rows and cannot be fenced`
+
 var htmlTmpl = htmltemplate.Must(htmltemplate.New("h").Parse("UPDATE refund_jobs SET state = 'x' WHERE id = ?{{.More}}")) // want `query built at run time writes refund_jobs`
 
 func fromTemplate(ctx context.Context, db *sql.DB, id int64) error {
