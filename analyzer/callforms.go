@@ -36,6 +36,46 @@ import (
 // such functions of the package (closed). Otherwise it is judged at the
 // call, where a parameter is a hole.
 
+// callGraph is the state of the call forms: the package's calls and what
+// its function values and travelling strings may be, indexed once per
+// SSA build, and the memos of the judgement.
+type callGraph struct {
+	calls       []ssa.CallInstruction
+	callsOf     map[*ssa.Function][]ssa.CallInstruction
+	closures    map[*ssa.Function][]*ssa.MakeClosure
+	funcUses    map[*ssa.Function][]ssa.Instruction
+	fieldStores map[*types.Var][]ssa.Value
+	fnSinks     map[*ssa.Function][]template
+	forms       map[formKey][]template
+	closedLits  map[*ssa.Function]bool
+	impls       map[*types.Func][]callee
+	objUses     map[*types.Func][]objUse // declared functions used as values
+	closedFuncs map[*types.Func]bool
+	methodFacts map[string][]*types.Func // other packages' methods with a sink fact, by name
+
+	// Strings that travel: sent on channels (by element type), stored
+	// into maps (by map type).
+	sends     map[string][]ssa.Value
+	mapStores map[string][]*ssa.MapUpdate
+}
+
+func newCallGraph() callGraph {
+	return callGraph{
+		callsOf:     map[*ssa.Function][]ssa.CallInstruction{},
+		closures:    map[*ssa.Function][]*ssa.MakeClosure{},
+		funcUses:    map[*ssa.Function][]ssa.Instruction{},
+		fieldStores: map[*types.Var][]ssa.Value{},
+		fnSinks:     map[*ssa.Function][]template{},
+		forms:       map[formKey][]template{},
+		closedLits:  map[*ssa.Function]bool{},
+		impls:       map[*types.Func][]callee{},
+		objUses:     map[*types.Func][]objUse{},
+		closedFuncs: map[*types.Func]bool{},
+		sends:       map[string][]ssa.Value{},
+		mapStores:   map[string][]*ssa.MapUpdate{},
+	}
+}
+
 // fieldOf is the struct field that a FieldAddr or Field instruction
 // reaches.
 func fieldOf(x ssa.Value, i int) *types.Var {
@@ -81,6 +121,22 @@ func (s *ssaState) index(instr ssa.Instruction) {
 				s.callsOf[fn] = append(s.callsOf[fn], in)
 			}
 		}
+	}
+}
+
+// funcOperand records a function used as a value by instr (not called by
+// it): a literal, or a declared function of the package (or its thunk).
+func (s *ssaState) funcOperand(instr ssa.Instruction, k *ssa.Function) {
+	if ci, ok := instr.(ssa.CallInstruction); ok && ci.Common().Value == k {
+		return // a call, not a use as a value
+	}
+	if mc, ok := instr.(*ssa.MakeClosure); ok && mc.Fn == k {
+		return // the closure is the value (index)
+	}
+	if k.Parent() != nil {
+		s.funcUses[k] = append(s.funcUses[k], instr)
+	} else if obj, ok := k.Object().(*types.Func); ok && obj.Pkg() == s.c.pass.Pkg {
+		s.objUses[obj.Origin()] = append(s.objUses[obj.Origin()], objUse{instr, k})
 	}
 }
 

@@ -27,24 +27,7 @@ type ssaState struct {
 	cycles    int // cycles cut so far
 	steps     int // values resolved so far
 
-	// The call graph of the package (callforms.go).
-	calls       []ssa.CallInstruction
-	callsOf     map[*ssa.Function][]ssa.CallInstruction
-	closures    map[*ssa.Function][]*ssa.MakeClosure
-	funcUses    map[*ssa.Function][]ssa.Instruction
-	fieldStores map[*types.Var][]ssa.Value
-	fnSinks     map[*ssa.Function][]template
-	forms       map[formKey][]template
-	closedLits  map[*ssa.Function]bool
-	impls       map[*types.Func][]callee
-	objUses     map[*types.Func][]objUse // declared functions used as values
-	closedFuncs map[*types.Func]bool
-	methodFacts map[string][]*types.Func // other packages' methods with a sink fact, by name
-
-	// Strings that travel: sent on channels (by element type), stored
-	// into maps (by map type).
-	sends     map[string][]ssa.Value
-	mapStores map[string][]*ssa.MapUpdate
+	callGraph // call forms (callforms.go)
 }
 
 // ssaSite is a site with its SSA call.
@@ -103,18 +86,7 @@ func (c *checker) runSSA(sites []*site) {
 		memo:      map[ssa.Value][]template{},
 		busy:      map[ssa.Value]bool{},
 
-		callsOf:     map[*ssa.Function][]ssa.CallInstruction{},
-		closures:    map[*ssa.Function][]*ssa.MakeClosure{},
-		funcUses:    map[*ssa.Function][]ssa.Instruction{},
-		fieldStores: map[*types.Var][]ssa.Value{},
-		fnSinks:     map[*ssa.Function][]template{},
-		forms:       map[formKey][]template{},
-		closedLits:  map[*ssa.Function]bool{},
-		impls:       map[*types.Func][]callee{},
-		objUses:     map[*types.Func][]objUse{},
-		closedFuncs: map[*types.Func]bool{},
-		sends:       map[string][]ssa.Value{},
-		mapStores:   map[string][]*ssa.MapUpdate{},
+		callGraph: newCallGraph(),
 	}
 	localIdents := map[ast.Expr]int{}
 	for i, l := range c.locals {
@@ -191,17 +163,7 @@ func (c *checker) runSSA(sites []*site) {
 							s.constUses[k] = append(s.constUses[k], instr)
 						}
 					case *ssa.Function:
-						if ci, ok := instr.(ssa.CallInstruction); ok && ci.Common().Value == k {
-							break // a call, not a use as a value
-						}
-						if mc, ok := instr.(*ssa.MakeClosure); ok && mc.Fn == k {
-							break // the closure is the value (index)
-						}
-						if k.Parent() != nil {
-							s.funcUses[k] = append(s.funcUses[k], instr)
-						} else if obj, ok := k.Object().(*types.Func); ok && obj.Pkg() == pass.Pkg {
-							s.objUses[obj.Origin()] = append(s.objUses[obj.Origin()], objUse{instr, k})
-						}
+						s.funcOperand(instr, k)
 					}
 				}
 			}
