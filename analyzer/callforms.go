@@ -30,11 +30,12 @@ import (
 //     new forms in its body (callSinks), filled with the call's arguments.
 //
 // A query that depends on a parameter of the function holding the call is
-// judged at that function's calls when all of them are visible: an
-// unexported declared function never used as a value (as for the walk's
-// sites), or a function literal whose value is only called or passed to
-// such functions of the package (closed). Otherwise it is judged at the
-// call, where a parameter is a hole.
+// judged at that function's calls when all of them are visible (closed):
+// an unexported declared function (or any function of a command) whose
+// values, if any, do not escape, or a function literal whose value is
+// only called, captured by closures that only call it, or passed to closed
+// functions of the package. Otherwise it is judged at the call, where a
+// parameter is a hole. The walk's sites use the same rule (ssa.go, judge).
 
 // callGraph is the state of the call forms: the package's calls and what
 // its function values and travelling strings may be, indexed once per
