@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os/exec"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -204,57 +206,7 @@ func TestBrokerDispatch(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		g := newGate(t, brokerAddr(t))
-		// The scan is the safety net: every 200 ms here.
-		w := e.worker("A", nil, func(c *worker.Config) { c.ScanInterval = 200 * time.Millisecond })
-		connected, verdicts := make(chan int, 10), make(chan verdict, 1000)
-		var allSettled atomic.Bool // from then on, no message may claim but the next one's
-		e.consume("A", w, rabbitmq.Hooks{
-			Connected: func(n int) { connected <- n },
-			BeforeAck: func(id int64, claimed bool, err error) {
-				if allSettled.Load() {
-					verdicts <- verdict{id, claimed, err}
-				}
-			},
-		}, func(c *rabbitmq.Config) { c.Dial = g.Dial })
-		if n := await(t, connected, "connection"); n != 1 {
-			t.Fatalf("connection %d, want the first", n)
-		}
-		d := e.dispatcher(func(c *rabbitmq.Config) {
-			c.Dial, c.PublishAttempts, c.ConfirmTimeout = g.Dial, 2, 500*time.Millisecond
-		})
-		var keys []string
-		batch := func(prefix string, n int) []int64 {
-			var ids []int64
-			for i := range n {
-				k := fmt.Sprintf("%s-%02d", prefix, i)
-				keys = append(keys, k)
-				ids = append(ids, e.enqueue(k).ID)
-			}
-			return ids
-		}
-		e.publish(d, batch("before", 30)...)
-		g.Down() // mid-load: connections cut, dials refused
-		if err := d.Publish(t.Context(), batch("during", 30)...); !errors.Is(err, rabbitmq.ErrNotConfirmed) {
-			t.Fatalf("publish while the broker is gone: %v, want ErrNotConfirmed", err)
-		}
-		e.settled(keys...) // by the scan, while the broker is gone
-		allSettled.Store(true)
-		g.Up()
-		if n := await(t, connected, "reconnection"); n != 2 {
-			t.Fatalf("connection %d, want the second", n)
-		}
-		after := e.enqueue("after")
-		keys = append(keys, "after")
-		e.publish(d, after.ID)
-		for v := await(t, verdicts, "verdict"); v.id != after.ID; v = await(t, verdicts, "verdict") {
-			// Messages delivered before the cut come again, and those the
-			// cut kept in the queue come now: nothing to do.
-			if v.claimed {
-				t.Fatalf("a message delivered again claimed job %d", v.id)
-			}
-		}
-		e.settled(keys...)
-		e.doneOnce(keys...)
+		e.outage(g.Dial, g.Down, g.Up)
 	})
 
 	t.Run("a queue purged by an operator loses no job: the scan finishes them", func(t *testing.T) {
@@ -335,4 +287,86 @@ func unwrapAll(err error) []error {
 		}
 	}
 	return out
+}
+
+// The broker itself restarted (rabbitmqctl stop_app, start_app) while jobs
+// are under way: it closes every connection and refuses new ones, the scan
+// finishes every job meanwhile, and the consumer and the dispatcher
+// reconnect. It restarts the whole local broker, so it runs alone.
+func TestBrokerRestartedUnderLoad(t *testing.T) {
+	e := newEnv(t)
+	ctl := func(cmd string) {
+		t.Helper()
+		out, err := exec.Command("rabbitmqctl", "-q", cmd).CombinedOutput()
+		if err != nil {
+			t.Fatalf("rabbitmqctl %s (the test restarts the broker at %s; it needs rabbitmqctl on this machine): %v: %s", cmd, brokerURL(), err, out)
+		}
+	}
+	started := true
+	t.Cleanup(func() {
+		if !started {
+			ctl("start_app")
+		}
+	})
+	e.outage(nil, func() { started = false; ctl("stop_app") }, func() { ctl("start_app"); started = true })
+}
+
+// outage runs a worker with a 200 ms scan, a consumer and a dispatcher
+// (dialling through dial, when set), publishes 30 jobs, takes the broker
+// away with down, enqueues 30 more whose publish fails, waits until the
+// scan settled all 60, brings the broker back with up, and checks that the
+// consumer reconnected and a new message reaches the worker. Every job is
+// executed once.
+func (e *env) outage(dial func(network, addr string) (net.Conn, error), down, up func()) {
+	t := e.t
+	t.Helper()
+	// The scan is the safety net: every 200 ms here.
+	w := e.worker("A", nil, func(c *worker.Config) { c.ScanInterval = 200 * time.Millisecond })
+	connected, verdicts := make(chan int, 10), make(chan verdict, 1000)
+	var allSettled atomic.Bool // from then on, no message may claim but the next one's
+	e.consume("A", w, rabbitmq.Hooks{
+		Connected: func(n int) { connected <- n },
+		BeforeAck: func(id int64, claimed bool, err error) {
+			if allSettled.Load() {
+				verdicts <- verdict{id, claimed, err}
+			}
+		},
+	}, func(c *rabbitmq.Config) { c.Dial = dial })
+	if n := await(t, connected, "connection"); n != 1 {
+		t.Fatalf("connection %d, want the first", n)
+	}
+	d := e.dispatcher(func(c *rabbitmq.Config) { c.Dial, c.PublishAttempts, c.ConfirmTimeout = dial, 2, 500*time.Millisecond })
+	var keys []string
+	batch := func(prefix string, n int) []int64 {
+		var ids []int64
+		for i := range n {
+			k := fmt.Sprintf("%s-%02d", prefix, i)
+			keys = append(keys, k)
+			ids = append(ids, e.enqueue(k).ID)
+		}
+		return ids
+	}
+	e.publish(d, batch("before", 30)...)
+	down() // mid-load: connections cut, dials refused
+	if err := d.Publish(t.Context(), batch("during", 30)...); !errors.Is(err, rabbitmq.ErrNotConfirmed) {
+		t.Fatalf("publish while the broker is gone: %v, want ErrNotConfirmed", err)
+	}
+	e.settled(keys...) // by the scan, while the broker is gone
+	allSettled.Store(true)
+	up()
+	if n := await(t, connected, "reconnection"); n < 2 {
+		t.Fatalf("connection %d, want a later one", n)
+	}
+	after := e.enqueue("after")
+	keys = append(keys, "after")
+	e.publish(d, after.ID)
+	for v := await(t, verdicts, "verdict"); v.id != after.ID; v = await(t, verdicts, "verdict") {
+		// Messages delivered before the cut come again, and those the cut
+		// kept in the queue come now: nothing to do.
+		if v.claimed {
+			t.Fatalf("a message delivered again claimed job %d", v.id)
+		}
+	}
+	e.settled(keys...)
+	e.doneOnce(keys...)
 }
