@@ -5,25 +5,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/fencekit/fencekit/internal/brokertest"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 	"github.com/fencekit/fencekit/worker"
 )
 
-// testAMQP is the test broker's URL: FENCEKIT_TEST_AMQP, or the local broker
-// scripts/ensure-rabbitmq.sh starts.
-func testAMQP() string {
-	if u := os.Getenv("FENCEKIT_TEST_AMQP"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
+func testAMQP() string { return brokertest.URL() }
 
 // testQueue is a queue of the test's own, deleted when it ends.
 func testQueue(t *testing.T) string {
@@ -53,6 +46,7 @@ func testQueue(t *testing.T) string {
 // -amqp-url published, with a scan so rare that only the message can have
 // brought it.
 func TestRunDispatchesThroughRabbitMQ(t *testing.T) {
+	brokertest.Shared(t)
 	dsn := migratedDSN(t)
 	t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec_run_test")
 	srv := fakeprovider.Start()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencekit/fencekit/dispatch/rabbitmq"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/brokertest"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -292,9 +293,10 @@ func unwrapAll(err error) []error {
 // The broker itself restarted (rabbitmqctl stop_app, start_app) while jobs
 // are under way: it closes every connection and refuses new ones, the scan
 // finishes every job meanwhile, and the consumer and the dispatcher
-// reconnect. It restarts the whole local broker, so it runs alone.
+// reconnect. It restarts the whole local broker, so it runs alone: the
+// broker tests of other packages wait (brokertest.Exclusive).
 func TestBrokerRestartedUnderLoad(t *testing.T) {
-	e := newEnv(t)
+	e := newEnvWith(t, brokertest.Exclusive)
 	ctl := func(cmd string) {
 		t.Helper()
 		out, err := exec.Command("rabbitmqctl", "-q", cmd).CombinedOutput()

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/brokertest"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
@@ -31,14 +31,7 @@ import (
 // test, never what orders the actors.
 const patience = 60 * time.Second
 
-// brokerURL is the test broker's: FENCEKIT_TEST_AMQP, or the local broker
-// that scripts/ensure-rabbitmq.sh starts.
-func brokerURL() string {
-	if u := os.Getenv("FENCEKIT_TEST_AMQP"); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
+func brokerURL() string { return brokertest.URL() }
 
 // env is one test's database, fake provider and queue of its own.
 type env struct {
@@ -53,8 +46,16 @@ type env struct {
 
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9]+`)
 
+// newEnv is a test's environment; the test shares the broker (see
+// brokertest), unless it took it for itself first.
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, brokertest.Shared)
+}
+
+func newEnvWith(t *testing.T, use func(testing.TB)) *env {
+	t.Helper()
+	use(t)
 	d := dbtest.New(t)
 	srv := fakeprovider.StartWith(fakeprovider.Config{})
 	t.Cleanup(srv.Close)

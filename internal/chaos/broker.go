@@ -83,11 +83,33 @@ func (b *brokerRun) fleetURL(proxy string) string {
 }
 
 // publish publishes ids; what the broker did not confirm the scan finds.
-func (b *brokerRun) publish(ctx context.Context, ids []int64) {
-	if err := b.pub.Publish(ctx, ids...); err == nil {
+func (b *brokerRun) publish(ctx context.Context, ids []int64) error {
+	err := b.pub.Publish(ctx, ids...)
+	if err == nil {
 		b.mu.Lock()
 		b.published += len(ids)
 		b.mu.Unlock()
+	}
+	return err
+}
+
+// publishAll publishes every job's id once, trying again for a while when
+// the broker does not confirm them (one restarting, say): a run whose
+// fleet never saw a message would not test the broker's dispatch.
+func (b *brokerRun) publishAll(ctx context.Context) error {
+	b.mu.Lock()
+	ids := append([]int64(nil), b.ids...)
+	b.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := b.publish(ctx, ids)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			if err != nil {
+				return fmt.Errorf("chaos: publish the jobs' ids to %s: %w", redacted(b.url), err)
+			}
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
@@ -125,7 +147,7 @@ func (r *chaosRun) brokerFault(ctx context.Context, p *fleetProc, hold time.Dura
 		}
 		var settled int
 		_ = r.lockDB.QueryRowContext(ctx, "SELECT COUNT(*) FROM refund_jobs WHERE state NOT IN ('ready', 'running') AND id IN ("+placeholders(len(ids))+")", anys(ids)...).Scan(&settled)
-		b.publish(ctx, ids)
+		_ = b.publish(ctx, ids) // a publish lost is one more fault
 		r.count(faultBrokerStale, settled)
 		r.count(faultBrokerDuplicate, len(ids)-settled)
 	}

@@ -367,10 +367,9 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 	if r.broker != nil {
 		// Every job's id waits in the queue for the fleet's consumers,
 		// which race the fleet's scans for them.
-		r.broker.mu.Lock()
-		ids := append([]int64(nil), r.broker.ids...)
-		r.broker.mu.Unlock()
-		r.broker.publish(ctx, ids)
+		if err := r.broker.publishAll(ctx); err != nil {
+			return Summary{}, err
+		}
 	}
 
 	metrics := toxiproxy.NewMetricsContainer(prometheus.NewRegistry())

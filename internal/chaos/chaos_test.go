@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencekit/fencekit/internal/brokertest"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/internal/history"
 )
@@ -197,12 +198,10 @@ func TestChaosExercisesEveryZombieWriteBack(t *testing.T) {
 	// hint, never a right.
 	t.Run("seed 13 through RabbitMQ, with broker faults, keeps every invariant and refuses every zombie write-back", func(t *testing.T) {
 		t.Parallel()
+		brokertest.Shared(t)
 		var out bytes.Buffer
 		c := config(t, bin)
-		c.Dispatch = DispatchRabbitMQ
-		if u := os.Getenv("FENCEKIT_TEST_AMQP"); u != "" {
-			c.AMQPURL = u
-		}
+		c.Dispatch, c.AMQPURL = DispatchRabbitMQ, brokertest.URL()
 		c.Jobs, c.Workers, c.Duration, c.Seed = 40, 2, 5*time.Second, 13
 		err := Run(context.Background(), dbtest.ScratchDSN(t, "_chaos"), c, &out)
 		if err != nil {
