@@ -145,8 +145,17 @@ func (c *Consumer) session(ctx context.Context, n int, up func()) error {
 			return e
 		case d, ok := <-deliveries:
 			if !ok {
-				deliveries = nil // the channel or connection is closing: closed says why
-				continue
+				// The broker cancelled the consumer (its queue was deleted,
+				// say) or closed the channel, perhaps with the connection
+				// still up: start over, declaring the queue again.
+				select {
+				case e := <-closed:
+					if e != nil {
+						return e
+					}
+				default:
+				}
+				return errors.New("the broker ended the consume (queue deleted, or channel closed)")
 			}
 			c.deliver(d)
 		case <-c.ready:

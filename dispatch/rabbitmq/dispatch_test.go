@@ -210,6 +210,44 @@ func TestBrokerDispatch(t *testing.T) {
 		e.outage(g.Dial, g.Down, g.Up)
 	})
 
+	t.Run("a queue deleted by an operator is declared again and consumed", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		passes := make(chan worker.PassResult, 100)
+		w := e.worker("A", passes, nil)
+		await(t, passes, "first pass")
+		connected, verdicts := make(chan int, 10), make(chan verdict, 10)
+		e.consume("A", w, rabbitmq.Hooks{
+			Connected: func(n int) { connected <- n },
+			BeforeAck: func(id int64, claimed bool, err error) { verdicts <- verdict{id, claimed, err} },
+		}, nil)
+		if n := await(t, connected, "connection"); n != 1 {
+			t.Fatalf("connection %d, want the first", n)
+		}
+		conn, err := amqp.Dial(brokerURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.QueueDelete(e.queue, false, false, false); err != nil {
+			t.Fatal(err)
+		}
+		if n := await(t, connected, "reconnection after the queue was deleted"); n != 2 {
+			t.Fatalf("connection %d, want the second", n)
+		}
+		job := e.enqueue("k")
+		e.publish(e.dispatcher(nil), job.ID)
+		if v := await(t, verdicts, "verdict"); v.id != job.ID || !v.claimed {
+			t.Fatalf("verdict %+v, want job %d claimed by its hint", v, job.ID)
+		}
+		e.settled("k")
+		e.doneOnce("k")
+	})
+
 	t.Run("a queue purged by an operator loses no job: the scan finishes them", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
