@@ -88,6 +88,14 @@ func (c *Client) claimHints(ctx context.Context, limit int) ([]*ent.RefundJobLea
 			}
 			return []*ent.RefundJobLease{l}, nil
 		}, 1)
+		switch {
+		case len(got) == 1:
+			c.m.Hint(HintClaimed)
+		case nothingToDo(err):
+			c.m.Hint(HintNothingToDo)
+		default:
+			c.m.Hint(HintFailed)
+		}
 		if h.Done != nil {
 			h.Done(len(got) == 1, err)
 		}
@@ -112,6 +120,7 @@ func (c *Client) dropHints() {
 	c.hints = nil
 	c.mu.Unlock()
 	for _, h := range hs {
+		c.m.Hint(HintNotTried)
 		if h.Done != nil {
 			h.Done(false, fmt.Errorf("hint for job %d: %w", h.ID, ErrHintNotTried))
 		}

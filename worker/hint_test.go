@@ -3,6 +3,8 @@ package worker_test
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,7 +74,8 @@ func TestWorkerHints(t *testing.T) {
 		f := newFleet(t, fakeprovider.Config{})
 		job := f.enqueue("dup")
 		out := make(chan tried, 10)
-		w, ev := f.newWorker("A", nil)
+		m := &hintCounts{n: map[worker.HintOutcome]int{}}
+		w, ev := f.newWorker("A", func(c *worker.Config) { c.Metrics = m })
 		hint(t, w, job.ID, out)
 		hint(t, w, job.ID, out)
 		f.start(w)
@@ -85,6 +88,9 @@ func TestWorkerHints(t *testing.T) {
 		}
 		ev.settled(t, f, "dup")
 		f.wantSettled("dup", refundjob.StateSucceeded, 1)
+		if got := m.get(); got[worker.HintClaimed] != 1 || got[worker.HintNothingToDo] != 1 || len(got) != 2 {
+			t.Fatalf("hint metrics %v, want one claimed and one with nothing to do", got)
+		}
 	})
 
 	t.Run("a stale hint for a settled job or an unknown id finds nothing", func(t *testing.T) {
@@ -140,4 +146,19 @@ func TestWorkerHints(t *testing.T) {
 			t.Fatal("a stopped worker took a hint")
 		}
 	})
+}
+
+// hintCounts counts the worker's hint outcomes (Metrics.Hint).
+type hintCounts struct {
+	worker.NopMetrics
+	mu sync.Mutex
+	n  map[worker.HintOutcome]int
+}
+
+func (h *hintCounts) Hint(o worker.HintOutcome) { h.mu.Lock(); h.n[o]++; h.mu.Unlock() }
+
+func (h *hintCounts) get() map[worker.HintOutcome]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.n)
 }
