@@ -75,13 +75,13 @@ func (c *Consumer) Prefetch() int { return c.w.HintCapacity() }
 // make a second delivery find nothing to do or claim what is still due.
 // Meanwhile the worker's scan goes on claiming due jobs.
 func (c *Consumer) Run(ctx context.Context) error {
-	wait := c.cfg.ReconnectDelay
-	for n := 1; ; {
+	wait, n := c.cfg.ReconnectDelay, 1 // n: the next connection's ordinal
+	for {
 		err := c.session(ctx, n, func() { wait = c.cfg.ReconnectDelay; n++ })
 		if ctx.Err() != nil {
 			return nil
 		}
-		c.cfg.Logger.Warn("broker consumer: connection lost; dialling again", "in", wait, "err", err)
+		c.cfg.Logger.Warn("broker consumer: the connection or its consume ended; dialling again", "in", wait, "err", err)
 		select {
 		case <-ctx.Done():
 			return nil
