@@ -75,7 +75,9 @@ func (d *Dispatcher) Publish(ctx context.Context, ids ...int64) error {
 		pending, err = d.send(ctx, pending)
 		if err != nil {
 			last = err
-			d.cfg.Logger.Warn("publish due job ids: sending again", "ids", len(pending), "attempt", attempt+1, "err", err)
+			if attempt+1 < d.cfg.PublishAttempts {
+				d.cfg.Logger.Warn("publish due job ids: sending again", "ids", len(pending), "attempt", attempt+1, "err", err)
+			}
 		}
 	}
 	if len(pending) == 0 {
@@ -84,7 +86,17 @@ func (d *Dispatcher) Publish(ctx context.Context, ids ...int64) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("publish %d job ids: %w", len(pending), err)
 	}
-	return fmt.Errorf("publish job ids %v after %d attempts: %w: %w", pending, d.cfg.PublishAttempts, ErrNotConfirmed, last)
+	return fmt.Errorf("publish job ids %s after %d attempts: %w: %w", idList(pending), d.cfg.PublishAttempts, ErrNotConfirmed, last)
+}
+
+// idList names up to ten ids, and how many more.
+func idList(ids []int64) string {
+	const most = 10
+	s := fmt.Sprint(ids[:min(len(ids), most)])
+	if len(ids) > most {
+		s += fmt.Sprintf(" and %d more", len(ids)-most)
+	}
+	return s
 }
 
 // send publishes ids once and waits for their confirms; it returns the ids
