@@ -44,6 +44,7 @@ import (
 
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/chaos"
+	"github.com/fencekit/fencekit/internal/scratchdb"
 	"github.com/fencekit/fencekit/migrations"
 )
 
@@ -181,13 +182,17 @@ func migrate(ctx context.Context, dsn string, create bool, out io.Writer) error 
 		return errors.New("migrate: -dsn: names no database")
 	}
 	if create {
+		ident, err := scratchdb.QuoteIdent(cfg.DBName)
+		if err != nil {
+			return fmt.Errorf("migrate: -dsn: %w", err)
+		}
 		server := cfg.Clone()
 		server.DBName = ""
 		db, err := sql.Open("mysql", server.FormatDSN())
 		if err != nil {
 			return err
 		}
-		_, err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+cfg.DBName+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+		_, err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+ident+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
 		db.Close()
 		if err != nil {
 			return fmt.Errorf("migrate: create database %s: %w", cfg.DBName, err)
