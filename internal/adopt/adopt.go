@@ -22,6 +22,8 @@ package adopt
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/fencekit/fencekit/fencedwrite"
@@ -99,9 +101,16 @@ func (o Options) validate() error {
 		if flag == "actions" {
 			valid = fencekitActions
 		}
-		for from, to := range m {
+		for _, from := range slices.Sorted(maps.Keys(m)) {
+			to := m[from]
 			if !contains(valid, to) {
 				return &fencedwrite.FieldError{Field: flag, Problem: fmt.Sprintf("%s=%s: %q is not a fencekit name (%s)", from, to, to, strings.Join(valid, ", "))}
+			}
+			if contains(valid, from) && from != to {
+				// Rows holding a fencekit name keep it: the mapping would
+				// be ignored, and rows fencekit's workers wrote meanwhile
+				// could not be told from the team's.
+				return &fencedwrite.FieldError{Field: flag, Problem: fmt.Sprintf("%s=%s: %q is a fencekit name, which adopt keeps as it is; map only the team's own names", from, to, from)}
 			}
 		}
 	}
@@ -144,6 +153,9 @@ func contains(list []string, s string) bool {
 }
 
 func quote(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// binary is col compared byte for byte, whatever its collation.
+func binary(col string) string { return "CAST(" + quote(col) + " AS BINARY)" }
 
 func sqlString(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"

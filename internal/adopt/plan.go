@@ -423,7 +423,10 @@ func (pl *planner) addColumns() (Step, error) {
 // mapping returns, for column col, the values to rewrite (legacy ->
 // fencekit), refusing the values it cannot map.
 func (pl *planner) mapping(col string, valid []string, m map[string]string, flag string) (map[string]string, error) {
-	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT "+quote(col)+", COUNT(*) FROM "+quote(Table)+" GROUP BY "+quote(col))
+	// Byte for byte: under a case-insensitive or PAD SPACE collation the
+	// server would group 'Pending' and 'pending ' with 'pending', and the
+	// rewrite would map them all through the one name declared.
+	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT "+binary(col)+", COUNT(*) FROM "+quote(Table)+" GROUP BY "+binary(col))
 	if err != nil {
 		return nil, fmt.Errorf("adopt: read %s values: %w", col, err)
 	}
@@ -453,7 +456,7 @@ func (pl *planner) mapping(col string, valid []string, m map[string]string, flag
 			out[v.v.String] = to
 			continue
 		}
-		where, shown := quote(col)+" = ?", v.v.String
+		where, shown := binary(col)+" = ?", v.v.String
 		args := []any{v.v.String}
 		if !v.v.Valid {
 			where, shown, args = quote(col)+" IS NULL", "NULL", nil
@@ -514,7 +517,7 @@ func (pl *planner) mapValues() (Step, error) {
 			from = append(from, sqlString(k))
 		}
 		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s = CASE %s %s END WHERE id BETWEEN ? AND ? AND %s IN (%s)",
-			quote(Table), quote(col), quote(col), strings.Join(cases, " "), quote(col), strings.Join(from, ", ")))
+			quote(Table), quote(col), binary(col), strings.Join(cases, " "), binary(col), strings.Join(from, ", ")))
 	}
 	if len(s.Batched) > 0 {
 		pl.p.Notes = append(pl.p.Notes, "legacy writers must write fencekit's state and action names before the modify-columns step: "+
