@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -92,25 +93,37 @@ func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o
 		}
 	}
 	for _, q := range s.Batched {
-		// The range ends at the table's highest id when the batch starts:
-		// rows the legacy writers insert meanwhile are covered too.
-		top := p.MaxID
-		for lo := max(p.MinID, s.From, 1); ; lo += int64(o.BatchSize) {
-			if lo > top {
-				if err := conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM "+quote(Table)).Scan(&top); err != nil {
-					return &StepError{Step: s.Name, SQL: q, Err: err}
-				}
-				if lo > top {
-					break
-				}
+		// Each range starts at the next id the table has, so that a gap
+		// of billions of ids costs one query, and ends at most at the top
+		// of BIGINT; ids of 0 and below are covered too. Rows the legacy
+		// writers insert meanwhile are covered when their id is ahead.
+		lo := int64(math.MinInt64)
+		if s.From != 0 {
+			lo = s.From
+		}
+		for {
+			var next sql.NullInt64
+			if err := conn.QueryRowContext(ctx, "SELECT MIN(id) FROM "+quote(Table)+" WHERE id >= ?", lo).Scan(&next); err != nil {
+				return &StepError{Step: s.Name, SQL: q, Err: err}
 			}
+			if !next.Valid {
+				break
+			}
+			lo = next.Int64
 			hi := lo + int64(o.BatchSize) - 1
+			if hi < lo {
+				hi = math.MaxInt64
+			}
 			if _, err := conn.ExecContext(ctx, q, lo, hi); err != nil {
 				return &StepError{Step: s.Name, SQL: q, Err: fmt.Errorf("batch id %d to %d: %w", lo, hi, err)}
 			}
 			if o.Hooks.AfterBatch != nil {
 				o.Hooks.AfterBatch(s.Name, lo, hi)
 			}
+			if hi == math.MaxInt64 {
+				break
+			}
+			lo = hi + 1
 		}
 	}
 	if s.baseline {

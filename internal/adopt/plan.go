@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,6 +99,16 @@ func NewPlan(ctx context.Context, db *sql.DB, o Options) (*Plan, error) {
 	drv, err := atlasmysql.Open(conn)
 	if err != nil {
 		return nil, fmt.Errorf("adopt: open atlas driver: %w", err)
+	}
+	// An id past BIGINT's top (an unsigned BIGINT, or a table whose ids
+	// reached the top) fails Atlas's inspection: refused by name first.
+	var next sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT CAST(AUTO_INCREMENT AS CHAR) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", Table).Scan(&next); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("adopt: %w", err)
+	}
+	if n, err := strconv.ParseUint(next.String, 10, 64); next.Valid && err == nil && n > math.MaxInt64 {
+		return nil, fmt.Errorf("%w: %s.id has reached %d (its next AUTO_INCREMENT value, %d, is past fencekit's id type, bigint, whose top is %d): "+
+			"rows with ids that high cannot be kept; renumber them below it first (nothing was changed)", ErrRefused, Table, n-1, n, int64(math.MaxInt64))
 	}
 	have, err := drv.InspectSchema(ctx, "", &schema.InspectOptions{Exclude: []string{migrations.RevisionTable}})
 	if err != nil {
@@ -973,9 +985,12 @@ func (p *Plan) Format(w io.Writer, batch int) error {
 			fmt.Fprintf(&b, "%s;\n", q)
 		}
 		for _, q := range s.Batched {
-			from := max(p.MinID, s.From, 1)
+			from := p.MinID
+			if s.From != 0 {
+				from = max(from, s.From)
+			}
 			lo, hi := from, from+int64(batch)-1
-			fmt.Fprintf(&b, "-- for each range of %d ids from %d to the highest id when the range starts (the first shown):\n%s;\n", batch, from,
+			fmt.Fprintf(&b, "-- for each range of %d ids from %d to the highest id when the range starts, each range starting at the next existing id (the first shown):\n%s;\n", batch, from,
 				strings.Replace(strings.Replace(q, "?", fmt.Sprint(lo), 1), "?", fmt.Sprint(hi), 1))
 		}
 		if s.baseline {
