@@ -60,8 +60,14 @@ func Apply(ctx context.Context, db *sql.DB, o Options) (*Result, error) {
 		return nil, fmt.Errorf("adopt: connect: %w", err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 5"); err != nil {
-		return nil, fmt.Errorf("adopt: %w", err)
+	// Strict, whatever the server's default: a value that does not fit
+	// fails the statement (apply stops, nothing lost) instead of being
+	// stored truncated or as ''.
+	for _, q := range []string{"SET SESSION lock_wait_timeout = 5",
+		"SET SESSION sql_mode = IF(@@SESSION.sql_mode LIKE '%STRICT\\_%', @@SESSION.sql_mode, CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_TRANS_TABLES'))"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("adopt: %s: %w", q, err)
+		}
 	}
 	res := &Result{Plan: p, Durations: map[string]time.Duration{}}
 	for _, s := range p.Steps {

@@ -143,6 +143,12 @@ type planner struct {
 	// pending are the added columns and those an earlier, interrupted
 	// apply added: they still carry adopt's temporary default.
 	pending map[string]bool
+	// mapped are the rewrites map-values plans, per column (team name ->
+	// fencekit name).
+	mapped map[string]map[string]string
+	// modified are the columns of refund_jobs whose type or collation a
+	// step changes (foreign keys on them are refused).
+	modified map[string]bool
 }
 
 func (pl *planner) refuse(format string, args ...any) {
@@ -181,8 +187,15 @@ func (pl *planner) plan() error {
 	if len(pl.refusals) > 0 {
 		return nil // the checks below read columns that may be missing
 	}
+	// map-values is planned first (widen-columns makes room for the names
+	// it writes) and runs after widen-columns.
+	pl.modified = map[string]bool{}
+	mapValues, err := pl.mapValues()
+	if err != nil {
+		return err
+	}
 	for _, step := range []func() (Step, error){
-		pl.addColumns, pl.mapValues, pl.modifyColumns, pl.backfillTimes, pl.dropDefaults, pl.addIndexes,
+		pl.addColumns, pl.widenColumns, func() (Step, error) { return mapValues, nil }, pl.modifyColumns, pl.backfillTimes, pl.dropDefaults, pl.addIndexes,
 		pl.createTables, pl.backfillKeys, pl.backfillLedger, pl.observeMode, pl.fence, pl.catchUp, pl.baseline,
 	} {
 		s, err := step()
@@ -519,7 +532,8 @@ func (pl *planner) mapValues() (Step, error) {
 	if err != nil {
 		return s, err
 	}
-	for col, m := range map[string]map[string]string{"state": states, "next_action": actions} {
+	pl.mapped = map[string]map[string]string{"state": states, "next_action": actions}
+	for col, m := range pl.mapped {
 		if len(m) == 0 {
 			continue
 		}
@@ -535,6 +549,97 @@ func (pl *planner) mapValues() (Step, error) {
 		pl.p.Notes = append(pl.p.Notes, "legacy writers must write fencekit's state and action names before the modify-columns step: "+
 			"a row written with a team name after its batch makes that step fail (nothing is lost; run apply again)")
 	}
+	return s, nil
+}
+
+// widenColumns makes room in state and next_action for the fencekit names
+// map-values writes, when the team's column cannot hold them: an ENUM of
+// the team's names, or a CHAR or VARCHAR shorter than a name. The column
+// becomes a VARCHAR long enough for every team and fencekit name, with its
+// collation, nullability and default: every value is kept byte for byte.
+// Without it, map-values fails on a strict server and, on one that is not,
+// stores an empty string or a truncated name (the row's state lost).
+func (pl *planner) widenColumns() (Step, error) {
+	s := Step{
+		Name: "widen-columns",
+		What: "widens the team's state or next_action so that it can hold fencekit's names before map-values writes them (each value kept byte for byte)",
+		Locks: "a VARCHAR made longer (within 255 bytes) is a metadata change (INSTANT); an ENUM or CHAR made a VARCHAR is a table copy " +
+			"(ALGORITHM=COPY, LOCK=SHARED: reads go on, writes to refund_jobs wait for the copy, as modify-columns)",
+		Rollback: "ALTER TABLE refund_jobs MODIFY the column back to its old type, before map-values ran (after it, the rows hold fencekit's names: map-values' rollback first)",
+		Online:   true,
+	}
+	var mods []schema.Change
+	var names []string
+	copies := false
+	for _, col := range []string{"state", "next_action"} {
+		l, ok := pl.legacy.Column(col)
+		if !ok || len(pl.mapped[col]) == 0 {
+			continue
+		}
+		longest := 0
+		var targets []string
+		for _, to := range pl.mapped[col] {
+			longest = max(longest, len(to))
+			targets = append(targets, to)
+		}
+		var size int
+		switch t := l.Type.Type.(type) {
+		case *schema.EnumType:
+			missing := false
+			for _, to := range targets {
+				missing = missing || !slices.Contains(t.Values, to)
+			}
+			if !missing {
+				continue
+			}
+			for _, v := range t.Values {
+				size = max(size, len(v))
+			}
+			copies = true
+		case *schema.StringType:
+			if t.Size >= longest {
+				continue
+			}
+			size = t.Size
+			copies = copies || t.T != "varchar"
+		default:
+			continue
+		}
+		to := *l
+		to.Type = &schema.ColumnType{Type: &schema.StringType{T: "varchar", Size: max(size, longest)}, Raw: fmt.Sprintf("varchar(%d)", max(size, longest)), Null: l.Type.Null}
+		// Its collation and charset said outright: add-columns may have
+		// changed the table's default.
+		to.Attrs = slices.DeleteFunc(slices.Clone(l.Attrs), func(a schema.Attr) bool {
+			_, cs := a.(*schema.Charset)
+			_, co := a.(*schema.Collation)
+			return cs || co
+		})
+		if c := collation(l.Attrs, pl.legacy.Attrs); c != "" {
+			cs, ok := charset(l.Attrs)
+			if !ok {
+				cs, _ = charset(pl.legacy.Attrs)
+			}
+			to.Attrs = append(to.Attrs, &schema.Charset{V: cs}, &schema.Collation{V: c})
+		}
+		mods = append(mods, &schema.ModifyColumn{From: l, To: &to, Change: schema.ChangeType})
+		names = append(names, fmt.Sprintf("%s to varchar(%d)", col, max(size, longest)))
+		pl.modified[col] = true
+	}
+	if len(mods) == 0 {
+		return s, nil
+	}
+	stmts, err := pl.render(&schema.ModifyTable{T: pl.legacy, Changes: mods})
+	if err != nil {
+		return s, err
+	}
+	for _, st := range stmts {
+		if copies {
+			st += ", ALGORITHM=COPY, LOCK=SHARED"
+		}
+		s.SQL = append(s.SQL, st)
+	}
+	s.Online = !copies
+	s.What += ": " + strings.Join(names, ", ")
 	return s, nil
 }
 
@@ -590,6 +695,9 @@ func (pl *planner) modifyColumns() (Step, error) {
 		}
 		mods = append(mods, &schema.ModifyColumn{From: l, To: c, Change: kind})
 		names = append(names, c.Name)
+		if kind&^schema.ChangeDefault&^schema.ChangeNull != 0 {
+			pl.modified[c.Name] = true
+		}
 	}
 	if len(mods) == 0 {
 		return s, nil
