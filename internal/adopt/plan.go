@@ -206,7 +206,88 @@ func (pl *planner) plan() error {
 			pl.p.Steps = append(pl.p.Steps, s)
 		}
 	}
+	return pl.foreignKeys()
+}
+
+// foreignKeys refuses a foreign key to or from refund_jobs on a column
+// whose type or collation a step changes (the server refuses the change,
+// error 1832/1833, or the key would join columns of different types), and
+// names the others in the plan: they stay.
+func (pl *planner) foreignKeys() error {
+	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT CONSTRAINT_NAME, TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME "+
+		"FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_NAME IS NOT NULL AND "+
+		"((TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?) OR (REFERENCED_TABLE_SCHEMA = DATABASE() AND REFERENCED_TABLE_NAME = ?)) "+
+		"ORDER BY TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION", Table, Table)
+	if err != nil {
+		return fmt.Errorf("adopt: read foreign keys: %w", err)
+	}
+	defer rows.Close()
+	type fk struct {
+		name, from, to string
+		changed        []string
+		incoming       bool
+	}
+	var keys []*fk
+	byName := map[string]*fk{}
+	for rows.Next() {
+		var name, schemaName, table, col, refSchema, refTable, refCol string
+		if err := rows.Scan(&name, &schemaName, &table, &col, &refSchema, &refTable, &refCol); err != nil {
+			return fmt.Errorf("adopt: read foreign keys: %w", err)
+		}
+		id := schemaName + "." + table + "." + name
+		k := byName[id]
+		if k == nil {
+			k = &fk{name: name}
+			byName[id] = k
+			keys = append(keys, k)
+		}
+		qualify := func(s, t string) string {
+			if s == pl.p.Database {
+				return t
+			}
+			return s + "." + t
+		}
+		k.from += sep(k.from) + qualify(schemaName, table) + "." + col
+		k.to += sep(k.to) + qualify(refSchema, refTable) + "." + refCol
+		mine := ""
+		if schemaName == pl.p.Database && table == Table {
+			mine = col
+		}
+		if refSchema == pl.p.Database && refTable == Table {
+			k.incoming = true
+			if mine == "" || pl.modified[refCol] {
+				mine = refCol
+			}
+		}
+		if pl.modified[mine] {
+			k.changed = append(k.changed, Table+"."+mine)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("adopt: read foreign keys: %w", err)
+	}
+	for _, k := range keys {
+		if len(k.changed) > 0 {
+			pl.refuse("foreign key %s (%s -> %s) covers %s, whose type or collation adopt changes (a table copy): the server refuses that. "+
+				"Drop the foreign key first and add it again after apply, with the referencing column of the new type (refund_jobs.id is bigint)",
+				k.name, k.from, k.to, strings.Join(k.changed, ", "))
+			continue
+		}
+		note := fmt.Sprintf("the foreign key %s (%s -> %s) stays as it is; adopt changes none of its columns", k.name, k.from, k.to)
+		if k.incoming {
+			note += ". refund_jobs_archive(cutoff) deletes archived jobs from refund_jobs: a row referencing one makes the archival fail (RESTRICT) " +
+				"or is deleted with it (CASCADE); the archive has no foreign key (CREATE TABLE … LIKE copies none)"
+		}
+		pl.p.Notes = append(pl.p.Notes, note)
+	}
 	return nil
+}
+
+func sep(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ", "
 }
 
 // columns checks every fencekit column against the team's table.
