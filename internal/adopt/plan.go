@@ -1072,27 +1072,52 @@ func (pl *planner) fence() (Step, error) {
 		Online:   true,
 		routines: true,
 	}
-	existing := map[string]bool{}
-	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT CONCAT('trigger ', TRIGGER_NAME) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() "+
-		"UNION ALL SELECT CONCAT('procedure ', ROUTINE_NAME) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()")
+	// existing are the triggers and procedures the database has, each
+	// with what shows it is fencekit's: a trigger's CREATE as the target's
+	// is written (from information_schema), a procedure's body.
+	existing := map[string]string{}
+	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT CONCAT('trigger ', TRIGGER_NAME), "+
+		"CONCAT('CREATE TRIGGER `', REPLACE(TRIGGER_NAME, '`', '``'), '` ', ACTION_TIMING, ' ', EVENT_MANIPULATION, ' ON `', REPLACE(EVENT_OBJECT_TABLE, '`', '``'), '` FOR EACH ROW ', ACTION_STATEMENT) "+
+		"FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() "+
+		"UNION ALL SELECT CONCAT('procedure ', ROUTINE_NAME), COALESCE(ROUTINE_DEFINITION, '') FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()")
 	if err != nil {
 		return s, fmt.Errorf("adopt: %w", err)
 	}
 	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
+		var k, def string
+		if err := rows.Scan(&k, &def); err != nil {
 			rows.Close()
 			return s, err
 		}
-		existing[k] = true
+		existing[k] = def
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return s, err
+	}
+	// One of fencekit's names that is not fencekit's routine: taking it for
+	// the fence would leave the table unfenced (or fenced by the team's
+	// rules), so it is refused; an interrupted apply's own are kept.
+	for _, r := range pl.target.Routines {
+		def, ok := existing[r.Kind+" "+r.Name]
+		if !ok {
+			continue
+		}
+		same := def == r.Create
+		if r.Kind == "procedure" {
+			same = strings.TrimSpace(def) != "" && strings.Contains(r.Create, strings.TrimSpace(def))
+		}
+		if !same {
+			pl.refuse("the database has a %s %s that is not fencekit's (its definition differs): fencekit's fence needs that name; rename the team's %s first (it would otherwise stand in for the fence)",
+				r.Kind, r.Name, r.Kind)
+		}
+	}
 	names := map[string]bool{}
 	var tables []string
 	var triggers []string
 	for _, r := range pl.target.Routines {
 		names[r.Kind+" "+r.Name] = true
-		if existing[r.Kind+" "+r.Name] {
+		if _, ok := existing[r.Kind+" "+r.Name]; ok {
 			continue
 		}
 		if r.Kind != "trigger" {
@@ -1124,9 +1149,11 @@ func (pl *planner) fence() (Step, error) {
 			"(measured: under 0.5 s); the lock waits for transactions open on them (lock_wait_timeout 5 s, then apply retries). " +
 			"Without the LOCK TABLES privilege, each CREATE TRIGGER takes only a short exclusive metadata lock, and a legacy write racing it may fail once (error 1305 on MariaDB)"
 	}
-	for k := range existing {
+	for _, k := range slices.Sorted(maps.Keys(existing)) {
 		if !names[k] {
-			pl.p.Notes = append(pl.p.Notes, "the database has "+k+", which is not fencekit's: it stays, and runs beside the fence")
+			pl.p.Notes = append(pl.p.Notes, "the database has "+k+", which is not fencekit's: it stays, and runs beside the fence "+
+				"(a team trigger on refund_jobs runs before fencekit's of the same timing and event, which were created after it: what it sets, the fence checks; "+
+				"a write it makes to refund_jobs or the ledger is checked by the fence like any legacy writer's)")
 		}
 	}
 	return s, nil
