@@ -649,8 +649,7 @@ func (pl *planner) widenColumns() (Step, error) {
 		Rollback: "ALTER TABLE refund_jobs MODIFY the column back to its old type, before map-values ran (after it, the rows hold fencekit's names: map-values' rollback first)",
 		Online:   true,
 	}
-	var mods []schema.Change
-	var names []string
+	var mods, names []string
 	copies := false
 	for _, col := range []string{"state", "next_action"} {
 		l, ok := pl.legacy.Column(col)
@@ -686,39 +685,40 @@ func (pl *planner) widenColumns() (Step, error) {
 		default:
 			continue
 		}
-		to := *l
-		to.Type = &schema.ColumnType{Type: &schema.StringType{T: "varchar", Size: max(size, longest)}, Raw: fmt.Sprintf("varchar(%d)", max(size, longest)), Null: l.Type.Null}
-		// Its collation and charset said outright: add-columns may have
-		// changed the table's default.
-		to.Attrs = slices.DeleteFunc(slices.Clone(l.Attrs), func(a schema.Attr) bool {
-			_, cs := a.(*schema.Charset)
-			_, co := a.(*schema.Collation)
-			return cs || co
-		})
-		if c := collation(l.Attrs, pl.legacy.Attrs); c != "" {
+		// Written out here, not by Atlas: its COLLATE is left out when it
+		// is the table's or the charset's default, and add-columns may
+		// have changed the table's default by the time this runs.
+		def := fmt.Sprintf("MODIFY COLUMN %s varchar(%d)", quote(col), max(size, longest))
+		if co := collation(l.Attrs, pl.legacy.Attrs); co != "" {
 			cs, ok := charset(l.Attrs)
 			if !ok {
 				cs, _ = charset(pl.legacy.Attrs)
 			}
-			to.Attrs = append(to.Attrs, &schema.Charset{V: cs}, &schema.Collation{V: c})
+			def += " CHARACTER SET " + cs + " COLLATE " + co
 		}
-		mods = append(mods, &schema.ModifyColumn{From: l, To: &to, Change: schema.ChangeType})
+		if l.Type.Null {
+			def += " NULL"
+		} else {
+			def += " NOT NULL"
+		}
+		switch d := l.Default.(type) {
+		case *schema.Literal:
+			def += " DEFAULT " + sqlString(unquote(d.V))
+		case *schema.RawExpr:
+			def += " DEFAULT " + sqlString(unquote(d.X))
+		}
+		mods = append(mods, def)
 		names = append(names, fmt.Sprintf("%s to varchar(%d)", col, max(size, longest)))
 		pl.modified[col] = true
 	}
 	if len(mods) == 0 {
 		return s, nil
 	}
-	stmts, err := pl.render(&schema.ModifyTable{T: pl.legacy, Changes: mods})
-	if err != nil {
-		return s, err
+	st := "ALTER TABLE " + quote(Table) + " " + strings.Join(mods, ", ")
+	if copies {
+		st += ", ALGORITHM=COPY, LOCK=SHARED"
 	}
-	for _, st := range stmts {
-		if copies {
-			st += ", ALGORITHM=COPY, LOCK=SHARED"
-		}
-		s.SQL = append(s.SQL, st)
-	}
+	s.SQL = append(s.SQL, st)
 	s.Online = !copies
 	s.What += ": " + strings.Join(names, ", ")
 	return s, nil
@@ -801,6 +801,15 @@ func hasAutoIncrement(c *schema.Column) bool {
 		}
 	}
 	return false
+}
+
+// unquote is a string literal's value as Atlas's inspection shows it
+// (quoted, a quote in it doubled or escaped with a backslash).
+func unquote(v string) string {
+	if len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' {
+		v = strings.NewReplacer(`''`, `'`, `\'`, `'`, `\\`, `\`).Replace(v[1 : len(v)-1])
+	}
+	return v
 }
 
 func sameDefault(a, b schema.Expr) bool {

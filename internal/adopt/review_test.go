@@ -73,12 +73,33 @@ func refused(t *testing.T, db *sql.DB, o adopt.Options, wants ...string) {
 func TestApplyAdoptsTeamEnums(t *testing.T) {
 	t.Parallel()
 	db := legacyDB(t, func(db *sql.DB) {
-		exec(t, db, "ALTER TABLE refund_jobs MODIFY state ENUM('pending','processing','done','error','review') NOT NULL DEFAULT 'pending', "+
+		exec(t, db, "ALTER TABLE refund_jobs MODIFY state ENUM('pending','processing','done','error','review') CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL DEFAULT 'pending', "+
 			"MODIFY next_action ENUM('refund','check') NOT NULL DEFAULT 'refund', ADD COLUMN priority ENUM('low','HIGH') NOT NULL DEFAULT 'low'")
+		// state's collation is the table's default (what Atlas leaves out
+		// of a MODIFY).
+		exec(t, db, "ALTER TABLE refund_jobs DEFAULT CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci")
 	})
 	before := teamRows(t, db)
-	if _, err := adopt.Apply(context.Background(), db, options()); err != nil {
+	o := options()
+	widened := false
+	o.Hooks.AfterStep = func(step string) {
+		if step != "widen-columns" {
+			return
+		}
+		widened = true
+		// Widened with its collation, whatever the table's default is by
+		// now (add-columns made it utf8mb4_bin).
+		var typ, coll, def string
+		if err := db.QueryRow("SELECT COLUMN_TYPE, COLLATION_NAME, COLUMN_DEFAULT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'refund_jobs' AND COLUMN_NAME = 'state'").Scan(&typ, &coll, &def); err != nil ||
+			typ != "varchar(13)" || coll != "utf8mb4_general_ci" || def != "'pending'" {
+			t.Errorf("state after widen-columns: %s %s default %s (%v), want varchar(13) utf8mb4_general_ci default 'pending'", typ, coll, def, err)
+		}
+	}
+	if _, err := adopt.Apply(context.Background(), db, o); err != nil {
 		t.Fatal(err)
+	}
+	if !widened {
+		t.Error("no widen-columns step ran")
 	}
 	wantMapped(t, db, before)
 	if typ := columnType(t, db, "refund_jobs", "priority"); typ != "enum('low','HIGH')" {
