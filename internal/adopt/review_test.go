@@ -313,3 +313,34 @@ func TestMappingOfAFencekitNameIsRefused(t *testing.T) {
 		t.Fatalf("two team names onto ready: %v", err)
 	}
 }
+
+// Apply stopped after part of the fence was created (simulated: stopped
+// before catch-up, two of the fence's triggers dropped): running it again
+// takes the fence's own triggers for fencekit's (no refusal), creates the
+// missing ones and finishes.
+func TestApplyAgainAfterAnInterruptedFence(t *testing.T) {
+	t.Parallel()
+	db := legacyDB(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	o := options()
+	o.Hooks.BeforeStep = func(step string) {
+		if step == "catch-up" {
+			cancel()
+		}
+	}
+	if _, err := adopt.Apply(ctx, db, o); !errors.Is(err, context.Canceled) {
+		t.Fatalf("apply stopped before catch-up: %v", err)
+	}
+	exec(t, db, "DROP TRIGGER refund_jobs_register_key")
+	exec(t, db, "DROP TRIGGER refunds_follow_job")
+	if _, err := adopt.Apply(context.Background(), db, options()); err != nil {
+		t.Fatalf("apply again: %v", err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN ('refund_jobs_register_key', 'refunds_follow_job')").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d of the 2 dropped triggers after apply again (%v)", n, err)
+	}
+	if extra := schemaDiff(t, db); len(extra) > 0 {
+		t.Fatalf("the schema after apply again differs: %v", extra)
+	}
+}
