@@ -344,3 +344,30 @@ func TestApplyAgainAfterAnInterruptedFence(t *testing.T) {
 		t.Fatalf("the schema after apply again differs: %v", extra)
 	}
 }
+
+// Names the team chose (a column, a trigger) are printed in the plan's
+// comments: a newline in one cannot end the comment and put a statement
+// of its own into the plan the on-call engineer reads and may run.
+func TestPlanCommentsCannotCarryStatements(t *testing.T) {
+	t.Parallel()
+	db := legacyDB(t, func(db *sql.DB) {
+		exec(t, db, "ALTER TABLE refund_jobs ADD COLUMN `x\nDROP TABLE refunds; --` INT NOT NULL")
+		exec(t, db, "CREATE TRIGGER `t\rDROP DATABASE payments; \x1b[2J` AFTER UPDATE ON refund_jobs FOR EACH ROW SET @x = 1")
+	})
+	p, err := adopt.NewPlan(context.Background(), db, options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := p.Format(&out, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "DROP ") || strings.ContainsAny(line, "\r\x1b") {
+			t.Errorf("the plan has a line a team name wrote: %q", line)
+		}
+	}
+	if !strings.Contains(out.String(), `x\nDROP TABLE refunds`) {
+		t.Errorf("the plan does not name the team's column escaped")
+	}
+}
