@@ -60,14 +60,11 @@ func Apply(ctx context.Context, db *sql.DB, o Options) (*Result, error) {
 		return nil, fmt.Errorf("adopt: connect: %w", err)
 	}
 	defer conn.Close()
-	// Strict, whatever the server's default: a value that does not fit
-	// fails the statement (apply stops, nothing lost) instead of being
-	// stored truncated or as ''.
-	for _, q := range []string{"SET SESSION lock_wait_timeout = 5",
-		"SET SESSION sql_mode = IF(@@SESSION.sql_mode LIKE '%STRICT\\_%', @@SESSION.sql_mode, CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_TRANS_TABLES'))"} {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("adopt: %s: %w", q, err)
-		}
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 5"); err != nil {
+		return nil, fmt.Errorf("adopt: %w", err)
+	}
+	if err := sessionMode(ctx, conn); err != nil {
+		return nil, err
 	}
 	res := &Result{Plan: p, Durations: map[string]time.Duration{}}
 	for _, s := range p.Steps {
@@ -136,6 +133,36 @@ func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o
 		if err := migrations.RecordBaseline(ctx, db, p.Baseline, p.BaselineDesc); err != nil {
 			return &StepError{Step: s.Name, SQL: "record the baseline", Err: err}
 		}
+	}
+	return nil
+}
+
+// sessionMode makes apply's session strict, whatever the server's default
+// (a value that does not fit fails the statement, apply stops and nothing
+// is lost, instead of being stored truncated or empty), and drops
+// NO_BACKSLASH_ESCAPES, so that the string literals of the plan's
+// statements (sqlString) mean what they say.
+func sessionMode(ctx context.Context, conn *sql.Conn) error {
+	var mode string
+	if err := conn.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("adopt: read sql_mode: %w", err)
+	}
+	var modes []string
+	strict := false
+	for _, m := range strings.Split(mode, ",") {
+		switch m {
+		case "", "NO_BACKSLASH_ESCAPES":
+			continue
+		case "STRICT_TRANS_TABLES", "STRICT_ALL_TABLES":
+			strict = true
+		}
+		modes = append(modes, m)
+	}
+	if !strict {
+		modes = append(modes, "STRICT_TRANS_TABLES")
+	}
+	if _, err := conn.ExecContext(ctx, "SET SESSION sql_mode = ?", strings.Join(modes, ",")); err != nil {
+		return fmt.Errorf("adopt: set sql_mode: %w", err)
 	}
 	return nil
 }

@@ -371,3 +371,26 @@ func TestPlanCommentsCannotCarryStatements(t *testing.T) {
 		t.Errorf("the plan does not name the team's column escaped")
 	}
 }
+
+// A team name with a backslash is mapped on a server whose sql_mode has
+// NO_BACKSLASH_ESCAPES (the DSN's, here): the rewrite's literals mean
+// what they say in either mode.
+func TestMappingWithNoBackslashEscapes(t *testing.T) {
+	t.Parallel()
+	legacy := legacyDB(t, func(db *sql.DB) {
+		exec(t, db, "INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, state) VALUES ('k-7', 'pay-7', 700, 'EUR', 'on\\\\hold')")
+	})
+	db := dbtest.OpenDSN(t, dsnOf(t, legacy)+"&sql_mode=%27STRICT_TRANS_TABLES,NO_BACKSLASH_ESCAPES%27")
+	o := options()
+	o.States = map[string]string{`on\hold`: "manual_review"}
+	for k, v := range states {
+		o.States[k] = v
+	}
+	if _, err := adopt.Apply(context.Background(), db, o); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := db.QueryRow("SELECT state FROM refund_jobs WHERE id = 7").Scan(&got); err != nil || got != "manual_review" {
+		t.Fatalf("state of id 7: %q (%v), want manual_review", got, err)
+	}
+}
