@@ -1114,7 +1114,14 @@ func (pl *planner) fence() (Step, error) {
 		}
 		same := def == r.Create
 		if r.Kind == "procedure" {
-			same = strings.TrimSpace(def) != "" && strings.Contains(r.Create, strings.TrimSpace(def))
+			if strings.TrimSpace(def) == "" {
+				// information_schema hides the body from an account that is
+				// not the procedure's definer and lacks the privilege.
+				pl.refuse("the database has a procedure %s whose definition this account cannot read: run adopt as its definer, "+
+					"or grant the account SHOW CREATE ROUTINE (MariaDB) / SELECT on mysql.proc, so that adopt can tell whether it is fencekit's", r.Name)
+				continue
+			}
+			same = strings.Contains(r.Create, strings.TrimSpace(def))
 		}
 		if !same {
 			pl.refuse("the database has a %s %s that is not fencekit's (its definition differs): fencekit's fence needs that name; rename the team's %s first (it would otherwise stand in for the fence)",
