@@ -105,14 +105,19 @@ func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o
 			lo = s.From
 		}
 		for {
-			var next sql.NullInt64
-			if err := conn.QueryRowContext(ctx, "SELECT MIN(id) FROM "+quote(Table)+" WHERE id >= ?", lo).Scan(&next); err != nil {
-				return &StepError{Step: s.Name, SQL: q, Err: err}
-			}
-			if !next.Valid {
+			// Not MIN(id): MariaDB 10.11 answers SELECT MIN(id) WHERE id >= c
+			// with the column's top value when c is past its type's range
+			// (INT UNSIGNED, c = 2^32+1 gives 2^32-1), and the walk would
+			// never end (TestApplyKeepsTheTopOfAnUnsignedInt).
+			var next int64
+			err := conn.QueryRowContext(ctx, "SELECT id FROM "+quote(Table)+" WHERE id >= ? ORDER BY id LIMIT 1", lo).Scan(&next)
+			if errors.Is(err, sql.ErrNoRows) || err == nil && next < lo {
 				break
 			}
-			lo = next.Int64
+			if err != nil {
+				return &StepError{Step: s.Name, SQL: q, Err: err}
+			}
+			lo = next
 			hi := lo + int64(o.BatchSize) - 1
 			if hi < lo {
 				hi = math.MaxInt64

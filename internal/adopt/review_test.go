@@ -394,3 +394,25 @@ func TestMappingWithNoBackslashEscapes(t *testing.T) {
 		t.Fatalf("state of id 7: %q (%v), want manual_review", got, err)
 	}
 }
+
+// An unsigned INT id at the top of its type becomes fencekit's BIGINT with
+// its value: the row is kept, registered and opened in the ledger.
+func TestApplyKeepsTheTopOfAnUnsignedInt(t *testing.T) {
+	t.Parallel()
+	db := legacyDB(t, func(db *sql.DB) {
+		exec(t, db, "ALTER TABLE refund_jobs MODIFY id INT UNSIGNED NOT NULL AUTO_INCREMENT")
+		exec(t, db, "INSERT INTO refund_jobs (id, operation_key, payment_ref, amount_minor, currency, state) VALUES (4294967295, 'k-top', 'p', 1, 'EUR', 'done')")
+	})
+	before := teamRows(t, db)
+	if _, err := adopt.Apply(context.Background(), db, options()); err != nil {
+		t.Fatal(err)
+	}
+	wantMapped(t, db, before)
+	var status string
+	if err := db.QueryRow("SELECT r.status FROM refunds r JOIN refund_jobs_keys k USING (operation_key) WHERE r.operation_key = 'k-top'").Scan(&status); err != nil || status != "refunded" {
+		t.Fatalf("ledger row of id 4294967295: %q (%v)", status, err)
+	}
+	if typ := columnType(t, db, "refund_jobs", "id"); typ != "bigint(20)" && typ != "bigint" {
+		t.Fatalf("id is %s after adopt", typ)
+	}
+}
