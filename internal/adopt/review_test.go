@@ -142,6 +142,15 @@ func TestApplyRefusesOrKeepsForeignKeys(t *testing.T) {
 		})
 		refused(t, db, options(), "fk_notes_job", "refund_notes", "refund_jobs.id")
 	})
+	t.Run("from a widened column", func(t *testing.T) {
+		t.Parallel()
+		db := legacyDB(t, func(db *sql.DB) {
+			exec(t, db, "CREATE TABLE team_keys (op VARCHAR(64) NOT NULL PRIMARY KEY) CHARSET utf8mb4 COLLATE utf8mb4_bin")
+			exec(t, db, "INSERT INTO team_keys SELECT operation_key FROM refund_jobs")
+			exec(t, db, "ALTER TABLE refund_jobs ADD CONSTRAINT fk_job_key FOREIGN KEY (operation_key) REFERENCES team_keys (op)")
+		})
+		refused(t, db, options(), "fk_job_key", "refund_jobs.operation_key")
+	})
 	t.Run("kept", func(t *testing.T) {
 		t.Parallel()
 		db := legacyDB(t, func(db *sql.DB) {
