@@ -54,9 +54,21 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "refundd:", err)
+		printError(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// printError prints err for the operator's terminal: every line made inert
+// (an error may quote a provider's, a webhook's or a DSN's text), and the
+// lines after the first indented, so that text inside an error cannot pass
+// for a line of its own.
+func printError(w io.Writer, err error) {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = inert(l)
+	}
+	fmt.Fprintln(w, "refundd: "+strings.Join(lines, "\n  "))
 }
 
 func usage(w io.Writer) {
