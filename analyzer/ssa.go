@@ -220,6 +220,57 @@ func arg(call *ssa.Call, i int) ssa.Value {
 	return nil
 }
 
+// queryArg returns the SSA value of a direct sink's query, parameter i: a
+// string, or the value boxed in an any parameter, or in an element of a
+// variadic ...any (xorm's Exec(sqlOrArgs ...any)).
+func queryArg(call *ssa.Call, i int) ssa.Value {
+	v := arg(call, i)
+	if v == nil {
+		v = variadicElem(call, i)
+	}
+	if mi, ok := v.(*ssa.MakeInterface); ok {
+		v = mi.X
+	}
+	return v
+}
+
+// variadicElem returns the value stored in element i-n+1 of the slice
+// that SSA builds for a variadic call (n parameters), or nil.
+func variadicElem(call *ssa.Call, i int) ssa.Value {
+	sig := call.Call.Signature()
+	last := sig.Params().Len() - 1
+	if !sig.Variadic() || i < last {
+		return nil
+	}
+	j := last + boolInt(!call.Call.IsInvoke() && sig.Recv() != nil)
+	if j >= len(call.Call.Args) {
+		return nil
+	}
+	sl, ok := call.Call.Args[j].(*ssa.Slice)
+	if !ok {
+		return nil
+	}
+	alloc, ok := sl.X.(*ssa.Alloc)
+	if !ok {
+		return nil
+	}
+	for _, r := range *alloc.Referrers() {
+		ia, ok := r.(*ssa.IndexAddr)
+		if !ok {
+			continue
+		}
+		if k, ok := ia.Index.(*ssa.Const); !ok || k.Int64() != int64(i-last) {
+			continue
+		}
+		for _, r := range *ia.Referrers() {
+			if st, ok := r.(*ssa.Store); ok && st.Addr == ia {
+				return st.Val
+			}
+		}
+	}
+	return nil
+}
+
 // siteArg returns the SSA value of a wrapper site's argument for
 // parameter i. A method expression's call passes the receiver first,
 // whether SSA calls the method or a thunk.
@@ -247,7 +298,7 @@ func (s *ssaState) judge(k ssaSite) {
 	s.steps = 0
 	var ts []template
 	if k.st.query >= 0 {
-		if v := arg(k.call, k.st.query); v != nil {
+		if v := queryArg(k.call, k.st.query); v != nil {
 			ts = s.resolve(v, 0)
 		}
 	} else {

@@ -749,7 +749,11 @@ func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 	}
 	c.builderCall(call, fn, stack)
 	if i := c.sinkQueryIndex(fn); i >= 0 {
-		if i < len(call.Args) {
+		// An any parameter (xorm, bun's variadic any) holds a query only
+		// when a string is passed; a spread slice (Exec(args...)) is not
+		// seen.
+		spread := call.Ellipsis.IsValid() && i >= len(call.Args)-1
+		if i < len(call.Args) && !spread && stringish(c.pass.TypesInfo.TypeOf(call.Args[i])) {
 			if _, ok := c.static(call.Args[i]); !ok {
 				c.addSite(&site{call: call, query: i})
 			}
