@@ -703,10 +703,12 @@ func (c *checker) inMessage(e ast.Expr, stack []ast.Node) bool {
 	return messageCall(typeutil.Callee(c.pass.TypesInfo, call))
 }
 
+// dropUnprovable drops what was judged by its tokens alone (the parser did
+// not read the text): in a message, it is prose.
 func dropUnprovable(ps []sqlcheck.Problem) []sqlcheck.Problem {
 	out := ps[:0]
 	for _, p := range ps {
-		if p.Kind != sqlcheck.Unprovable {
+		if p.Kind != sqlcheck.Unprovable && !p.Unread {
 			out = append(out, p)
 		}
 	}
