@@ -751,6 +751,9 @@ func (s *ssaState) resolveCall(x *ssa.Call, depth int) []template {
 	case isBuilderMethod(fn, "String") && len(x.Call.Args) == 1:
 		return s.builder(x.Call.Args[0], x, depth)
 	}
+	if marker, ok := sqlcSliceSSA(x); ok {
+		return expandSlice(s.resolve(x.Call.Args[0], depth), marker)
+	}
 	if fn != nil {
 		if obj, ok := fn.Object().(*types.Func); ok {
 			if i := identityArg(obj); i >= 0 {
