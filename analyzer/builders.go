@@ -77,7 +77,7 @@ func (c *checker) builderCall(call *ast.CallExpr, fn *types.Func, stack []ast.No
 		return
 	}
 	switch fn.Pkg().Path() {
-	case squirrelPath, goquPath, entSQLPath:
+	case squirrelPath, goquPath, entSQLPath, dbrPath, dbr1Path:
 	case gormPath:
 		c.gormWrite(call, fn, stack)
 		return
@@ -96,6 +96,17 @@ func (c *checker) builderCall(call *ast.CallExpr, fn *types.Func, stack []ast.No
 // table.
 func (c *checker) builderCtor(call *ast.CallExpr, fn *types.Func) *bmodel {
 	var verb string
+	if isDBRPath(fn.Pkg().Path()) {
+		verb = dbrCtor(fn.Name())
+		if verb == "" || len(call.Args) != 1 {
+			return nil
+		}
+		t, ok := c.static(call.Args[0])
+		if !ok {
+			return nil
+		}
+		return &bmodel{verb: verb, pos: call.Pos(), kind: dbrLib, lib: "dbr." + fn.Name(), paren: true, table: strings.ToLower(t)}
+	}
 	switch fn.Name() {
 	case "Update":
 		verb = "UPDATE"
@@ -247,6 +258,8 @@ func (c *checker) builderMethod(m *bmodel, fn *types.Func, call *ast.CallExpr, c
 		case "Table", "Into":
 			c.retable(m, arg(0))
 		}
+	case dbrLib:
+		c.dbrMethod(m, fn, args, cond)
 	case "ent":
 		switch fn.Name() {
 		case "Set":

@@ -107,3 +107,19 @@ var (
 	_ SessionRunner = (*Session)(nil)
 	_ SessionRunner = (*Tx)(nil)
 )
+
+func And(cond ...Builder) Builder                                               { return nil }
+func Or(cond ...Builder) Builder                                                { return nil }
+func Eq(column string, value interface{}) Builder                               { return nil }
+func Neq(column string, value interface{}) Builder                              { return nil }
+func Gt(column string, value interface{}) Builder                               { return nil }
+func Gte(column string, value interface{}) Builder                              { return nil }
+func Lt(column string, value interface{}) Builder                               { return nil }
+func Lte(column string, value interface{}) Builder                              { return nil }
+func DeleteFrom(table string) *DeleteStmt                                       { return &DeleteStmt{} }
+func (sess *Session) DeleteFrom(table string) *DeleteStmt                       { return &DeleteStmt{} }
+func (tx *Tx) DeleteFrom(table string) *DeleteStmt                              { return &DeleteStmt{} }
+func (b *DeleteStmt) Where(query interface{}, value ...interface{}) *DeleteStmt { return b }
+func (b *UpdateStmt) Returning(column ...string) *UpdateStmt                    { return b }
+
+type UpdateBuilder = UpdateStmt
