@@ -223,10 +223,18 @@ func arg(call *ssa.Call, i int) ssa.Value {
 // queryArg returns the SSA value of a direct sink's query, parameter i: a
 // string, or the value boxed in an any parameter, or in an element of a
 // variadic ...any (xorm's Exec(sqlOrArgs ...any)).
-func queryArg(call *ssa.Call, i int) ssa.Value {
-	v := arg(call, i)
-	if v == nil {
-		v = variadicElem(call, i)
+func queryArg(cc *ssa.CallCommon, i int) ssa.Value {
+	var v ssa.Value
+	j := i
+	if !cc.IsInvoke() && cc.Signature().Recv() != nil {
+		j++ // static method call: the receiver is Args[0]
+	}
+	sig := cc.Signature()
+	last := sig.Params().Len() - 1
+	if sig.Variadic() && i >= last {
+		v = variadicElem(cc, j-i+last, i-last)
+	} else if j < len(cc.Args) {
+		v = cc.Args[j]
 	}
 	if mi, ok := v.(*ssa.MakeInterface); ok {
 		v = mi.X
@@ -234,19 +242,13 @@ func queryArg(call *ssa.Call, i int) ssa.Value {
 	return v
 }
 
-// variadicElem returns the value stored in element i-n+1 of the slice
-// that SSA builds for a variadic call (n parameters), or nil.
-func variadicElem(call *ssa.Call, i int) ssa.Value {
-	sig := call.Call.Signature()
-	last := sig.Params().Len() - 1
-	if !sig.Variadic() || i < last {
+// variadicElem returns the value stored in element k of the slice that SSA
+// builds for a variadic call's argument j, or nil.
+func variadicElem(cc *ssa.CallCommon, j, k int) ssa.Value {
+	if j >= len(cc.Args) {
 		return nil
 	}
-	j := last + boolInt(!call.Call.IsInvoke() && sig.Recv() != nil)
-	if j >= len(call.Call.Args) {
-		return nil
-	}
-	sl, ok := call.Call.Args[j].(*ssa.Slice)
+	sl, ok := cc.Args[j].(*ssa.Slice)
 	if !ok {
 		return nil
 	}
@@ -259,7 +261,7 @@ func variadicElem(call *ssa.Call, i int) ssa.Value {
 		if !ok {
 			continue
 		}
-		if k, ok := ia.Index.(*ssa.Const); !ok || k.Int64() != int64(i-last) {
+		if c, ok := ia.Index.(*ssa.Const); !ok || c.Int64() != int64(k) {
 			continue
 		}
 		for _, r := range *ia.Referrers() {
@@ -298,7 +300,7 @@ func (s *ssaState) judge(k ssaSite) {
 	s.steps = 0
 	var ts []template
 	if k.st.query >= 0 {
-		if v := queryArg(k.call, k.st.query); v != nil {
+		if v := queryArg(&k.call.Call, k.st.query); v != nil {
 			ts = s.resolve(v, 0)
 		}
 	} else {
