@@ -138,3 +138,16 @@ func (tx Tx) RunInTx(
 }
 
 func (db *DB) Conn(ctx context.Context) (Conn, error) { return Conn{db: db}, nil }
+
+// BaseModel is embedded in models; its bun tag names the table and alias.
+type BaseModel struct{}
+
+type Ident string
+
+func (q *UpdateQuery) Value(column string, query string, args ...any) *UpdateQuery { return q }
+func (q *UpdateQuery) OmitZero() *UpdateQuery                                      { return q }
+func (q *UpdateQuery) Bulk() *UpdateQuery                                          { return q }
+func (q *UpdateQuery) WhereGroup(sep string, fn func(*UpdateQuery) *UpdateQuery) *UpdateQuery {
+	return q
+}
+func (q *UpdateQuery) TableExpr(query string, args ...any) *UpdateQuery { return q }
