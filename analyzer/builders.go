@@ -82,6 +82,9 @@ func (c *checker) builderCall(call *ast.CallExpr, fn *types.Func, stack []ast.No
 	case gormPath:
 		c.gormWrite(call, fn, stack)
 		return
+	case xormPath, xorm0Path:
+		c.xormWrite(call, fn)
+		return
 	default:
 		return
 	}

@@ -258,3 +258,179 @@ func bunTable(t types.Type) (table, alias string) {
 	}
 	return strings.ToLower(table), strings.ToLower(alias)
 }
+
+// xorm's update chain, followed back from the writing method as gorm's:
+// engine.Table("refund_jobs").Where("id = ?", id).Update(map…),
+// sess.ID(id).Cols("state").Update(&job) (Engine, Session, EngineGroup,
+// xorm.Interface). The table: Table("t"), else the bean's TableName
+// method, else xorm's default mapper (snake case, singular). Where, And,
+// Or (SQL text; a builder.Cond is unprovable), ID (the primary key), In,
+// SetExpr, Incr, Decr; condition beans (Update(bean, &Job{…})) drop their
+// zero fields, so they are unprovable. Delete with -delete.
+
+const (
+	xormPath  = "xorm.io/xorm"
+	xorm0Path = "github.com/go-xorm/xorm"
+)
+
+func isXormPath(path string) bool { return path == xormPath || path == xorm0Path }
+
+// xormWrite models a write of xorm's chain ending at call.
+func (c *checker) xormWrite(call *ast.CallExpr, fn *types.Func) {
+	verb := map[string]string{"Update": "UPDATE", "Delete": "DELETE"}[fn.Name()]
+	if verb == "" || fn.Signature().Recv() == nil || verb == "DELETE" && !c.cfg.Delete {
+		return
+	}
+	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
+	if !ok {
+		return
+	}
+	m := &bmodel{kind: "xorm", lib: "xorm " + fn.Name(), verb: verb, pos: sel.Sel.Pos(), paren: true}
+	g := &gormChain{}
+	if len(call.Args) > 0 {
+		bean := call.Args[0]
+		t := c.pass.TypesInfo.TypeOf(bean)
+		if t != nil {
+			if _, isMap := t.Underlying().(*types.Map); isMap {
+				if verb == "UPDATE" {
+					m.sets = append(m.sets, c.mapAssigns(bean)...)
+				}
+			} else {
+				g.arg = c.xormTable(t)
+				if verb == "UPDATE" {
+					m.sets = append(m.sets, textTemplate("`fencelint_columns` = ?"))
+				}
+			}
+		}
+	}
+	if verb == "UPDATE" && len(call.Args) > 1 || verb == "DELETE" && len(call.Args) > 0 && g.arg != "" {
+		// Condition beans (and Delete's bean): their non-zero fields.
+		if verb == "UPDATE" || !c.zeroBean(call.Args[0]) {
+			m.where = append(m.where, bterm{ts: holeTemplate})
+		}
+	}
+	c.xormReceiver(m, g, sel.X, 0)
+	for i, j := 0, len(g.terms)-1; i < j; i, j = i+1, j-1 {
+		g.terms[i], g.terms[j] = g.terms[j], g.terms[i]
+	}
+	m.where = append(g.terms, m.where...)
+	switch {
+	case g.table != "":
+		m.table = g.table
+	default:
+		m.table = g.arg
+	}
+	if m.table == "\x00" || m.table == "" {
+		return // a table named at run time
+	}
+	if len(m.where) > 0 && m.where[0].or {
+		m.where[0].or = false
+	}
+	c.gormWrites = append(c.gormWrites, m)
+}
+
+// zeroBean reports whether e is a composite literal with no fields set
+// (new(Job), &Job{}): it adds no condition.
+func (c *checker) zeroBean(e ast.Expr) bool {
+	e = ast.Unparen(e)
+	if u, ok := e.(*ast.UnaryExpr); ok {
+		e = ast.Unparen(u.X)
+	}
+	lit, ok := e.(*ast.CompositeLit)
+	return ok && len(lit.Elts) == 0
+}
+
+// xormTable is the table of an xorm bean: its TableName method's constant,
+// else xorm's default SnakeMapper (snake case, singular).
+func (c *checker) xormTable(t types.Type) string {
+	table := c.modelTable(t) // TableName, or gorm's plural naming
+	if table == "" || table == "\x00" {
+		return table
+	}
+	for {
+		if p, ok := t.(*types.Pointer); ok {
+			t = p.Elem()
+			continue
+		}
+		break
+	}
+	if n, ok := t.(*types.Named); ok && table == pluralize(snake(n.Obj().Name())) {
+		return snake(n.Obj().Name()) // no TableName: xorm's default mapper
+	}
+	return table
+}
+
+// xormReceiver walks back from x, the receiver of an xorm call: chained
+// calls, and local variables assigned once.
+func (c *checker) xormReceiver(m *bmodel, g *gormChain, x ast.Expr, depth int) {
+	if depth > maxDepth {
+		return
+	}
+	switch x := ast.Unparen(x).(type) {
+	case *ast.Ident:
+		v := c.objVar(x)
+		if v == nil {
+			return
+		}
+		if ds := c.defs[v]; len(ds) == 1 && ds[0].expr != nil && !ds[0].add {
+			c.xormReceiver(m, g, ds[0].expr, depth+1)
+		}
+	case *ast.CallExpr:
+		fn, ok := typeutil.Callee(c.pass.TypesInfo, x).(*types.Func)
+		sel, ok2 := ast.Unparen(x.Fun).(*ast.SelectorExpr)
+		if !ok || !ok2 || fn.Pkg() == nil || !isXormPath(fn.Pkg().Path()) || fn.Signature().Recv() == nil {
+			return
+		}
+		args := x.Args
+		arg := func(i int) ast.Expr {
+			if i < len(args) {
+				return args[i]
+			}
+			return nil
+		}
+		switch fn.Name() {
+		case "Table":
+			if g.table == "" && len(args) == 1 {
+				if t, ok := c.static(args[0]); ok {
+					g.table = strings.ToLower(t)
+				} else if tt := c.pass.TypesInfo.TypeOf(args[0]); tt != nil && !isString(tt) {
+					g.table = c.xormTable(tt)
+				} else {
+					g.table = "\x00"
+				}
+			}
+		case "Where", "And", "Or":
+			ts := holeTemplate
+			if t := c.pass.TypesInfo.TypeOf(arg(0)); t != nil && isString(t) {
+				ts = c.textOf(arg(0))
+			}
+			g.terms = append(g.terms, bterm{ts: ts, or: fn.Name() == "Or"})
+		case "ID":
+			g.terms = append(g.terms, bterm{ts: textTemplate("`fencelint_pk` = ?")})
+		case "In", "NotIn":
+			if col, ok := c.static(arg(0)); ok {
+				op := map[string]string{"In": " IN (?)", "NotIn": " NOT IN (?)"}[fn.Name()]
+				g.terms = append(g.terms, bterm{ts: textTemplate(quoteIdent(col) + op)})
+			} else {
+				g.terms = append(g.terms, bterm{ts: holeTemplate})
+			}
+		case "SetExpr":
+			col, ok := c.static(arg(0))
+			if !ok {
+				m.sets = append(m.sets, holeTemplate)
+			} else if t := c.pass.TypesInfo.TypeOf(arg(1)); t != nil && isString(t) {
+				m.sets = append(m.sets, concat(textTemplate(quoteIdent(col)+" = "), c.textOf(arg(1))))
+			} else {
+				m.sets = append(m.sets, concat(textTemplate(quoteIdent(col)+" = "), holeTemplate))
+			}
+		case "Incr", "Decr":
+			if col, ok := c.static(arg(0)); ok {
+				op := map[string]string{"Incr": " + ?", "Decr": " - ?"}[fn.Name()]
+				m.sets = append(m.sets, textTemplate(quoteIdent(col)+" = "+quoteIdent(col)+op))
+			}
+		case "SQL", "Exec", "Query":
+			return
+		}
+		c.xormReceiver(m, g, sel.X, depth+1)
+	}
+}

@@ -325,7 +325,8 @@ func (c *checker) rangeStmt(rs *ast.RangeStmt) {
 }
 
 // followed reports whether the evaluators follow the values of variables
-// of type t: strings and bytes, functions (bound literals) and gorm's *DB.
+// of type t: strings and bytes, functions (bound literals), gorm's *DB and
+// xorm's *Session.
 func followed(t types.Type) bool {
 	switch u := t.Underlying().(type) {
 	case *types.Basic:
@@ -333,7 +334,7 @@ func followed(t types.Type) bool {
 	case *types.Slice, *types.Signature:
 		return stringish(t) || isSig(u)
 	case *types.Pointer:
-		return typeName(t) == "DB"
+		return typeName(t) == "DB" || typeName(t) == "Session"
 	}
 	return false
 }

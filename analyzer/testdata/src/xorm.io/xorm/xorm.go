@@ -65,3 +65,14 @@ var (
 	_ Interface = (*Engine)(nil)
 	_ Interface = (*Session)(nil)
 )
+
+func (session *Session) Or(query any, args ...any) *Session             { return session }
+func (session *Session) In(column string, args ...any) *Session         { return session }
+func (session *Session) Incr(column string, arg ...any) *Session        { return session }
+func (session *Session) Decr(column string, arg ...any) *Session        { return session }
+func (session *Session) SetExpr(column string, expression any) *Session { return session }
+func (session *Session) MustCols(columns ...string) *Session            { return session }
+func (session *Session) Delete(beans ...any) (int64, error)             { return 0, nil }
+func (engine *Engine) Cols(columns ...string) *Session                  { return &Session{} }
+func (engine *Engine) In(column string, args ...any) *Session           { return &Session{} }
+func (engine *Engine) Incr(column string, arg ...any) *Session          { return &Session{} }
