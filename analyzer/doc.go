@@ -53,8 +53,8 @@
 //     at each call with the query it would send; a function that returns a
 //     query carries it to its callers.
 //   - Query builders of a fenced table: squirrel, goqu, gorm (and its Save,
-//     which falls back to an upsert), Ent's dialect/sql and dbr's Update,
-//     rendered to the
+//     which falls back to an upsert), Ent's dialect/sql, dbr's Update, bun's
+//     NewUpdate and xorm's Update chain, rendered to the
 //     SQL they send and judged like it.
 //   - Ent's generic update builders (Update, UpdateOne, UpdateOneID, and
 //     Modify on them) and upsert builders (Create().OnConflict…) of an
