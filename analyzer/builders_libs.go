@@ -229,8 +229,9 @@ func bunTable(t types.Type) (table, alias string) {
 	table = pluralize(alias)
 	for i := 0; i < st.NumFields(); i++ {
 		f := st.Field(i)
-		fn, ok := f.Type().(*types.Named)
-		if !ok || fn.Obj().Name() != "BaseModel" || fn.Obj().Pkg() == nil || fn.Obj().Pkg().Path() != bunPath {
+		fn, ok := types.Unalias(f.Type()).(*types.Named)
+		if !ok || fn.Obj().Name() != "BaseModel" || fn.Obj().Pkg() == nil ||
+			fn.Obj().Pkg().Path() != bunPath && fn.Obj().Pkg().Path() != bunPath+"/schema" { // bun.BaseModel = schema.BaseModel
 			continue
 		}
 		tag := reflect.StructTag(st.Tag(i)).Get("bun")

@@ -6,6 +6,8 @@ package bun
 import (
 	"context"
 	"database/sql"
+
+	"github.com/uptrace/bun/schema"
 )
 
 type DB struct {
@@ -139,8 +141,10 @@ func (tx Tx) RunInTx(
 
 func (db *DB) Conn(ctx context.Context) (Conn, error) { return Conn{db: db}, nil }
 
-// BaseModel is embedded in models; its bun tag names the table and alias.
-type BaseModel struct{}
+type (
+	// BaseModel provides default metadata embedded into user models.
+	BaseModel = schema.BaseModel
+)
 
 type Ident string
 
