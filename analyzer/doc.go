@@ -26,7 +26,7 @@
 //     INSERTs are never reported. A constant used only as the head of a
 //     longer string is judged in the longer string.
 //   - Text the parser does not read but shaped like a write of a fenced
-//     table (PostgreSQL's RETURNING, JSON_TABLE, …): unprovable, the message
+//     table (PostgreSQL's RETURNING, ::, …): unprovable, the message
 //     naming the construct and its offset; an upsert or REPLACE it does not
 //     read (MySQL 8.0.19's row alias) is reported as unfenceable. Log and
 //     error text is not SQL.

@@ -146,9 +146,14 @@ func Check(s string, cfg *Config) []Problem {
 		if !cfg.Mentions(piece) {
 			continue
 		}
-		if !eachStmt(piece, func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, false)...) }) {
-			out = append(out, lexUnreadable(piece, start, cfg)...)
+		judge := func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, false)...) }
+		if eachStmt(piece, judge) {
+			continue
 		}
+		if fixed, ok := repairMySQL(piece); ok && eachStmt(fixed, judge) {
+			continue
+		}
+		out = append(out, lexUnreadable(piece, start, cfg)...)
 	}
 	return out
 }

@@ -106,7 +106,14 @@ SET @a := 5; UPDATE refund_jobs SET state = ?, n = (@b := n + 1) WHERE id = @a A
 INSERT INTO refund_jobs (id, state) VALUES (?, ?) ON DUPLICATE KEY UPDATE state = VALUES(state)  =>  unfenceable:refund_jobs
 UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ? /*!50000 AND 1 */  =>
 UPDATE refund_jobs SET lease_until = NOW() + INTERVAL 5 MINUTE, w = CAST(x AS JSON), v = CONVERT(y USING utf8mb4) WHERE state = ? AND attempt = ?  =>
-UPDATE refund_jobs SET w = x SOUNDS LIKE 'y' WHERE state = ? AND attempt = ?  =>  unprovable:refund_jobs
+UPDATE refund_jobs SET w = x SOUNDS LIKE 'y' WHERE state = ? AND attempt = ?  =>
+UPDATE refund_jobs SET w = 1 WHERE payee sounds  like ? AND state = 'sounds like' AND attempt = ?  =>
+UPDATE refund_jobs SET w = 1 WHERE payee SOUNDS LIKE ?  =>  unfenced:refund_jobs:state+attempt
+UPDATE refund_jobs SET w = 1 WHERE id IN (SELECT j.id FROM JSON_TABLE(?, '$[*]' COLUMNS(id INT PATH '$', n VARCHAR(9) PATH '$.n' DEFAULT '"x)"' ON EMPTY)) AS j) AND state = ? AND attempt = ?  =>
+UPDATE refund_jobs r JOIN json_table(?, '$[*]' COLUMNS(id INT PATH '$')) jt ON jt.id = r.id SET r.state = 'x' WHERE r.state = ? AND r.attempt = ?  =>
+UPDATE refund_jobs r JOIN JSON_TABLE(?, '$[*]' COLUMNS(id INT PATH '$')) jt ON jt.id = r.id SET r.state = 'x' WHERE jt.state = ? AND jt.attempt = ?  =>  unfenced:refund_jobs:state+attempt
+UPDATE refund_jobs SET w = ? WHERE state = ? AND attempt = ? AND x = JSON_VALUE(meta, '$.a' RETURNING DECIMAL(10,2) DEFAULT 0 ON EMPTY)  =>
+UPDATE refund_jobs SET w = JSON_VALUE(meta, '$.a' RETURNING UNSIGNED) WHERE id = ?  =>  unfenced:refund_jobs:state+attempt
 UPDATE refund_jobs SET state = $1 WHERE id = $2 AND state = $3 AND attempt = $4 RETURNING id  =>  unprovable:refund_jobs
 UPDATE refund_jobs SET state = ? WHERE id = $1::bigint AND state = ? AND attempt = ?  =>  unprovable:refund_jobs
 INSERT INTO refund_jobs (a) VALUES ($1) ON CONFLICT (a) DO UPDATE SET state = excluded.state  =>  unprovable:refund_jobs
@@ -148,9 +155,7 @@ func TestCheck(t *testing.T) {
 // text constant, so that fencelint linting this repository does not report
 // the statements under test).
 const unreadCases = `
-UPDATE refund_jobs SET w = x SOUNDS LIKE 'y' WHERE state = ? AND attempt = ?  =>  cannot read (SOUNDS LIKE at offset 29)
-UPDATE refund_jobs SET w = 1 WHERE id IN (SELECT j.id FROM JSON_TABLE('[1]', '$[*]' COLUMNS(id INT PATH '$')) j) AND state = ? AND attempt = ?  =>  cannot read (JSON_TABLE at offset 59)
-UPDATE refund_jobs SET w = ? WHERE state = ? AND attempt = ? AND x = JSON_VALUE(meta, '$.a' RETURNING UNSIGNED)  =>  cannot read (JSON_VALUE … RETURNING at offset 92)
+UPDATE refund_jobs SET w = x SOUNDS LIKE WHERE state = ? AND attempt = ?  =>  cannot read (SOUNDS LIKE at offset 29)
 UPDATE refund_jobs SET state = $1 WHERE id = $2 AND state = $3 AND attempt = $4 RETURNING id  =>  cannot read (RETURNING, PostgreSQL or MariaDB syntax, at offset 80)
 UPDATE refund_jobs SET state = ? WHERE id = $1::bigint AND state = ? AND attempt = ?  =>  cannot read (a PostgreSQL :: cast at offset 46)
 INSERT INTO refund_jobs (a) VALUES ($1) ON CONFLICT (a) DO UPDATE SET state = excluded.state  =>  cannot read (ON CONFLICT, PostgreSQL syntax, at offset 40)
@@ -160,7 +165,7 @@ SELECT 1; UPDATE refund_jobs SET state = 'x' WHERE id = 1 AND state = ? AND atte
 
 // TestUnreadableNamesConstruct: where the parser stops, the message names
 // the construct and its offset in the string, and never blames the MySQL
-// grammar (MySQL reads SOUNDS LIKE, JSON_TABLE and JSON_VALUE … RETURNING).
+// grammar.
 func TestUnreadableNamesConstruct(t *testing.T) {
 	cfg := defaultConfig(t)
 	//fencelint:allow the cases are the checker's test inputs, one a line, not one statement

@@ -60,10 +60,16 @@ func mysqlSyntax(ctx context.Context, db *sql.DB, j job) {
 	db.ExecContext(ctx, "INSERT INTO refund_jobs (id, state) VALUES (?, ?) AS new ON DUPLICATE KEY UPDATE state = new.state", j.ID, j.State)                    // want `^INSERT … ON DUPLICATE KEY UPDATE writes existing refund_jobs rows and cannot be fenced`
 }
 
-// MySQL reads these; fencelint's parser does not, and says which construct.
-func unreadMySQL(ctx context.Context, db *sql.DB, j job) {
-	db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'held' WHERE id IN (SELECT t.id FROM JSON_TABLE(?, '$[*]' COLUMNS(id BIGINT PATH '$')) t) AND state = ? AND attempt = ?", "[1]", j.State, j.Attempt) // want `UPDATE of refund_jobs that fencelint cannot read \(JSON_TABLE at offset 68\)`
-	db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'held' WHERE payee SOUNDS LIKE ? AND state = ? AND attempt = ?", "smith", j.State, j.Attempt)                                                        // want `UPDATE of refund_jobs that fencelint cannot read \(SOUNDS LIKE at offset 50\)`
+// MySQL reads these and TiDB's parser does not: fencelint rewrites them
+// (SOUNDS LIKE → LIKE, JSON_TABLE(…) → a derived table, JSON_VALUE's
+// RETURNING dropped) and judges them.
+func repairedMySQL(ctx context.Context, db *sql.DB, j job) {
+	db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'held' WHERE id IN (SELECT t.id FROM JSON_TABLE(?, '$[*]' COLUMNS(id BIGINT PATH '$')) t) AND state = ? AND attempt = ?", "[1]", j.State, j.Attempt)
+	db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'held' WHERE payee SOUNDS LIKE ? AND state = ? AND attempt = ?", "smith", j.State, j.Attempt)
+	db.ExecContext(ctx, "UPDATE refund_jobs SET amount = JSON_VALUE(meta, '$.amount' RETURNING DECIMAL(12,2)) WHERE id = ? AND state = ? AND attempt = ?", j.ID, j.State, j.Attempt)
+	db.ExecContext(ctx, "UPDATE refund_jobs r JOIN JSON_TABLE(?, '$[*]' COLUMNS(id BIGINT PATH '$')) t ON t.id = r.id SET r.state = 'held'", "[1]") // want `^unfenced UPDATE of refund_jobs: WHERE lacks state = \? and attempt = \? qualified with r`
+	// Where the parser still stops, the message names the construct.
+	db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'held' WHERE payee SOUNDS LIKE AND state = ? AND attempt = ?", j.State, j.Attempt) // want `UPDATE of refund_jobs that fencelint cannot read \(SOUNDS LIKE at offset 50\)`
 }
 
 type job struct {
