@@ -114,6 +114,10 @@ UPDATE refund_jobs r JOIN json_table(?, '$[*]' COLUMNS(id INT PATH '$')) jt ON j
 UPDATE refund_jobs r JOIN JSON_TABLE(?, '$[*]' COLUMNS(id INT PATH '$')) jt ON jt.id = r.id SET r.state = 'x' WHERE jt.state = ? AND jt.attempt = ?  =>  unfenced:refund_jobs:state+attempt
 UPDATE refund_jobs SET w = ? WHERE state = ? AND attempt = ? AND x = JSON_VALUE(meta, '$.a' RETURNING DECIMAL(10,2) DEFAULT 0 ON EMPTY)  =>
 UPDATE refund_jobs SET w = JSON_VALUE(meta, '$.a' RETURNING UNSIGNED) WHERE id = ?  =>  unfenced:refund_jobs:state+attempt
+UPDATE refund_jobs SET hit = 1 WHERE MATCH (note, reason) AGAINST ('chargeback' IN BOOLEAN MODE) AND state = ? AND attempt = ?  =>
+UPDATE refund_jobs SET hit = 1 WHERE match(note) against(?)  =>  unfenced:refund_jobs:state+attempt
+UPDATE refund_jobs SET c = ? WHERE id = ? AND state = ? AND attempt = ? LIMIT ROWS EXAMINED 100  =>
+UPDATE refund_jobs SET c = ? WHERE id = ? LIMIT 10 ROWS EXAMINED 1000  =>  unfenced:refund_jobs:state+attempt
 UPDATE refund_jobs SET state = $1 WHERE id = $2 AND state = $3 AND attempt = $4 RETURNING id  =>  unprovable:refund_jobs
 UPDATE refund_jobs SET state = ? WHERE id = $1::bigint AND state = ? AND attempt = ?  =>  unprovable:refund_jobs
 INSERT INTO refund_jobs (a) VALUES ($1) ON CONFLICT (a) DO UPDATE SET state = excluded.state  =>  unprovable:refund_jobs

@@ -9,7 +9,10 @@ import "strings"
 //   - a SOUNDS LIKE b → a LIKE b (a predicate either way);
 //   - JSON_TABLE(…) → (SELECT 1): a derived table of values, read only, whose
 //     alias the statement keeps;
-//   - JSON_VALUE(doc, path RETURNING type …) → JSON_VALUE(doc, path): a value.
+//   - JSON_VALUE(doc, path RETURNING type …) → JSON_VALUE(doc, path): a value;
+//   - MATCH (cols) AGAINST (…) → 1: a full-text predicate, never a fence;
+//   - MariaDB's LIMIT [n] ROWS EXAMINED m → LIMIT n (or nothing): a bound on
+//     the rows read.
 //
 // Quoted text and comments are left alone. It reports whether it changed s.
 func repairMySQL(s string) (string, bool) {
@@ -39,6 +42,57 @@ func repairMySQL(s string) (string, bool) {
 				i = k + 4
 				continue
 			}
+		case "MATCH":
+			open := skipSpace(s, j)
+			if open < len(s) && s[open] == '(' {
+				end, _ := closeParen(s, open)
+				if end < 0 {
+					break
+				}
+				k := skipSpace(s, end+1)
+				if !hasWordAt(s, k, "AGAINST") {
+					break
+				}
+				open2 := skipSpace(s, k+len("AGAINST"))
+				if open2 >= len(s) || s[open2] != '(' {
+					break
+				}
+				end2, _ := closeParen(s, open2)
+				if end2 < 0 {
+					break
+				}
+				b.WriteString(s[last:i])
+				b.WriteString("1")
+				last, changed = end2+1, true
+				i = end2 + 1
+				continue
+			}
+		case "LIMIT", "ROWS":
+			// LIMIT ROWS EXAMINED m: drop it all; n ROWS EXAMINED m: keep n.
+			k := j
+			if word == "LIMIT" {
+				k = skipSpace(s, j)
+				if !hasWordAt(s, k, "ROWS") {
+					break
+				}
+				k += len("ROWS")
+			}
+			k = skipSpace(s, k)
+			if !hasWordAt(s, k, "EXAMINED") {
+				break
+			}
+			k = skipSpace(s, k+len("EXAMINED"))
+			n := k
+			for n < len(s) && (isDigit(s[n]) || s[n] == '?') {
+				n++
+			}
+			if n == k {
+				break
+			}
+			b.WriteString(s[last:i])
+			last, changed = n, true
+			i = n
+			continue
 		case "JSON_TABLE", "JSON_VALUE":
 			open := skipSpace(s, j)
 			if open < len(s) && s[open] == '(' {
@@ -65,6 +119,12 @@ func repairMySQL(s string) (string, bool) {
 	}
 	b.WriteString(s[last:])
 	return b.String(), true
+}
+
+// hasWordAt reports whether the keyword w (upper case) stands at s[i] as a
+// whole word, in any case.
+func hasWordAt(s string, i int, w string) bool {
+	return i+len(w) <= len(s) && strings.EqualFold(s[i:i+len(w)], w) && (i+len(w) == len(s) || !isWordByte(s[i+len(w)]))
 }
 
 func skipSpace(s string, i int) int {
