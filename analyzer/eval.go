@@ -17,6 +17,56 @@ import (
 // It decides the facts (which functions are sinks, what helpers return)
 // and whether a package needs SSA, which judges the sinks precisely.
 
+// flowState is where variables get their values, for the AST evaluator.
+type flowState struct {
+	params    map[*types.Var]paramInfo
+	defs      map[*types.Var][]def
+	addrTaken map[*types.Var]bool
+	varBusy   map[*types.Var]bool
+	varBase   map[*types.Var][]template
+	embeds    map[*types.Var]*embedInfo
+
+	// Calls that take a strings.Builder or bytes.Buffer variable.
+	builderCalls map[*types.Var][]*ast.CallExpr
+}
+
+func newFlowState() flowState {
+	return flowState{
+		params:       map[*types.Var]paramInfo{},
+		defs:         map[*types.Var][]def{},
+		addrTaken:    map[*types.Var]bool{},
+		varBusy:      map[*types.Var]bool{},
+		varBase:      map[*types.Var][]template{},
+		embeds:       map[*types.Var]*embedInfo{},
+		builderCalls: map[*types.Var][]*ast.CallExpr{},
+	}
+}
+
+// wrapperState is what makes wrappers and their calls visible: function
+// declarations, function literals bound to a local variable (and such
+// variables used other than as a callee), and the sink sites.
+type wrapperState struct {
+	funcs      map[*types.Func]*funcInfo
+	funcOrder  []*funcInfo
+	sites      []*site         // sink calls outside function declarations
+	pending    []*ast.CallExpr // same-package calls outside declarations
+	nonCallUse map[*types.Func]bool
+
+	litFuncs   map[*types.Var]*funcInfo
+	litOf      map[*ast.FuncLit]*funcInfo
+	nonCallVar map[*types.Var]bool
+}
+
+func newWrapperState() wrapperState {
+	return wrapperState{
+		funcs:      map[*types.Func]*funcInfo{},
+		nonCallUse: map[*types.Func]bool{},
+		litFuncs:   map[*types.Var]*funcInfo{},
+		litOf:      map[*ast.FuncLit]*funcInfo{},
+		nonCallVar: map[*types.Var]bool{},
+	}
+}
+
 // def is one assignment of a variable: expr (nil when unknown: a range
 // variable, a multi-value call, …), or x += expr.
 type def struct {

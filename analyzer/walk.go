@@ -13,18 +13,39 @@ import (
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 )
 
-// checker holds the state of one pass.
+// checker holds the state of one pass: the pass and its findings, and one
+// embedded unit of state per concern, each declared beside the code that
+// owns it (issue 20: a first step of splitting the checker):
+//
+//   - sqlStrings (walk.go): maximal static strings, where they are used,
+//     and the lexical evidence that decides whether SSA is needed;
+//   - flowState (eval.go): where variables get their values, for the AST
+//     evaluator;
+//   - wrapperState (eval.go): function declarations, bound literals and
+//     sink sites, from which wrappers' summaries and facts are computed;
+//   - builderState (builders.go): query builders of the libraries;
+//   - walkPos (walk.go): where the walk is.
+//
+// The call forms' state is built with SSA (callGraph, callforms.go).
 type checker struct {
 	pass     *analysis.Pass
 	cfg      *sqlcheck.Config
 	opts     *options
 	findings []finding
 
+	sqlStrings
+	flowState
+	wrapperState
+	builderState
+	walkPos
+}
+
+// sqlStrings is the state of the constant strings of the package.
+type sqlStrings struct {
 	notStatic map[ast.Expr]bool // memo of non-static concatenations
 
 	// Needs SSA to decide.
 	locals   []localConst // constants stored in a local variable
-	sites    []*site      // sink calls outside function declarations
 	astRoots map[token.Pos]bool
 
 	// Package variables: unexported ones used only as fragments are judged
@@ -32,48 +53,22 @@ type checker struct {
 	globals    []globalConst
 	globalUses map[*types.Var]*useCount
 
-	// For the AST evaluator: where variables get their values.
-	params    map[*types.Var]paramInfo
-	defs      map[*types.Var][]def
-	addrTaken map[*types.Var]bool
-	varBusy   map[*types.Var]bool
-	varBase   map[*types.Var][]template
-	embeds    map[*types.Var]*embedInfo
-
-	// Function declarations, and what makes a wrapper's calls visible.
-	funcs      map[*types.Func]*funcInfo
-	funcOrder  []*funcInfo
-	pending    []*ast.CallExpr // same-package calls outside declarations
-	nonCallUse map[*types.Func]bool
-
-	// Calls that take a strings.Builder or bytes.Buffer variable.
-	builderCalls map[*types.Var][]*ast.CallExpr
-
-	// Query builders (squirrel, goqu, gorm, Ent's dialect/sql).
-	builders   []*builderUse
-	gormWrites []*bmodel
-
 	// Lexical evidence that a run-time string may write a fenced table.
 	mentionTable, mentionWrite bool
 	// The same, among strings that may be parts of longer run-time strings.
 	fragmentTable, fragmentWrite bool
+}
 
-	// Function literals bound to a local variable, and such variables used
-	// other than as a callee.
-	litFuncs   map[*types.Var]*funcInfo
-	litOf      map[*ast.FuncLit]*funcInfo
-	nonCallVar map[*types.Var]bool
-
-	// During the walk: the enclosing function (declaration or bound
-	// literal), how many other function literals deep the walk is inside
-	// it, and the enclosing functions outside it.
+// walkPos is where the walk is: the enclosing function (declaration or
+// bound literal), how many other function literals deep the walk is
+// inside it, and the enclosing functions outside it; and the calls of go
+// and defer statements, by the statement's keyword (where SSA places its
+// Go or Defer instruction).
+type walkPos struct {
 	cur      *funcInfo
 	litDepth int
 	outer    []outerFunc
-
-	// The calls of go and defer statements, by the statement's keyword
-	// (where SSA places its Go or Defer instruction).
-	goDefer map[token.Pos]*ast.CallExpr
+	goDefer  map[token.Pos]*ast.CallExpr
 }
 
 type outerFunc struct {
@@ -97,24 +92,16 @@ type useCount struct{ all, fragment int }
 
 func newChecker(pass *analysis.Pass, o *options) *checker {
 	return &checker{
-		pass:         pass,
-		cfg:          o.sql,
-		opts:         o,
-		notStatic:    map[ast.Expr]bool{},
-		astRoots:     map[token.Pos]bool{},
-		globalUses:   map[*types.Var]*useCount{},
-		params:       map[*types.Var]paramInfo{},
-		defs:         map[*types.Var][]def{},
-		addrTaken:    map[*types.Var]bool{},
-		varBusy:      map[*types.Var]bool{},
-		varBase:      map[*types.Var][]template{},
-		embeds:       map[*types.Var]*embedInfo{},
-		funcs:        map[*types.Func]*funcInfo{},
-		nonCallUse:   map[*types.Func]bool{},
-		builderCalls: map[*types.Var][]*ast.CallExpr{},
-		litFuncs:     map[*types.Var]*funcInfo{},
-		litOf:        map[*ast.FuncLit]*funcInfo{},
-		nonCallVar:   map[*types.Var]bool{},
+		pass: pass,
+		cfg:  o.sql,
+		opts: o,
+		sqlStrings: sqlStrings{
+			notStatic:  map[ast.Expr]bool{},
+			astRoots:   map[token.Pos]bool{},
+			globalUses: map[*types.Var]*useCount{},
+		},
+		flowState:    newFlowState(),
+		wrapperState: newWrapperState(),
 	}
 }
 
