@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -291,5 +292,17 @@ func TestAttackerTextIsInertInTheTerminal(t *testing.T) {
 		if !strings.Contains(out, `lookup lag\x1b[2K`) {
 			t.Errorf("refundd %v does not show the reason's control characters escaped:\n%s", args, out)
 		}
+	}
+}
+
+// The error refundd exits with is inert on the terminal too: an escape
+// sequence in a DSN or a provider's text is printed escaped, and a line
+// break inside the error indents what follows.
+func TestExitErrorIsInertInTheTerminal(t *testing.T) {
+	var out bytes.Buffer
+	printError(&out, errors.Join(errors.New("-dsn: bad value \"x\x1b[2J\u202e\""), errors.New("refundd: forged line")))
+	want := "refundd: -dsn: bad value \"x\\x1b[2J\\u202e\"\n  refundd: forged line\n"
+	if out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
 	}
 }
