@@ -142,9 +142,9 @@ var (
 				Columns: []*schema.Column{RefundJobAttemptsColumns[1], RefundJobAttemptsColumns[2]},
 			},
 			{
-				Name:    "refund_job_attempts_claimed",
+				Name:    "refund_job_attempts_op",
 				Unique:  false,
-				Columns: []*schema.Column{RefundJobAttemptsColumns[5], RefundJobAttemptsColumns[3]},
+				Columns: []*schema.Column{RefundJobAttemptsColumns[3], RefundJobAttemptsColumns[5]},
 			},
 		},
 	}

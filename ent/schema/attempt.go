@@ -62,8 +62,9 @@ func (RefundJobAttempt) Indexes() []ent.Index {
 	return []ent.Index{
 		// A job's timeline, and one row per attempt.
 		index.Fields("job_id", "attempt").Unique().StorageKey("refund_job_attempts_job"),
-		// The dashboard's takeovers over a window.
-		index.Fields("claimed_at", "op").StorageKey("refund_job_attempts_claimed"),
+		// The dashboard's fleet-wide takeovers over a window:
+		// op = 'takeover' AND claimed_at >= ?.
+		index.Fields("op", "claimed_at").StorageKey("refund_job_attempts_op"),
 	}
 }
 
