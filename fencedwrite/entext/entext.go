@@ -57,12 +57,11 @@ func (*Extension) Hooks() []gen.Hook {
 		return gen.GenerateFunc(func(g *gen.Graph) error {
 			var errs []error
 			for _, n := range g.Nodes {
-				s, err := fenced(n)
-				if err != nil {
+				if _, err := fenced(n); err != nil {
 					errs = append(errs, err)
 				}
-				if s != nil && s.Annotation.Attempts != "" {
-					errs = append(errs, checkAttempts(g, n, s.Annotation.Attempts)...)
+				if table := attemptsOf(n); table != "" {
+					errs = append(errs, checkAttempts(g, n, table)...)
 				}
 			}
 			if err := errors.Join(errs...); err != nil {
@@ -165,6 +164,22 @@ func fenced(n *gen.Type) (*Spec, error) {
 	}
 	spec.Fences = fences
 	return spec, nil
+}
+
+// attemptsOf returns the attempts log that n's Fenced annotation names,
+// or "".
+func attemptsOf(n *gen.Type) string {
+	raw, ok := n.Annotations[fencedwrite.Annotation{}.Name()]
+	if !ok || raw == nil {
+		return ""
+	}
+	var a struct {
+		Attempts string `json:"attempts"`
+	}
+	if buf, err := json.Marshal(raw); err == nil && json.Unmarshal(buf, &a) == nil {
+		return a.Attempts
+	}
+	return "" // fenced reports the undecodable annotation
 }
 
 // attemptsColumns are the attempts log's columns and their types.
