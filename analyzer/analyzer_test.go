@@ -27,7 +27,7 @@ func TestAnalyzer(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer,
 		"sqlconst", "queries", "heads", "notsql", "dynamic", "suppress", "entuse", "example.com/app/ent",
 		"wrappers", "sqlhelp", "edits", "unreadable", "variants", "selfdeclare", "embedded", "libsinks",
-		"sqbuild", "goqubuild", "gormbuild", "entbuild", "generatednames",
+		"sqbuild", "goqubuild", "gormbuild", "entbuild", "generatednames", "rawlibs", "bulkload", "sqlcgen/...",
 		"runtimeuse", "example.com/gen", "github.com/fencekit/fencekit/fencedwrite/entext")
 }
 

@@ -215,6 +215,10 @@ func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
 			return holeTemplate
 		}
 		return ev.sprintf(call.Args[0], call.Args[1:], depth)
+	case isStringsReplace(fn):
+		if marker, ok := c.sqlcSlice(call, fn); ok {
+			return expandSlice(ev.eval(call.Args[0], depth+1), marker)
+		}
 	case identityArg(fn) >= 0:
 		if i := identityArg(fn); i < len(call.Args) {
 			return ev.eval(call.Args[i], depth+1)

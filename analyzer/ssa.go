@@ -220,6 +220,59 @@ func arg(call *ssa.Call, i int) ssa.Value {
 	return nil
 }
 
+// queryArg returns the SSA value of a direct sink's query, parameter i: a
+// string, or the value boxed in an any parameter, or in an element of a
+// variadic ...any (xorm's Exec(sqlOrArgs ...any)).
+func queryArg(cc *ssa.CallCommon, i int) ssa.Value {
+	var v ssa.Value
+	j := i
+	if !cc.IsInvoke() && cc.Signature().Recv() != nil {
+		j++ // static method call: the receiver is Args[0]
+	}
+	sig := cc.Signature()
+	last := sig.Params().Len() - 1
+	if sig.Variadic() && i >= last {
+		v = variadicElem(cc, j-i+last, i-last)
+	} else if j < len(cc.Args) {
+		v = cc.Args[j]
+	}
+	if mi, ok := v.(*ssa.MakeInterface); ok {
+		v = mi.X
+	}
+	return v
+}
+
+// variadicElem returns the value stored in element k of the slice that SSA
+// builds for a variadic call's argument j, or nil.
+func variadicElem(cc *ssa.CallCommon, j, k int) ssa.Value {
+	if j >= len(cc.Args) {
+		return nil
+	}
+	sl, ok := cc.Args[j].(*ssa.Slice)
+	if !ok {
+		return nil
+	}
+	alloc, ok := sl.X.(*ssa.Alloc)
+	if !ok {
+		return nil
+	}
+	for _, r := range *alloc.Referrers() {
+		ia, ok := r.(*ssa.IndexAddr)
+		if !ok {
+			continue
+		}
+		if c, ok := ia.Index.(*ssa.Const); !ok || c.Int64() != int64(k) {
+			continue
+		}
+		for _, r := range *ia.Referrers() {
+			if st, ok := r.(*ssa.Store); ok && st.Addr == ia {
+				return st.Val
+			}
+		}
+	}
+	return nil
+}
+
 // siteArg returns the SSA value of a wrapper site's argument for
 // parameter i. A method expression's call passes the receiver first,
 // whether SSA calls the method or a thunk.
@@ -247,7 +300,7 @@ func (s *ssaState) judge(k ssaSite) {
 	s.steps = 0
 	var ts []template
 	if k.st.query >= 0 {
-		if v := arg(k.call, k.st.query); v != nil {
+		if v := queryArg(&k.call.Call, k.st.query); v != nil {
 			ts = s.resolve(v, 0)
 		}
 	} else {
@@ -699,6 +752,9 @@ func (s *ssaState) resolveCall(x *ssa.Call, depth int) []template {
 		return s.sprintf(x.Call.Args[0], x.Call.Args[1], depth)
 	case isBuilderMethod(fn, "String") && len(x.Call.Args) == 1:
 		return s.builder(x.Call.Args[0], x, depth)
+	}
+	if marker, ok := sqlcSliceSSA(x); ok {
+		return expandSlice(s.resolve(x.Call.Args[0], depth), marker)
 	}
 	if fn != nil {
 		if obj, ok := fn.Object().(*types.Func); ok {

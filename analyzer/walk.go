@@ -325,7 +325,8 @@ func (c *checker) rangeStmt(rs *ast.RangeStmt) {
 }
 
 // followed reports whether the evaluators follow the values of variables
-// of type t: strings and bytes, functions (bound literals) and gorm's *DB.
+// of type t: strings and bytes, functions (bound literals), gorm's *DB and
+// xorm's *Session.
 func followed(t types.Type) bool {
 	switch u := t.Underlying().(type) {
 	case *types.Basic:
@@ -333,7 +334,7 @@ func followed(t types.Type) bool {
 	case *types.Slice, *types.Signature:
 		return stringish(t) || isSig(u)
 	case *types.Pointer:
-		return typeName(t) == "DB"
+		return typeName(t) == "DB" || typeName(t) == "Session"
 	}
 	return false
 }
@@ -703,10 +704,12 @@ func (c *checker) inMessage(e ast.Expr, stack []ast.Node) bool {
 	return messageCall(typeutil.Callee(c.pass.TypesInfo, call))
 }
 
+// dropUnprovable drops what was judged by its tokens alone (the parser did
+// not read the text): in a message, it is prose.
 func dropUnprovable(ps []sqlcheck.Problem) []sqlcheck.Problem {
 	out := ps[:0]
 	for _, p := range ps {
-		if p.Kind != sqlcheck.Unprovable {
+		if p.Kind != sqlcheck.Unprovable && !p.Unread {
 			out = append(out, p)
 		}
 	}
@@ -749,7 +752,11 @@ func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 	}
 	c.builderCall(call, fn, stack)
 	if i := c.sinkQueryIndex(fn); i >= 0 {
-		if i < len(call.Args) {
+		// An any parameter (xorm, bun's variadic any) holds a query only
+		// when a string is passed; a spread slice (Exec(args...)) is not
+		// seen.
+		spread := call.Ellipsis.IsValid() && i >= len(call.Args)-1
+		if i < len(call.Args) && !spread && stringish(c.pass.TypesInfo.TypeOf(call.Args[i])) {
 			if _, ok := c.static(call.Args[i]); !ok {
 				c.addSite(&site{call: call, query: i})
 			}

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"ariga.io/atlas/sql/migrate"
 	"github.com/go-sql-driver/mysql"
@@ -234,4 +235,47 @@ func TestUnknownSchemaIsRefusedAndNothingChanges(t *testing.T) {
 			t.Fatalf("the refused run changed the database: %v", diff)
 		}
 	})
+}
+
+// A replay that fails (a file the server refuses) still drops its scratch
+// database: the probe table its first file creates is in no scratch
+// database afterwards. The probe's random name tells this test's scratch
+// database from those of tests running beside it.
+func TestFailedReplayDropsItsScratchDatabase(t *testing.T) {
+	t.Parallel()
+	_, _, db := emptyDB(t, "replayfail")
+	probe := "probe_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	dir := &migrate.MemDir{}
+	for name, body := range map[string]string{
+		"20260101000000_probe.sql":  "CREATE TABLE `" + probe + "` (x int);\n",
+		"20260101000001_broken.sql": "CREATE TABLE broken (;\n",
+	} {
+		if err := dir.WriteFile(name, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := migrations.ReplayTarget(context.Background(), db, dir)
+	if err == nil || !strings.Contains(err.Error(), "20260101000001_broken.sql") {
+		t.Fatalf("replay of a broken file: got %v, want an error naming the file", err)
+	}
+	var left []string
+	rows, err := db.Query("SELECT TABLE_SCHEMA FROM information_schema.TABLES WHERE TABLE_NAME = ? AND TABLE_SCHEMA LIKE ?",
+		probe, strings.ReplaceAll(migrations.ScratchPrefix, "_", `\_`)+"%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("the failed replay left its scratch database behind: %v", left)
+	}
 }

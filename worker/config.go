@@ -209,11 +209,12 @@ type Hooks struct {
 
 // PassResult is what one scheduler pass did: its free slots, the tokens it
 // took from the fleet budget, the expired leases it took over, the due
-// reconciles it claimed, the other due jobs (sends) it claimed, and the
-// tokens it did not spend on sends because they were the reserve of
-// unknown outcomes (Config.ReconcileReserve).
+// reconciles it claimed, the other due jobs (sends) it claimed, of which
+// Hinted through hints (Client.Hint) by id, and the tokens it did not spend
+// on sends because they were the reserve of unknown outcomes
+// (Config.ReconcileReserve).
 type PassResult struct {
-	Free, Tokens, TakenOver, Reconciles, Claimed, Reserved int
+	Free, Tokens, TakenOver, Reconciles, Claimed, Hinted, Reserved int
 }
 
 func (c Config) withDefaults() Config {

@@ -121,7 +121,10 @@ func printFenceReport(out io.Writer, mode migrations.FenceMode, groups []migrati
 		for i, r := range g.Rows {
 			rows[i] = fmt.Sprint(r)
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Count, g.Account, prog, g.Rule, g.Shape,
+		// The account, the program name and the statement are the
+		// writer's: printed inert, so that an ESC sequence or a newline in
+		// them cannot rewrite the operator's screen or forge a row.
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Count, inert(g.Account), inert(prog), inert(g.Rule), inert(g.Shape),
 			g.First.Format(time.DateTime), g.Last.Format(time.DateTime), strings.Join(rows, ","))
 	}
 	return w.Flush()

@@ -83,3 +83,62 @@ func openRaw(t *testing.T, dsn string) *sql.DB {
 	t.Cleanup(func() { _ = db.Close() })
 	return db
 }
+
+// What a writer controls (its program name, the statement it sends) is
+// printed inert by the text report: an ESC sequence cannot clear the
+// operator's screen, a newline cannot forge a row. The JSON report is valid
+// JSON and carries the raw value.
+func TestFenceReportPrintsWriterTextInert(t *testing.T) {
+	t.Parallel()
+	dsn := demoDSN(t)
+	var out bytes.Buffer
+	refundd := func(args ...string) (string, error) {
+		t.Helper()
+		out.Reset()
+		err := run(context.Background(), args, &out)
+		return out.String(), err
+	}
+	if _, err := refundd("migrate", "-dsn", dsn, "-create"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refundd("fence", "mode", "observe", "-dsn", dsn, "-reason", "find the writers"); err != nil {
+		t.Fatal(err)
+	}
+	const program = "evil\x1b[2J\x1b]0;owned\x07\nforged row\u202e"
+	// This server runs without performance_schema, so the fence records no
+	// program name nor statement: the row is written as a server with it
+	// records a writer whose connection attributes and statement carry
+	// them (and whose account name does).
+	db := openRaw(t, dsn)
+	if _, err := db.Exec("INSERT INTO refund_jobs_fence_violations (observed_at, operation, row_id, rule, account, connection_id, program_name, statement) "+
+		"VALUES (NOW(6), 'update', 1, 'refund_jobs#1: an UPDATE must declare the attempt it holds: SET writer_attempt = 1', ?, 7, ?, ?)",
+		"ev\x1b[1Ail\n@host", program,
+		//fencelint:allow the violation row's recorded statement text is data (an unfenced UPDATE a legacy writer sent), never run
+		"UPDATE refund_jobs /* \x1b[2J\nforged shape */ SET state = 'ready' WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	report, err := refundd("fence", "report", "-dsn", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(report, "\x1b\x07\r\u202e") {
+		t.Errorf("the report prints a writer's control characters raw:\n%q", report)
+	}
+	if lines := strings.Split(strings.TrimSuffix(report, "\n"), "\n"); len(lines) != 3 {
+		t.Errorf("the report has %d lines, want 3 (summary, header, one group): a writer's newline forged a line:\n%s", len(lines), report)
+	}
+	if !strings.Contains(report, `evil\x1b[2J`) {
+		t.Errorf("the report does not show the program name escaped:\n%s", report)
+	}
+	asJSON, err := refundd("fence", "report", "-dsn", dsn, "-json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(asJSON, "\x1b\x07") || strings.Count(asJSON, "\n") != 1 {
+		t.Errorf("the JSON report carries raw control characters or newlines:\n%q", asJSON)
+	}
+	var doc struct{ Groups []migrations.ViolationGroup }
+	if err := json.Unmarshal([]byte(asJSON), &doc); err != nil || len(doc.Groups) != 1 || doc.Groups[0].Program != program {
+		t.Fatalf("report -json: %v, groups %+v, want the program name %q", err, doc.Groups, program)
+	}
+}

@@ -44,6 +44,7 @@ import (
 
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/chaos"
+	"github.com/fencekit/fencekit/internal/scratchdb"
 	"github.com/fencekit/fencekit/migrations"
 )
 
@@ -53,9 +54,21 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "refundd:", err)
+		printError(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// printError prints err for the operator's terminal: every line made inert
+// (an error may quote a provider's, a webhook's or a DSN's text), and the
+// lines after the first indented, so that text inside an error cannot pass
+// for a line of its own.
+func printError(w io.Writer, err error) {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = inert(l)
+	}
+	fmt.Fprintln(w, "refundd: "+strings.Join(lines, "\n  "))
 }
 
 func usage(w io.Writer) {
@@ -98,6 +111,7 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 		fs.StringVar(&f.payment, "payment", "", "the payment to refund")
 		fs.StringVar(&f.amount, "amount", "", "amount in major units with the currency's decimals: 12.50 EUR, 1250 JPY, 1.250 KWD")
 		fs.StringVar(&f.currency, "currency", "", "ISO 4217 code")
+		f.dispatch.register(fs, false)
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -181,13 +195,17 @@ func migrate(ctx context.Context, dsn string, create bool, out io.Writer) error 
 		return errors.New("migrate: -dsn: names no database")
 	}
 	if create {
+		ident, err := scratchdb.QuoteIdent(cfg.DBName)
+		if err != nil {
+			return fmt.Errorf("migrate: -dsn: %w", err)
+		}
 		server := cfg.Clone()
 		server.DBName = ""
 		db, err := sql.Open("mysql", server.FormatDSN())
 		if err != nil {
 			return err
 		}
-		_, err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+cfg.DBName+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+		_, err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+ident+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
 		db.Close()
 		if err != nil {
 			return fmt.Errorf("migrate: create database %s: %w", cfg.DBName, err)

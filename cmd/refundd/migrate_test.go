@@ -100,3 +100,36 @@ func TestMigrateBaselinesAPlainClientDatabase(t *testing.T) {
 		t.Fatalf("migrate on a plain-client database: %v\n%s", err, out.String())
 	}
 }
+
+// The database name of -dsn is one identifier in migrate -create's CREATE
+// DATABASE: a backtick and a second statement in it create exactly that
+// database, and touch no other.
+func TestMigrateCreateQuotesTheDatabaseName(t *testing.T) {
+	t.Parallel()
+	cfg, err := devdb.ServerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, drop, err := devdb.Create(context.Background(), cfg, "victim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drop(context.Background()) })
+	name := "fk`; DROP DATABASE `" + victim + "`; --"
+	root, err := sql.Open("mysql", devdb.DSN(cfg, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	t.Cleanup(func() { _, _ = root.Exec("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(name, "`", "``") + "`") })
+	err = run(context.Background(), []string{"migrate", "-create", "-dsn", devdb.DSN(cfg, name)}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("migrate -create %q: %v", name, err)
+	}
+	for _, db := range []string{victim, name} {
+		var n int
+		if err := root.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", db).Scan(&n); err != nil || n != 1 {
+			t.Errorf("database %q: %d found (%v), want 1", db, n, err)
+		}
+	}
+}

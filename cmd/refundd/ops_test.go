@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -334,5 +335,17 @@ func TestJobsShowsEachAttemptsHolder(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("jobs -id 1 lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// The error refundd exits with is inert on the terminal too: an escape
+// sequence in a DSN or a provider's text is printed escaped, and a line
+// break inside the error indents what follows.
+func TestExitErrorIsInertInTheTerminal(t *testing.T) {
+	var out bytes.Buffer
+	printError(&out, errors.Join(errors.New("-dsn: bad value \"x\x1b[2J\u202e\""), errors.New("refundd: forged line")))
+	want := "refundd: -dsn: bad value \"x\\x1b[2J\\u202e\"\n  refundd: forged line\n"
+	if out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
 	}
 }

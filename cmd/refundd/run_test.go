@@ -185,6 +185,22 @@ func TestRunRefusesToStart(t *testing.T) {
 			refused(t, []string{"-holder"}, "-provider-url", srv.URL(), "-holder", h)
 		})
 	}
+	for _, tc := range []struct {
+		name string
+		want []string
+		args []string
+	}{
+		{"with an unknown dispatch", []string{"-dispatch", `"kafka"`}, []string{"-dispatch", "kafka"}},
+		{"with the broker's dispatch and no broker", []string{"-dispatch rabbitmq", "-amqp-url"}, []string{"-dispatch", "rabbitmq"}},
+		{"with the broker's dispatch and a URL that is not AMQP's", []string{"-amqp-url", "rabbitmq.Config.URL", "xxxxx"}, []string{"-dispatch", "rabbitmq", "-amqp-url", "http://u:secret@host/"}},
+		{"with a broker URL and the scan's dispatch", []string{"-amqp-url", "-dispatch rabbitmq"}, []string{"-amqp-url", "amqp://127.0.0.1/"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec")
+			t.Setenv("FENCEKIT_AMQP_URL", "")
+			refused(t, tc.want, append([]string{"-provider-url", srv.URL()}, tc.args...)...)
+		})
+	}
 	t.Run("with another budget rate than the fleet's", func(t *testing.T) {
 		t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec")
 		r := startRun(t, dsn, "-provider-url", srv.URL(), "-budget-rate", "50")

@@ -22,7 +22,12 @@ package adopt
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/fencekit/fencekit/fencedwrite"
 )
@@ -99,9 +104,16 @@ func (o Options) validate() error {
 		if flag == "actions" {
 			valid = fencekitActions
 		}
-		for from, to := range m {
+		for _, from := range slices.Sorted(maps.Keys(m)) {
+			to := m[from]
 			if !contains(valid, to) {
 				return &fencedwrite.FieldError{Field: flag, Problem: fmt.Sprintf("%s=%s: %q is not a fencekit name (%s)", from, to, to, strings.Join(valid, ", "))}
+			}
+			if contains(valid, from) && from != to {
+				// Rows holding a fencekit name keep it: the mapping would
+				// be ignored, and rows fencekit's workers wrote meanwhile
+				// could not be told from the team's.
+				return &fencedwrite.FieldError{Field: flag, Problem: fmt.Sprintf("%s=%s: %q is a fencekit name, which adopt keeps as it is; map only the team's own names", from, to, from)}
 			}
 		}
 	}
@@ -144,6 +156,38 @@ func contains(list []string, s string) bool {
 }
 
 func quote(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// inert is s with control and Unicode format characters and invalid UTF-8
+// escaped as Go quotes them ("\n", "\x1b", "\u202e"): names the team chose
+// (columns, triggers, foreign keys) are printed in the plan's SQL comments
+// and in refusals, where a newline would end the comment and put a
+// statement of the name's into the plan, and an ESC sequence would rewrite
+// the engineer's terminal.
+func inert(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unsafeRune(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+}
+
+// binary is col compared byte for byte, whatever its collation.
+func binary(col string) string { return "CAST(" + quote(col) + " AS BINARY)" }
 
 func sqlString(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"

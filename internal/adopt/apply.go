@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -62,6 +63,9 @@ func Apply(ctx context.Context, db *sql.DB, o Options) (*Result, error) {
 	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 5"); err != nil {
 		return nil, fmt.Errorf("adopt: %w", err)
 	}
+	if err := sessionMode(ctx, conn); err != nil {
+		return nil, err
+	}
 	res := &Result{Plan: p, Durations: map[string]time.Duration{}}
 	for _, s := range p.Steps {
 		if o.Hooks.BeforeStep != nil {
@@ -92,31 +96,78 @@ func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o
 		}
 	}
 	for _, q := range s.Batched {
-		// The range ends at the table's highest id when the batch starts:
-		// rows the legacy writers insert meanwhile are covered too.
-		top := p.MaxID
-		for lo := max(p.MinID, s.From, 1); ; lo += int64(o.BatchSize) {
-			if lo > top {
-				if err := conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM "+quote(Table)).Scan(&top); err != nil {
-					return &StepError{Step: s.Name, SQL: q, Err: err}
-				}
-				if lo > top {
-					break
-				}
+		// Each range starts at the next id the table has, so that a gap
+		// of billions of ids costs one query, and ends at most at the top
+		// of BIGINT; ids of 0 and below are covered too. Rows the legacy
+		// writers insert meanwhile are covered when their id is ahead.
+		lo := int64(math.MinInt64)
+		if s.From != 0 {
+			lo = s.From
+		}
+		for {
+			// Not MIN(id): MariaDB 10.11 answers SELECT MIN(id) WHERE id >= c
+			// with the column's top value when c is past its type's range
+			// (INT UNSIGNED, c = 2^32+1 gives 2^32-1), and the walk would
+			// never end (TestApplyKeepsTheTopOfAnUnsignedInt).
+			var next int64
+			err := conn.QueryRowContext(ctx, "SELECT id FROM "+quote(Table)+" WHERE id >= ? ORDER BY id LIMIT 1", lo).Scan(&next)
+			if errors.Is(err, sql.ErrNoRows) || err == nil && next < lo {
+				break
 			}
+			if err != nil {
+				return &StepError{Step: s.Name, SQL: q, Err: err}
+			}
+			lo = next
 			hi := lo + int64(o.BatchSize) - 1
+			if hi < lo {
+				hi = math.MaxInt64
+			}
 			if _, err := conn.ExecContext(ctx, q, lo, hi); err != nil {
 				return &StepError{Step: s.Name, SQL: q, Err: fmt.Errorf("batch id %d to %d: %w", lo, hi, err)}
 			}
 			if o.Hooks.AfterBatch != nil {
 				o.Hooks.AfterBatch(s.Name, lo, hi)
 			}
+			if hi == math.MaxInt64 {
+				break
+			}
+			lo = hi + 1
 		}
 	}
 	if s.baseline {
 		if err := migrations.RecordBaseline(ctx, db, p.Baseline, p.BaselineDesc); err != nil {
 			return &StepError{Step: s.Name, SQL: "record the baseline", Err: err}
 		}
+	}
+	return nil
+}
+
+// sessionMode makes apply's session strict, whatever the server's default
+// (a value that does not fit fails the statement, apply stops and nothing
+// is lost, instead of being stored truncated or empty), and drops
+// NO_BACKSLASH_ESCAPES, so that the string literals of the plan's
+// statements (sqlString) mean what they say.
+func sessionMode(ctx context.Context, conn *sql.Conn) error {
+	var mode string
+	if err := conn.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("adopt: read sql_mode: %w", err)
+	}
+	var modes []string
+	strict := false
+	for _, m := range strings.Split(mode, ",") {
+		switch m {
+		case "", "NO_BACKSLASH_ESCAPES":
+			continue
+		case "STRICT_TRANS_TABLES", "STRICT_ALL_TABLES":
+			strict = true
+		}
+		modes = append(modes, m)
+	}
+	if !strict {
+		modes = append(modes, "STRICT_TRANS_TABLES")
+	}
+	if _, err := conn.ExecContext(ctx, "SET SESSION sql_mode = ?", strings.Join(modes, ",")); err != nil {
+		return fmt.Errorf("adopt: set sql_mode: %w", err)
 	}
 	return nil
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -98,6 +100,16 @@ func NewPlan(ctx context.Context, db *sql.DB, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adopt: open atlas driver: %w", err)
 	}
+	// An id past BIGINT's top (an unsigned BIGINT, or a table whose ids
+	// reached the top) fails Atlas's inspection: refused by name first.
+	var next sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT CAST(AUTO_INCREMENT AS CHAR) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", Table).Scan(&next); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("adopt: %w", err)
+	}
+	if n, err := strconv.ParseUint(next.String, 10, 64); next.Valid && err == nil && n > math.MaxInt64 {
+		return nil, fmt.Errorf("%w: %s.id has reached %d (its next AUTO_INCREMENT value, %d, is past fencekit's id type, bigint, whose top is %d): "+
+			"rows with ids that high cannot be kept; renumber them below it first (nothing was changed)", ErrRefused, Table, n-1, n, int64(math.MaxInt64))
+	}
 	have, err := drv.InspectSchema(ctx, "", &schema.InspectOptions{Exclude: []string{migrations.RevisionTable}})
 	if err != nil {
 		return nil, fmt.Errorf("adopt: inspect: %w", err)
@@ -131,10 +143,16 @@ type planner struct {
 	// pending are the added columns and those an earlier, interrupted
 	// apply added: they still carry adopt's temporary default.
 	pending map[string]bool
+	// mapped are the rewrites map-values plans, per column (team name ->
+	// fencekit name).
+	mapped map[string]map[string]string
+	// modified are the columns of refund_jobs whose type or collation a
+	// step changes (foreign keys on them are refused).
+	modified map[string]bool
 }
 
 func (pl *planner) refuse(format string, args ...any) {
-	pl.refusals = append(pl.refusals, fmt.Sprintf(format, args...))
+	pl.refusals = append(pl.refusals, inert(fmt.Sprintf(format, args...)))
 }
 
 func (pl *planner) plan() error {
@@ -169,8 +187,15 @@ func (pl *planner) plan() error {
 	if len(pl.refusals) > 0 {
 		return nil // the checks below read columns that may be missing
 	}
+	// map-values is planned first (widen-columns makes room for the names
+	// it writes) and runs after widen-columns.
+	pl.modified = map[string]bool{}
+	mapValues, err := pl.mapValues()
+	if err != nil {
+		return err
+	}
 	for _, step := range []func() (Step, error){
-		pl.addColumns, pl.mapValues, pl.modifyColumns, pl.backfillTimes, pl.dropDefaults, pl.addIndexes,
+		pl.addColumns, pl.widenColumns, func() (Step, error) { return mapValues, nil }, pl.modifyColumns, pl.backfillTimes, pl.dropDefaults, pl.addIndexes,
 		pl.createTables, pl.backfillKeys, pl.backfillLedger, pl.observeMode, pl.fence, pl.catchUp, pl.baseline,
 	} {
 		s, err := step()
@@ -181,7 +206,88 @@ func (pl *planner) plan() error {
 			pl.p.Steps = append(pl.p.Steps, s)
 		}
 	}
+	return pl.foreignKeys()
+}
+
+// foreignKeys refuses a foreign key to or from refund_jobs on a column
+// whose type or collation a step changes (the server refuses the change,
+// error 1832/1833, or the key would join columns of different types), and
+// names the others in the plan: they stay.
+func (pl *planner) foreignKeys() error {
+	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT CONSTRAINT_NAME, TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME "+
+		"FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_NAME IS NOT NULL AND "+
+		"((TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?) OR (REFERENCED_TABLE_SCHEMA = DATABASE() AND REFERENCED_TABLE_NAME = ?)) "+
+		"ORDER BY TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION", Table, Table)
+	if err != nil {
+		return fmt.Errorf("adopt: read foreign keys: %w", err)
+	}
+	defer rows.Close()
+	type fk struct {
+		name, from, to string
+		changed        []string
+		incoming       bool
+	}
+	var keys []*fk
+	byName := map[string]*fk{}
+	for rows.Next() {
+		var name, schemaName, table, col, refSchema, refTable, refCol string
+		if err := rows.Scan(&name, &schemaName, &table, &col, &refSchema, &refTable, &refCol); err != nil {
+			return fmt.Errorf("adopt: read foreign keys: %w", err)
+		}
+		id := schemaName + "." + table + "." + name
+		k := byName[id]
+		if k == nil {
+			k = &fk{name: name}
+			byName[id] = k
+			keys = append(keys, k)
+		}
+		qualify := func(s, t string) string {
+			if s == pl.p.Database {
+				return t
+			}
+			return s + "." + t
+		}
+		k.from += sep(k.from) + qualify(schemaName, table) + "." + col
+		k.to += sep(k.to) + qualify(refSchema, refTable) + "." + refCol
+		mine := ""
+		if schemaName == pl.p.Database && table == Table {
+			mine = col
+		}
+		if refSchema == pl.p.Database && refTable == Table {
+			k.incoming = true
+			if mine == "" || pl.modified[refCol] {
+				mine = refCol
+			}
+		}
+		if pl.modified[mine] {
+			k.changed = append(k.changed, Table+"."+mine)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("adopt: read foreign keys: %w", err)
+	}
+	for _, k := range keys {
+		if len(k.changed) > 0 {
+			pl.refuse("foreign key %s (%s -> %s) covers %s, whose type or collation adopt changes (a table copy): the server refuses that. "+
+				"Drop the foreign key first and add it again after apply, with the referencing column of the new type (refund_jobs.id is bigint)",
+				k.name, k.from, k.to, strings.Join(k.changed, ", "))
+			continue
+		}
+		note := fmt.Sprintf("the foreign key %s (%s -> %s) stays as it is; adopt changes none of its columns", k.name, k.from, k.to)
+		if k.incoming {
+			note += ". refund_jobs_archive(cutoff) deletes archived jobs from refund_jobs: a row referencing one makes the archival fail (RESTRICT) " +
+				"or is deleted with it (CASCADE); the archive has no foreign key (CREATE TABLE … LIKE copies none)"
+		}
+		pl.p.Notes = append(pl.p.Notes, note)
+	}
 	return nil
+}
+
+func sep(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ", "
 }
 
 // columns checks every fencekit column against the team's table.
@@ -423,7 +529,10 @@ func (pl *planner) addColumns() (Step, error) {
 // mapping returns, for column col, the values to rewrite (legacy ->
 // fencekit), refusing the values it cannot map.
 func (pl *planner) mapping(col string, valid []string, m map[string]string, flag string) (map[string]string, error) {
-	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT "+quote(col)+", COUNT(*) FROM "+quote(Table)+" GROUP BY "+quote(col))
+	// Byte for byte: under a case-insensitive or PAD SPACE collation the
+	// server would group 'Pending' and 'pending ' with 'pending', and the
+	// rewrite would map them all through the one name declared.
+	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT "+binary(col)+", COUNT(*) FROM "+quote(Table)+" GROUP BY "+binary(col))
 	if err != nil {
 		return nil, fmt.Errorf("adopt: read %s values: %w", col, err)
 	}
@@ -453,7 +562,7 @@ func (pl *planner) mapping(col string, valid []string, m map[string]string, flag
 			out[v.v.String] = to
 			continue
 		}
-		where, shown := quote(col)+" = ?", v.v.String
+		where, shown := binary(col)+" = ?", v.v.String
 		args := []any{v.v.String}
 		if !v.v.Valid {
 			where, shown, args = quote(col)+" IS NULL", "NULL", nil
@@ -504,7 +613,8 @@ func (pl *planner) mapValues() (Step, error) {
 	if err != nil {
 		return s, err
 	}
-	for col, m := range map[string]map[string]string{"state": states, "next_action": actions} {
+	pl.mapped = map[string]map[string]string{"state": states, "next_action": actions}
+	for col, m := range pl.mapped {
 		if len(m) == 0 {
 			continue
 		}
@@ -514,12 +624,103 @@ func (pl *planner) mapValues() (Step, error) {
 			from = append(from, sqlString(k))
 		}
 		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s = CASE %s %s END WHERE id BETWEEN ? AND ? AND %s IN (%s)",
-			quote(Table), quote(col), quote(col), strings.Join(cases, " "), quote(col), strings.Join(from, ", ")))
+			quote(Table), quote(col), binary(col), strings.Join(cases, " "), binary(col), strings.Join(from, ", ")))
 	}
 	if len(s.Batched) > 0 {
 		pl.p.Notes = append(pl.p.Notes, "legacy writers must write fencekit's state and action names before the modify-columns step: "+
 			"a row written with a team name after its batch makes that step fail (nothing is lost; run apply again)")
 	}
+	return s, nil
+}
+
+// widenColumns makes room in state and next_action for the fencekit names
+// map-values writes, when the team's column cannot hold them: an ENUM of
+// the team's names, or a CHAR or VARCHAR shorter than a name. The column
+// becomes a VARCHAR long enough for every team and fencekit name, with its
+// collation, nullability and default: every value is kept byte for byte.
+// Without it, map-values fails on a strict server and, on one that is not,
+// stores an empty string or a truncated name (the row's state lost).
+func (pl *planner) widenColumns() (Step, error) {
+	s := Step{
+		Name: "widen-columns",
+		What: "widens the team's state or next_action so that it can hold fencekit's names before map-values writes them (each value kept byte for byte)",
+		Locks: "a VARCHAR made longer (within 255 bytes) is a metadata change (INSTANT); an ENUM or CHAR made a VARCHAR is a table copy " +
+			"(ALGORITHM=COPY, LOCK=SHARED: reads go on, writes to refund_jobs wait for the copy, as modify-columns)",
+		Rollback: "ALTER TABLE refund_jobs MODIFY the column back to its old type, before map-values ran (after it, the rows hold fencekit's names: map-values' rollback first)",
+		Online:   true,
+	}
+	var mods, names []string
+	copies := false
+	for _, col := range []string{"state", "next_action"} {
+		l, ok := pl.legacy.Column(col)
+		if !ok || len(pl.mapped[col]) == 0 {
+			continue
+		}
+		longest := 0
+		var targets []string
+		for _, to := range pl.mapped[col] {
+			longest = max(longest, len(to))
+			targets = append(targets, to)
+		}
+		var size int
+		switch t := l.Type.Type.(type) {
+		case *schema.EnumType:
+			missing := false
+			for _, to := range targets {
+				missing = missing || !slices.Contains(t.Values, to)
+			}
+			if !missing {
+				continue
+			}
+			for _, v := range t.Values {
+				size = max(size, len(v))
+			}
+			copies = true
+		case *schema.StringType:
+			if t.Size >= longest {
+				continue
+			}
+			size = t.Size
+			copies = copies || t.T != "varchar"
+		default:
+			continue
+		}
+		// Written out here, not by Atlas: its COLLATE is left out when it
+		// is the table's or the charset's default, and add-columns may
+		// have changed the table's default by the time this runs.
+		def := fmt.Sprintf("MODIFY COLUMN %s varchar(%d)", quote(col), max(size, longest))
+		if co := collation(l.Attrs, pl.legacy.Attrs); co != "" {
+			cs, ok := charset(l.Attrs)
+			if !ok {
+				cs, _ = charset(pl.legacy.Attrs)
+			}
+			def += " CHARACTER SET " + cs + " COLLATE " + co
+		}
+		if l.Type.Null {
+			def += " NULL"
+		} else {
+			def += " NOT NULL"
+		}
+		switch d := l.Default.(type) {
+		case *schema.Literal:
+			def += " DEFAULT " + sqlString(unquote(d.V))
+		case *schema.RawExpr:
+			def += " DEFAULT " + sqlString(unquote(d.X))
+		}
+		mods = append(mods, def)
+		names = append(names, fmt.Sprintf("%s to varchar(%d)", col, max(size, longest)))
+		pl.modified[col] = true
+	}
+	if len(mods) == 0 {
+		return s, nil
+	}
+	st := "ALTER TABLE " + quote(Table) + " " + strings.Join(mods, ", ")
+	if copies {
+		st += ", ALGORITHM=COPY, LOCK=SHARED"
+	}
+	s.SQL = append(s.SQL, st)
+	s.Online = !copies
+	s.What += ": " + strings.Join(names, ", ")
 	return s, nil
 }
 
@@ -575,6 +776,9 @@ func (pl *planner) modifyColumns() (Step, error) {
 		}
 		mods = append(mods, &schema.ModifyColumn{From: l, To: c, Change: kind})
 		names = append(names, c.Name)
+		if kind&^schema.ChangeDefault&^schema.ChangeNull != 0 {
+			pl.modified[c.Name] = true
+		}
 	}
 	if len(mods) == 0 {
 		return s, nil
@@ -597,6 +801,15 @@ func hasAutoIncrement(c *schema.Column) bool {
 		}
 	}
 	return false
+}
+
+// unquote is a string literal's value as Atlas's inspection shows it
+// (quoted, a quote in it doubled or escaped with a backslash).
+func unquote(v string) string {
+	if len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' {
+		v = strings.NewReplacer(`''`, `'`, `\'`, `'`, `\\`, `\`).Replace(v[1 : len(v)-1])
+	}
+	return v
 }
 
 func sameDefault(a, b schema.Expr) bool {
@@ -868,27 +1081,59 @@ func (pl *planner) fence() (Step, error) {
 		Online:   true,
 		routines: true,
 	}
-	existing := map[string]bool{}
-	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT CONCAT('trigger ', TRIGGER_NAME) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() "+
-		"UNION ALL SELECT CONCAT('procedure ', ROUTINE_NAME) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()")
+	// existing are the triggers and procedures the database has, each
+	// with what shows it is fencekit's: a trigger's CREATE as the target's
+	// is written (from information_schema), a procedure's body.
+	existing := map[string]string{}
+	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT CONCAT('trigger ', TRIGGER_NAME), "+
+		"CONCAT('CREATE TRIGGER `', REPLACE(TRIGGER_NAME, '`', '``'), '` ', ACTION_TIMING, ' ', EVENT_MANIPULATION, ' ON `', REPLACE(EVENT_OBJECT_TABLE, '`', '``'), '` FOR EACH ROW ', ACTION_STATEMENT) "+
+		"FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() "+
+		"UNION ALL SELECT CONCAT('procedure ', ROUTINE_NAME), COALESCE(ROUTINE_DEFINITION, '') FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()")
 	if err != nil {
 		return s, fmt.Errorf("adopt: %w", err)
 	}
 	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
+		var k, def string
+		if err := rows.Scan(&k, &def); err != nil {
 			rows.Close()
 			return s, err
 		}
-		existing[k] = true
+		existing[k] = def
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return s, err
+	}
+	// One of fencekit's names that is not fencekit's routine: taking it for
+	// the fence would leave the table unfenced (or fenced by the team's
+	// rules), so it is refused; an interrupted apply's own are kept.
+	for _, r := range pl.target.Routines {
+		def, ok := existing[r.Kind+" "+r.Name]
+		if !ok {
+			continue
+		}
+		same := def == r.Create
+		if r.Kind == "procedure" {
+			if strings.TrimSpace(def) == "" {
+				// information_schema hides the body from an account that is
+				// not the procedure's definer and lacks the privilege.
+				pl.refuse("the database has a procedure %s whose definition this account cannot read: run adopt as its definer, "+
+					"or grant the account SHOW CREATE ROUTINE (MariaDB) / SELECT on mysql.proc, so that adopt can tell whether it is fencekit's", r.Name)
+				continue
+			}
+			same = strings.Contains(r.Create, strings.TrimSpace(def))
+		}
+		if !same {
+			pl.refuse("the database has a %s %s that is not fencekit's (its definition differs): fencekit's fence needs that name; rename the team's %s first (it would otherwise stand in for the fence)",
+				r.Kind, r.Name, r.Kind)
+		}
+	}
 	names := map[string]bool{}
 	var tables []string
 	var triggers []string
 	for _, r := range pl.target.Routines {
 		names[r.Kind+" "+r.Name] = true
-		if existing[r.Kind+" "+r.Name] {
+		if _, ok := existing[r.Kind+" "+r.Name]; ok {
 			continue
 		}
 		if r.Kind != "trigger" {
@@ -920,9 +1165,11 @@ func (pl *planner) fence() (Step, error) {
 			"(measured: under 0.5 s); the lock waits for transactions open on them (lock_wait_timeout 5 s, then apply retries). " +
 			"Without the LOCK TABLES privilege, each CREATE TRIGGER takes only a short exclusive metadata lock, and a legacy write racing it may fail once (error 1305 on MariaDB)"
 	}
-	for k := range existing {
+	for _, k := range slices.Sorted(maps.Keys(existing)) {
 		if !names[k] {
-			pl.p.Notes = append(pl.p.Notes, "the database has "+k+", which is not fencekit's: it stays, and runs beside the fence")
+			pl.p.Notes = append(pl.p.Notes, "the database has "+k+", which is not fencekit's: it stays, and runs beside the fence "+
+				"(a team trigger on refund_jobs runs before fencekit's of the same timing and event, which were created after it: what it sets, the fence checks; "+
+				"a write it makes to refund_jobs or the ledger is checked by the fence like any legacy writer's)")
 		}
 	}
 	return s, nil
@@ -944,10 +1191,12 @@ func (pl *planner) baseline() (Step, error) {
 // does, what it locks and for how long, how to roll it back.
 func (p *Plan) Format(w io.Writer, batch int) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "-- refundd adopt: the plan for %s on %s\n", p.Database, p.Server)
+	// Every comment goes through inert: what it says may carry names the
+	// team chose, and a newline in one would end the comment.
+	fmt.Fprintf(&b, "-- refundd adopt: the plan for %s on %s\n", inert(p.Database), inert(p.Server))
 	fmt.Fprintf(&b, "-- refund_jobs: %d rows, id %d to %d; backfills in batches of %d ids, each its own transaction\n", p.Rows, p.MinID, p.MaxID, batch)
 	for _, n := range p.Notes {
-		fmt.Fprintf(&b, "-- NOTE: %s\n", n)
+		fmt.Fprintf(&b, "-- NOTE: %s\n", inert(n))
 	}
 	if len(p.Steps) == 0 {
 		b.WriteString("-- nothing to do: the database is adopted\n")
@@ -957,11 +1206,11 @@ func (p *Plan) Format(w io.Writer, batch int) error {
 		if !s.Online {
 			online = "NOT ONLINE: writes to refund_jobs wait for this step"
 		}
-		fmt.Fprintf(&b, "\n-- Step %d/%d: %s (%s)\n--   What: %s\n--   Locks: %s\n", i+1, len(p.Steps), s.Name, online, s.What, s.Locks)
+		fmt.Fprintf(&b, "\n-- Step %d/%d: %s (%s)\n--   What: %s\n--   Locks: %s\n", i+1, len(p.Steps), s.Name, online, inert(s.What), inert(s.Locks))
 		if e := expected(s, p.Rows, batch); e != "" {
 			fmt.Fprintf(&b, "--   Expected: %s\n", e)
 		}
-		fmt.Fprintf(&b, "--   Roll back: %s\n", s.Rollback)
+		fmt.Fprintf(&b, "--   Roll back: %s\n", inert(s.Rollback))
 		for _, q := range s.SQL {
 			if s.routines && strings.HasPrefix(q, "CREATE") {
 				fmt.Fprintf(&b, "DELIMITER //\n%s//\nDELIMITER ;\n", q)
@@ -970,9 +1219,12 @@ func (p *Plan) Format(w io.Writer, batch int) error {
 			fmt.Fprintf(&b, "%s;\n", q)
 		}
 		for _, q := range s.Batched {
-			from := max(p.MinID, s.From, 1)
+			from := p.MinID
+			if s.From != 0 {
+				from = max(from, s.From)
+			}
 			lo, hi := from, from+int64(batch)-1
-			fmt.Fprintf(&b, "-- for each range of %d ids from %d to the highest id when the range starts (the first shown):\n%s;\n", batch, from,
+			fmt.Fprintf(&b, "-- for each range of %d ids from %d to the highest id when the range starts, each range starting at the next existing id (the first shown):\n%s;\n", batch, from,
 				strings.Replace(strings.Replace(q, "?", fmt.Sprint(lo), 1), "?", fmt.Sprint(hi), 1))
 		}
 		if s.baseline {

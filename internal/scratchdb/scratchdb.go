@@ -32,6 +32,10 @@ func Recreate(ctx context.Context, dsn, command string) error {
 	if !strings.HasSuffix(cfg.DBName, suffix) {
 		return fmt.Errorf("%s: it drops and recreates its database, so the name must end in %s, got %q", command, suffix, cfg.DBName)
 	}
+	ident, err := QuoteIdent(cfg.DBName)
+	if err != nil {
+		return fmt.Errorf("%s: -dsn: %w", command, err)
+	}
 	server := cfg.Clone()
 	server.DBName = ""
 	db, err := sql.Open("mysql", server.FormatDSN())
@@ -40,8 +44,8 @@ func Recreate(ctx context.Context, dsn, command string) error {
 	}
 	defer db.Close()
 	for _, stmt := range []string{
-		"DROP DATABASE IF EXISTS `" + cfg.DBName + "`",
-		"CREATE DATABASE `" + cfg.DBName + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+		"DROP DATABASE IF EXISTS " + ident,
+		"CREATE DATABASE " + ident + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
 	} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("%s: %s: %w", command, stmt, err)
@@ -84,4 +88,18 @@ func Name(dsn string) string {
 		return ""
 	}
 	return cfg.DBName
+}
+
+// QuoteIdent quotes a database or table name for MySQL: in backticks, each
+// backtick doubled, so that a name from a user's DSN is one identifier
+// whatever it holds. An empty name or one with a NUL byte is refused (the
+// server cannot hold it).
+func QuoteIdent(name string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("database name: must not be empty")
+	}
+	if strings.ContainsRune(name, 0) {
+		return "", fmt.Errorf("database name %q: must not contain a NUL byte", name)
+	}
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`", nil
 }
