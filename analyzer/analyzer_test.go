@@ -123,3 +123,11 @@ func TestMalformedBaselineIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestCallForms (issue 20): a write is judged however Go calls the sink
+// (callforms), fenced writes built with run-time parts are left alone
+// (leavealone), and queries built by other means are followed
+// (builtqueries).
+func TestCallForms(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "callforms", "leavealone", "builtqueries", "cmdhelper")
+}

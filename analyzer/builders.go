@@ -64,6 +64,13 @@ type bmodel struct {
 
 // builderUse is a builder held in a local variable, followed after the
 // walk.
+// builderState is the query builders (squirrel, goqu, gorm, Ent's
+// dialect/sql) of the package.
+type builderState struct {
+	builders   []*builderUse
+	gormWrites []*bmodel
+}
+
 type builderUse struct {
 	m     *bmodel
 	v     *types.Var

@@ -413,6 +413,16 @@ func conjuncts(e ast.ExprNode, out []ast.ExprNode) []ast.ExprNode {
 		if x.Op == opcode.LogicAnd {
 			return conjuncts(x.R, conjuncts(x.L, out))
 		}
+		// The row constructor (id, state, attempt) = (?, ?, ?) is the AND
+		// of its pairs.
+		l, lok := unparen(x.L).(*ast.RowExpr)
+		r, rok := unparen(x.R).(*ast.RowExpr)
+		if (x.Op == opcode.EQ || x.Op == opcode.NullEQ) && lok && rok && len(l.Values) == len(r.Values) {
+			for i := range l.Values {
+				out = conjuncts(&ast.BinaryOperationExpr{Op: x.Op, L: l.Values[i], R: r.Values[i]}, out)
+			}
+			return out
+		}
 	case *ast.ParenthesesExpr:
 		return conjuncts(x.Expr, out)
 	}

@@ -38,6 +38,14 @@ UPDATE refund_jobs SET state=? WHERE id=? AND (state=? AND (attempt=?))  =>
 UPDATE refund_jobs SET state=? WHERE id=? AND (state=? OR attempt=?)  =>  unfenced:refund_jobs:state+attempt
 UPDATE refund_jobs SET state=? WHERE id=? AND state=? AND NOT attempt<>?  =>  unfenced:refund_jobs:attempt
 UPDATE refund_jobs SET state=? WHERE id=? AND ? = state AND 7 = attempt  =>
+UPDATE refund_jobs SET state=? WHERE (id, state, attempt) = (?, ?, ?)  =>
+UPDATE refund_jobs SET state=? WHERE id = ? AND (state, attempt) <=> (?, 3)  =>
+UPDATE refund_jobs SET state=? WHERE (id, (state, attempt)) = (?, (?, ?))  =>
+UPDATE refund_jobs SET state=? WHERE (id, state) = (?, ?)  =>  unfenced:refund_jobs:attempt
+UPDATE refund_jobs SET state=? WHERE (id, state, attempt) IN ((?, ?, ?))  =>  unfenced:refund_jobs:state+attempt
+UPDATE refund_jobs SET state=? WHERE (id, state, attempt) = (?, ?, attempt)  =>  unfenced:refund_jobs:attempt
+UPDATE refund_jobs j JOIN refunds r ON r.job_id = j.id SET j.state = 'x' WHERE (j.id, j.state, j.attempt) = (?, ?, ?)  =>
+UPDATE refund_jobs j JOIN refunds r ON r.job_id = j.id SET j.state = 'x' WHERE (j.id, r.state, r.attempt) = (?, ?, ?)  =>  unfenced:refund_jobs:state+attempt
 UPDATE refund_jobs SET state=? WHERE id=? AND state=? AND attempt>=?  =>  unfenced:refund_jobs:attempt
 UPDATE refund_jobs SET state=? WHERE id=? AND state=state AND attempt=?  =>  unfenced:refund_jobs:state
 UPDATE refund_jobs SET state=? WHERE id=? AND state=? AND attempt=attempt+0  =>  unfenced:refund_jobs:attempt
@@ -196,7 +204,16 @@ func TestCheckTemplate(t *testing.T) {
 	}{
 		//fencelint:allow the head of a statement under test, completed by a hole
 		{[]Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = "}, {Hole: true}}, "dynamic:refund_jobs"},
-		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ?"}}, "dynamic:refund_jobs"},
+		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ?"}}, "unfenced:refund_jobs:state+attempt"},
+		// A run-time SET list before a constant WHERE: the WHERE is judged
+		// (issue 20).
+		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ?"}}, ""},
+		{[]Part{{Text: "UPDATE refund_jobs SET state = 'ready', "}, {Hole: true}, {Text: " WHERE (id, state, attempt) = (?, ?, ?) LIMIT 1"}}, ""}, //fencelint:allow a statement head under test, completed by a hole
+		{[]Part{{Text: "UPDATE refund_jobs SET last_error = "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ?"}}, ""},         //fencelint:allow a statement head under test, completed by a hole
+		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ? AND lease_until > NOW()"}}, "lease:refund_jobs"},
+		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ? AND "}, {Hole: true}}, "dynamic:refund_jobs"},
+		{[]Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ? LIMIT "}, {Hole: true}}, "dynamic:refund_jobs"}, //fencelint:allow a statement head under test, completed by a hole
+		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id IN (SELECT id FROM x WHERE state = ?) AND state = ? AND attempt = ?; DELETE FROM t"}}, "dynamic:refund_jobs"},
 		{[]Part{{Text: "SELECT * FROM refund_jobs WHERE id = "}, {Hole: true}}, ""},
 		{[]Part{{Text: "INSERT INTO refund_jobs (a, b) VALUES "}, {Hole: true}}, ""},
 		{[]Part{{Text: "UPDATE "}, {Hole: true}, {Text: " SET state = ?"}}, ""},

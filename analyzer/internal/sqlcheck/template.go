@@ -40,6 +40,9 @@ func CheckTemplate(parts []Part, cfg *Config) []Problem {
 	if !mentions {
 		return nil
 	}
+	if ps, ok := checkSetHoles(parts, cfg); ok {
+		return ps
+	}
 	// Holes in value positions (the usual case) leave a statement that
 	// parses; judge it with the grammar.
 	var out []Problem
@@ -414,4 +417,69 @@ func hasSeq(toks []string, seq ...string) bool {
 		}
 	}
 	return false
+}
+
+// setHoleSubs are what a hole of an UPDATE's SET list is replaced by to
+// parse: a value (SET state = <hole>), an assignment (SET <hole>, or
+// strings.Join(sets, ", ")), which counts as writing the table, or nothing
+// (a template's {{if .E}}, last_error = ?{{end}}).
+var setHoleSubs = []string{"?", "`fencelint_hole` = ?", ""}
+
+// checkSetHoles judges an UPDATE whose holes all sit in its SET list,
+// before a constant WHERE clause: the run-time SET list (a partial update,
+// strings.Join(sets, ", ")) cannot remove the fence of the WHERE, which is
+// judged like a constant one. ok is false for any other template.
+func checkSetHoles(parts []Part, cfg *Config) (ps []Problem, ok bool) {
+	var toks []string
+	for _, p := range parts {
+		if p.Hole {
+			toks = append(toks, hole)
+			continue
+		}
+		toks = append(toks, lex(p.Text)...)
+	}
+	if len(toks) == 0 || !strings.EqualFold(toks[0], "update") {
+		return nil, false
+	}
+	set, where, depth := -1, -1, 0
+	for i, t := range toks {
+		switch {
+		case t == "(":
+			depth++
+		case t == ")":
+			depth--
+		case t == ";":
+			return nil, false
+		case t == hole:
+			if set < 0 || where >= 0 {
+				return nil, false
+			}
+		case depth == 0 && set < 0 && strings.EqualFold(t, "set"):
+			set = i
+		case depth == 0 && set >= 0 && where < 0 && strings.EqualFold(t, "where"):
+			where = i
+		}
+	}
+	if set < 0 || where < 0 {
+		return nil, false
+	}
+	for _, sub := range setHoleSubs {
+		var b strings.Builder
+		for _, p := range parts {
+			if p.Hole {
+				b.WriteString(sub)
+				continue
+			}
+			b.WriteString(p.Text)
+		}
+		var upd *ast.UpdateStmt
+		n := 0
+		if eachStmt(b.String(), func(st ast.StmtNode) {
+			n++
+			upd, _ = st.(*ast.UpdateStmt)
+		}) && n == 1 && upd != nil {
+			return checkStmt(upd, cfg, false), true
+		}
+	}
+	return nil, false
 }
