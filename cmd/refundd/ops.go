@@ -396,7 +396,16 @@ func printJob(out io.Writer, v *operator.JobView) error {
 	}
 	w.printf("attempts (%d)\n", len(v.Attempts))
 	for _, a := range v.Attempts {
-		w.printf("  @%d %s, evidence %v\n", a.Attempt, a.StartedBy, a.Evidence)
+		// Which process (or operator) held the attempt, from the attempts
+		// log; "-" for an attempt taken before the log existed.
+		held := fmt.Sprintf("%-10s %s", orDash(a.Op), orDash(inert(a.Holder)))
+		if a.ClaimedAt != nil {
+			held += " at " + a.ClaimedAt.Format(tf)
+		}
+		if a.LeaseUntil != nil {
+			held += ", lease until " + a.LeaseUntil.Format(tf)
+		}
+		w.printf("  @%d %s; %s, evidence %v\n", a.Attempt, held, inert(a.StartedBy), a.Evidence)
 	}
 	w.printf("evidence (%d)\n", len(v.Evidence))
 	for _, e := range v.Evidence {
