@@ -456,3 +456,67 @@ func mutateTrigger(t *testing.T, db *sql.DB, trigger, drop string) (restore func
 	create(body[:i] + body[i+len(drop):])
 	return func() { create(body) }
 }
+
+// A named time zone whose name is '+00:00' with a trailing space equals
+// '+00:00' in the server's collation of @@time_zone (utf8mb3_general_ci pads
+// with spaces), yet it is no offset: it needs a zone of that name in the
+// server's time zone tables (a name the offset parser takes first, so only
+// reachable with the space), as a DBA could load one. The checks refuse
+// every job write in a named zone; the fast paths must not take such a
+// session for UTC, whose SYSDATE(6) is then the zone's local time.
+func TestFenceFastPathsNeedTheNumericUTCOffset(t *testing.T) {
+	db := dbtest.New(t).RawDB()
+	const zone = "+00:00 " // the named zone '+00:00', two hours ahead of UTC
+	var have int
+	if err := db.QueryRow("SELECT COUNT(*) FROM mysql.time_zone_name WHERE Name = '+00:00'").Scan(&have); err != nil {
+		t.Fatal(err)
+	}
+	if have == 0 {
+		mustExec(t, db, "INSERT INTO mysql.time_zone (Use_leap_seconds) VALUES ('N')")
+		var tz int64
+		if err := db.QueryRow("SELECT MAX(Time_zone_id) FROM mysql.time_zone").Scan(&tz); err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, db, "INSERT INTO mysql.time_zone_transition_type (Time_zone_id, Transition_type_id, `Offset`, Is_DST, Abbreviation) VALUES (?, 0, 7200, 0, 'FP')", tz)
+		mustExec(t, db, "INSERT INTO mysql.time_zone_name (Name, Time_zone_id) VALUES ('+00:00', ?)", tz)
+		t.Cleanup(func() {
+			for _, table := range []string{"time_zone_name", "time_zone_transition_type", "time_zone"} {
+				mustExec(t, db, "DELETE FROM mysql."+table+" WHERE Time_zone_id = ?", tz)
+			}
+		})
+	}
+	var shown string
+	var same, ahead bool
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, "SET time_zone = '"+zone+"'")
+	if err := conn.QueryRowContext(t.Context(), "SELECT @@session.time_zone, @@session.time_zone = '+00:00', SYSDATE(6) > UTC_TIMESTAMP(6) + INTERVAL 1 HOUR").Scan(&shown, &same, &ahead); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, "SET time_zone = DEFAULT")
+	conn.Close()
+	if shown != zone || !same || !ahead {
+		t.Fatalf("the named zone %q: shown %q, equal to '+00:00' %v, two hours ahead %v: the premise of this test does not hold", zone, shown, same, ahead)
+	}
+
+	var diff []string
+	for _, c := range fastCases(t, db) {
+		named, slow := runFastCase(t, db, zone, c), runFastCase(t, db, "+01:00", c)
+		want := slow
+		if c.table == "refund_jobs" {
+			// The checks refuse any job write in a named zone.
+			if !strings.Contains(named.err, "named zones repeat an hour") {
+				diff = append(diff, fmt.Sprintf("%s: on the named zone %q: %q, %s, stamped %s; want the named zone's refusal", c.name, zone, named.err, named.row, named.stamped))
+			}
+			continue
+		}
+		if named != want {
+			diff = append(diff, fmt.Sprintf("%s:\n    on the named zone %q: %q, %s, stamped %s\n    on +01:00: %q, %s, stamped %s", c.name, zone, named.err, named.row, named.stamped, slow.err, slow.row, slow.stamped))
+		}
+	}
+	if len(diff) > 0 {
+		t.Fatalf("a named zone equal to '+00:00' in the server's collation took the fast paths:\n  %s", strings.Join(diff, "\n  "))
+	}
+}
