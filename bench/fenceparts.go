@@ -100,8 +100,8 @@ func fenceVariants() []fenceVariant {
 			{job, fastPathRE, ""}, {led, fastPathRE, ""},
 		}},
 		{Name: "migrated: clock without the time zone test", Part: "fast paths: the time zone test", cuts: []cut{
-			{job, `IF\(@@session\.time_zone = '\+00:00', SYSDATE\(6\), NULL\)`, "SYSDATE(6)"},
-			{led, `IF\(@@session\.time_zone = '\+00:00', SYSDATE\(6\), NULL\)`, "SYSDATE(6)"},
+			{job, `IF\(BINARY @@session\.time_zone = '\+00:00', SYSDATE\(6\), NULL\)`, "SYSDATE(6)"},
+			{led, `IF\(BINARY @@session\.time_zone = '\+00:00', SYSDATE\(6\), NULL\)`, "SYSDATE(6)"},
 		}},
 		{Name: "migrated: refusal by SIGNAL, no CALL", Part: "the refusal procedure's CALL (observe mode)", cuts: []cut{
 			{job, "(?s)CALL `refund_jobs_fence_refuse`\\('update'.*?\\)\\);", "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;"},

@@ -12,7 +12,9 @@
 -- untouched, is now accepted by one condition that reads the job once, with
 -- a lock (LOCK IN SHARE MODE, as before), then stamped from the real clock
 -- read once: SYSDATE(6), which is UTC in a session on time_zone '+00:00'
--- (the fenced layer's); another zone takes the checks below. Any other
+-- (the fenced layer's; compared byte for byte, as the zone's name pads with
+-- spaces in its collation and a named zone loaded as '+00:00' and set as
+-- '+00:00 ' is no offset); another zone takes the checks below. Any other
 -- write, and any write the condition does not accept, takes the checks of
 -- the old trigger, unchanged, rule by rule, with their messages: the fast
 -- path only ever accepts what they accept.
@@ -32,7 +34,7 @@ DELIMITER //
 
 CREATE TRIGGER `refunds_follow_job` BEFORE UPDATE ON `refunds` FOR EACH ROW
 main: BEGIN
-  DECLARE utc DATETIME(6) DEFAULT IF(@@session.time_zone = '+00:00', SYSDATE(6), NULL);
+  DECLARE utc DATETIME(6) DEFAULT IF(BINARY @@session.time_zone = '+00:00', SYSDATE(6), NULL);
   IF utc IS NOT NULL AND OLD.`status` = 'requested'
      AND NEW.`id` <=> OLD.`id` AND NEW.`operation_key` <=> OLD.`operation_key` AND NEW.`payment_ref` <=> OLD.`payment_ref`
      AND NEW.`amount_minor` <=> OLD.`amount_minor` AND NEW.`currency` <=> OLD.`currency` AND NEW.`created_at` <=> OLD.`created_at`

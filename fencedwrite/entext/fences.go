@@ -376,14 +376,16 @@ END//
 -- The moves a fenced writer makes by the thousand (a claim that sends, a
 -- claim of a reconcile, leaving running) are checked first by one
 -- expression, in a session on UTC (time_zone '+00:00', as the fenced layer
--- sets it; SYSDATE(6) is then the real clock in UTC, read once): every rule
+-- sets it; SYSDATE(6) is then the real clock in UTC, read once; the zone's
+-- name compared byte for byte, as its collation pads with spaces and a
+-- named zone loaded as '+00:00' and set as '+00:00 ' is no offset): every rule
 -- the checks below apply to that move, written as one condition. A NULL
 -- anywhere, another time zone or any other move makes the condition false,
 -- never true, and the checks below decide, rule by rule, with their
 -- messages: the fast path only ever accepts what they accept.
 CREATE TRIGGER {{q (print .T "_fence")}} BEFORE UPDATE ON {{q .T}} FOR EACH ROW
 main: BEGIN
-  DECLARE utc DATETIME(6) DEFAULT IF(@@session.time_zone = '+00:00', SYSDATE(6), NULL);
+  DECLARE utc DATETIME(6) DEFAULT IF(BINARY @@session.time_zone = '+00:00', SYSDATE(6), NULL);
   IF utc IS NOT NULL AND NEW.{{q .Writer}} = OLD.{{q .Token}}
      AND NEW.{{q .ID}} <=> OLD.{{q .ID}}{{range .Params}} AND NEW.{{q .Name}} <=> OLD.{{q .Name}}{{end}} AND NEW.{{q .Created}} <=> OLD.{{q .Created}}
      AND ((OLD.{{q .State}} = '{{.Ready}}' AND NEW.{{q .State}} = '{{.Running}}' AND NEW.{{q .Token}} = OLD.{{q .Token}} + 1
