@@ -105,7 +105,7 @@ func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o
 		if s.From != 0 {
 			lo = s.From
 		}
-		err := walk(ctx, conn, lo, o.BatchSize, func(lo, hi int64) error {
+		err := walk(ctx, conn, lo, math.MaxInt64, o.BatchSize, func(lo, hi int64) error {
 			if _, err := conn.ExecContext(ctx, q, lo, hi); err != nil {
 				return fmt.Errorf("batch id %d to %d: %w", lo, hi, err)
 			}
@@ -127,12 +127,12 @@ func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o
 }
 
 // walk calls batch for each range of size ids of refund_jobs from lo (the
-// table's lowest id when lo is math.MinInt64). Each range starts at the
+// table's lowest id when lo is math.MinInt64) up to top. Each range starts at the
 // next id the table has, so that a gap of billions of ids costs one
 // query, and ends at most at the top of BIGINT; ids of 0 and below are
 // covered too. Rows the legacy writers insert meanwhile are covered when
 // their id is ahead.
-func walk(ctx context.Context, conn *sql.Conn, lo int64, size int, batch func(lo, hi int64) error) error {
+func walk(ctx context.Context, conn *sql.Conn, lo, top int64, size int, batch func(lo, hi int64) error) error {
 	for {
 		// Not MIN(id): MariaDB 10.11 answers SELECT MIN(id) WHERE id >= c
 		// with the column's top value when c is past its type's range
@@ -140,7 +140,7 @@ func walk(ctx context.Context, conn *sql.Conn, lo int64, size int, batch func(lo
 		// never end (TestApplyKeepsTheTopOfAnUnsignedInt).
 		var next int64
 		err := conn.QueryRowContext(ctx, "SELECT id FROM "+quote(Table)+" WHERE id >= ? ORDER BY id LIMIT 1", lo).Scan(&next)
-		if errors.Is(err, sql.ErrNoRows) || err == nil && next < lo {
+		if errors.Is(err, sql.ErrNoRows) || err == nil && (next < lo || next > top) {
 			return nil
 		}
 		if err != nil {
@@ -148,13 +148,13 @@ func walk(ctx context.Context, conn *sql.Conn, lo int64, size int, batch func(lo
 		}
 		lo = next
 		hi := lo + int64(size) - 1
-		if hi < lo {
-			hi = math.MaxInt64
+		if hi < lo || hi > top {
+			hi = top
 		}
 		if err := batch(lo, hi); err != nil {
 			return err
 		}
-		if hi == math.MaxInt64 {
+		if hi == top {
 			return nil
 		}
 		lo = hi + 1

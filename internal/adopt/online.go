@@ -231,8 +231,17 @@ func shadowCopy(ctx context.Context, conn *sql.Conn, s Step, o Options) (err err
 			return fail("UNLOCK TABLES", err)
 		}
 	}
+	// The copy ends at the highest id when the triggers exist: the
+	// triggers copy every row inserted later.
+	var top sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT MAX(`id`) FROM "+quote(Table)).Scan(&top); err != nil {
+		return fail("SELECT MAX(id)", err)
+	}
+	if !top.Valid {
+		top.Int64 = math.MinInt64
+	}
 	q := c.chunk()
-	if err := walk(ctx, conn, math.MinInt64, o.BatchSize, func(lo, hi int64) error {
+	if err := walk(ctx, conn, math.MinInt64, top.Int64, o.BatchSize, func(lo, hi int64) error {
 		if _, err := conn.ExecContext(ctx, q, lo, hi); err != nil {
 			return fail(q, fmt.Errorf("copy id %d to %d: %w", lo, hi, err))
 		}
