@@ -493,6 +493,15 @@ func TestApplyFailsRecoverablyAndContinues(t *testing.T) {
 	if got := teamRows(t, db); len(got) != len(before) || got[0].state != "pending" || got[0].note != before[0].note {
 		t.Fatalf("rows after the failed step: %+v", got)
 	}
+	// The failed copy dropped its triggers and its shadow table: a legacy
+	// write of a team name goes on working until apply runs again.
+	var leftovers int
+	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()) + " +
+		"(SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '_refund_jobs_new')").Scan(&leftovers); err != nil || leftovers != 0 {
+		t.Fatalf("the failed copy left %d triggers or shadow tables (%v)", leftovers, err)
+	}
+	//fencelint:allow a legacy writer still writing the team's names during adoption: the test's subject
+	exec(t, db, "UPDATE refund_jobs SET state = 'pending' WHERE operation_key = 'k-retry'")
 	if _, err := adopt.Apply(ctx, db, options()); err != nil {
 		t.Fatalf("apply again: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fencekit/fencekit/internal/adopt"
 	"github.com/fencekit/fencekit/internal/dbtest"
@@ -148,9 +149,13 @@ func TestOnlineCopyLosesNoLegacyWrite(t *testing.T) {
 				go func() {
 					// The barrier: the copy's range is waiting for the row
 					// lock (the server says so), then the writer commits.
+					wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+					defer cancel()
 					for {
 						var waiting int
-						if err := watcher.QueryRow("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE 'INSERT INTO `_refund_jobs_new`%'").Scan(&waiting); err != nil {
+						if err := watcher.QueryRowContext(wait, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' "+
+							"AND trx_query LIKE '%FROM `refund_jobs` WHERE `id` BETWEEN % LOCK IN SHARE MODE%'").Scan(&waiting); err != nil {
+							_ = heldTx.Rollback()
 							heldWaitErr <- err
 							return
 						}
