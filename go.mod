@@ -12,6 +12,7 @@ require (
 	github.com/go-sql-driver/mysql v1.10.2
 	github.com/hashicorp/hcl/v2 v2.18.1
 	github.com/prometheus/client_golang v1.25.0
+	github.com/rabbitmq/amqp091-go v1.17.0
 	github.com/rs/zerolog v1.35.1
 	golang.org/x/crypto v0.57.0
 	golang.org/x/tools v0.52.0

@@ -27,7 +27,7 @@ func TestAnalyzer(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer,
 		"sqlconst", "queries", "heads", "notsql", "dynamic", "suppress", "entuse", "example.com/app/ent",
 		"wrappers", "sqlhelp", "edits", "unreadable", "variants", "selfdeclare", "embedded", "libsinks",
-		"sqbuild", "goqubuild", "gormbuild", "entbuild", "generatednames",
+		"sqbuild", "goqubuild", "gormbuild", "entbuild", "generatednames", "rawlibs", "bulkload", "sqlcgen/...",
 		"runtimeuse", "example.com/gen", "github.com/fencekit/fencekit/fencedwrite/entext")
 }
 
@@ -122,4 +122,12 @@ func TestMalformedBaselineIsAnError(t *testing.T) {
 			t.Errorf("-baseline=%s: errors\n%s\nwant one containing %q", path, strings.Join(r.errs, "\n"), want)
 		}
 	}
+}
+
+// TestCallForms (issue 20): a write is judged however Go calls the sink
+// (callforms), fenced writes built with run-time parts are left alone
+// (leavealone), and queries built by other means are followed
+// (builtqueries).
+func TestCallForms(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "callforms", "leavealone", "builtqueries", "cmdhelper")
 }

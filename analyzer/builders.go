@@ -53,16 +53,24 @@ type bmodel struct {
 	sets    [][]template
 	where   []bterm
 	suffix  []template
-	upsert  bool // ON CONFLICT / ON DUPLICATE KEY UPDATE
-	save    bool // gorm's Save: an UPDATE, then an upsert when no row matched
-	escaped bool // the builder goes where fencelint does not follow
-	paren   bool // each condition is parenthesized when there are several
+	upsert  bool   // ON CONFLICT / ON DUPLICATE KEY UPDATE
+	save    bool   // gorm's Save: an UPDATE, then an upsert when no row matched
+	escaped bool   // the builder goes where fencelint does not follow
+	paren   bool   // each condition is parenthesized when there are several
+	alias   string // the table's alias (bun's models)
 	pos     token.Pos
 	kind    string // library: squirrel, goqu, ent, gorm
 }
 
 // builderUse is a builder held in a local variable, followed after the
 // walk.
+// builderState is the query builders (squirrel, goqu, gorm, Ent's
+// dialect/sql) of the package.
+type builderState struct {
+	builders   []*builderUse
+	gormWrites []*bmodel
+}
+
 type builderUse struct {
 	m     *bmodel
 	v     *types.Var
@@ -77,16 +85,19 @@ func (c *checker) builderCall(call *ast.CallExpr, fn *types.Func, stack []ast.No
 		return
 	}
 	switch fn.Pkg().Path() {
-	case squirrelPath, goquPath, entSQLPath:
+	case squirrelPath, goquPath, entSQLPath, dbrPath, dbr1Path, bunPath:
 	case gormPath:
 		c.gormWrite(call, fn, stack)
+		return
+	case xormPath, xorm0Path:
+		c.xormWrite(call, fn)
 		return
 	default:
 		return
 	}
 	m := c.builderCtor(call, fn)
-	if m == nil || c.cfg.Table(m.table) == nil {
-		return
+	if m == nil || m.kind != bunLib && c.cfg.Table(m.table) == nil {
+		return // bun's table comes later, from Model or Table
 	}
 	end, parent := c.applyChain(m, call, stack, len(stack)-1, false)
 	c.builderFate(m, end, parent, stack)
@@ -96,6 +107,20 @@ func (c *checker) builderCall(call *ast.CallExpr, fn *types.Func, stack []ast.No
 // table.
 func (c *checker) builderCtor(call *ast.CallExpr, fn *types.Func) *bmodel {
 	var verb string
+	if fn.Pkg().Path() == bunPath {
+		return bunCtor(call, fn)
+	}
+	if isDBRPath(fn.Pkg().Path()) {
+		verb = dbrCtor(fn.Name())
+		if verb == "" || len(call.Args) != 1 {
+			return nil
+		}
+		t, ok := c.static(call.Args[0])
+		if !ok {
+			return nil
+		}
+		return &bmodel{verb: verb, pos: call.Pos(), kind: dbrLib, lib: "dbr." + fn.Name(), paren: true, table: strings.ToLower(t)}
+	}
 	switch fn.Name() {
 	case "Update":
 		verb = "UPDATE"
@@ -247,6 +272,10 @@ func (c *checker) builderMethod(m *bmodel, fn *types.Func, call *ast.CallExpr, c
 		case "Table", "Into":
 			c.retable(m, arg(0))
 		}
+	case dbrLib:
+		c.dbrMethod(m, fn, args, cond)
+	case bunLib:
+		c.bunMethod(m, fn, args, cond)
 	case "ent":
 		switch fn.Name() {
 		case "Set":
@@ -486,7 +515,7 @@ func (m *bmodel) render(all bool) []template {
 	out := textTemplate("")
 	switch m.verb {
 	case "UPDATE":
-		out = textTemplate("UPDATE " + table + " SET ")
+		out = textTemplate("UPDATE " + table + m.as() + " SET ")
 		if len(m.sets) == 0 {
 			out = concat(out, textTemplate("`fencelint_columns` = ?"))
 		}
@@ -497,7 +526,7 @@ func (m *bmodel) render(all bool) []template {
 			out = concat(out, s)
 		}
 	case "DELETE":
-		out = textTemplate("DELETE FROM " + table)
+		out = textTemplate("DELETE FROM " + table + m.as())
 	case "INSERT", "REPLACE":
 		out = textTemplate(m.verb + " INTO " + table + " (`fencelint_columns`) VALUES (?)")
 		if m.upsert {
@@ -529,6 +558,22 @@ func (m *bmodel) render(all bool) []template {
 		}
 	}
 	return cat(out, m.suffix)
+}
+
+// as is " AS alias" when the builder aliases its table.
+func (m *bmodel) as() string {
+	if m.alias == "" || m.alias == m.table {
+		return ""
+	}
+	return " AS " + quoteIdent(m.alias)
+}
+
+// ref is the name the statement's conditions use for the table.
+func (m *bmodel) ref() string {
+	if m.alias != "" {
+		return m.alias
+	}
+	return m.table
 }
 
 // cat is concat where nil stands for the empty string.

@@ -21,13 +21,15 @@
 //     integer verbs), and each embedded file (//go:embed), that parses as SQL
 //     (TiDB's MySQL grammar, with ?, :name, $1 and @name as bound values) and
 //     writes existing rows of a fenced table without the fence: UPDATE
-//     (single or multi-table), INSERT … ON DUPLICATE KEY UPDATE and REPLACE
-//     (which cannot be fenced), and DELETE with -delete. Reads and plain
+//     (single or multi-table), INSERT … ON DUPLICATE KEY UPDATE, REPLACE and
+//     LOAD DATA … REPLACE (which cannot be fenced), and DELETE with -delete. Reads and plain
 //     INSERTs are never reported. A constant used only as the head of a
 //     longer string is judged in the longer string.
-//   - Text the grammar does not read but shaped like a write of a fenced
-//     table (MySQL 8.0.19's upsert row alias, PostgreSQL's RETURNING, …):
-//     unprovable. Log and error text is not SQL.
+//   - Text the parser does not read but shaped like a write of a fenced
+//     table (PostgreSQL's RETURNING, ::, …): unprovable, the message
+//     naming the construct and its offset; an upsert or REPLACE it does not
+//     read (MySQL 8.0.19's row alias) is reported as unfenceable. Log and
+//     error text is not SQL.
 //   - The lease regression: a write whose WHERE clause also requires the
 //     lease to be still valid (lease_until > NOW() in any spelling). Lease
 //     expiry opens the race; only a committed takeover revokes write rights.
@@ -39,17 +41,20 @@
 //     SQL sink (a method named Exec…, Query…, Prepare…, NamedExec… taking the
 //     query string first or after a context.Context: database/sql, Ent's raw
 //     ExecContext/QueryContext, dialect.Driver, sqlx, goqu, gorm's Exec and
-//     Raw, sqlx's package functions, names given with -sinks) when a
+//     Raw, sqlx's package functions, bun's NewRaw, xorm's Exec/Query…/SQL,
+//     dbr's …BySql, names given with -sinks) when a
 //     constant fragment of them writes a fenced table, and run-time edits of
 //     a fenced query (strings.Replace, slicing): they cannot be proven
-//     fenced. A strings.Builder whose writes are constants is judged for
+//     fenced (sqlc's expansion of sqlc.slice, a list of placeholders, keeps
+//     the query). A strings.Builder whose writes are constants is judged for
 //     each content it may hold.
 //   - Wrappers and helpers, across packages through analysis facts: a
 //     function that passes a string parameter to a sink is a sink, judged
 //     at each call with the query it would send; a function that returns a
 //     query carries it to its callers.
 //   - Query builders of a fenced table: squirrel, goqu, gorm (and its Save,
-//     which falls back to an upsert) and Ent's dialect/sql, rendered to the
+//     which falls back to an upsert), Ent's dialect/sql, dbr's Update, bun's
+//     NewUpdate and xorm's Update chain, rendered to the
 //     SQL they send and judged like it.
 //   - Ent's generic update builders (Update, UpdateOne, UpdateOneID, and
 //     Modify on them) and upsert builders (Create().OnConflict…) of an

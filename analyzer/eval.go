@@ -17,6 +17,56 @@ import (
 // It decides the facts (which functions are sinks, what helpers return)
 // and whether a package needs SSA, which judges the sinks precisely.
 
+// flowState is where variables get their values, for the AST evaluator.
+type flowState struct {
+	params    map[*types.Var]paramInfo
+	defs      map[*types.Var][]def
+	addrTaken map[*types.Var]bool
+	varBusy   map[*types.Var]bool
+	varBase   map[*types.Var][]template
+	embeds    map[*types.Var]*embedInfo
+
+	// Calls that take a strings.Builder or bytes.Buffer variable.
+	builderCalls map[*types.Var][]*ast.CallExpr
+}
+
+func newFlowState() flowState {
+	return flowState{
+		params:       map[*types.Var]paramInfo{},
+		defs:         map[*types.Var][]def{},
+		addrTaken:    map[*types.Var]bool{},
+		varBusy:      map[*types.Var]bool{},
+		varBase:      map[*types.Var][]template{},
+		embeds:       map[*types.Var]*embedInfo{},
+		builderCalls: map[*types.Var][]*ast.CallExpr{},
+	}
+}
+
+// wrapperState is what makes wrappers and their calls visible: function
+// declarations, function literals bound to a local variable (and such
+// variables used other than as a callee), and the sink sites.
+type wrapperState struct {
+	funcs      map[*types.Func]*funcInfo
+	funcOrder  []*funcInfo
+	sites      []*site         // sink calls outside function declarations
+	pending    []*ast.CallExpr // same-package calls outside declarations
+	nonCallUse map[*types.Func]bool
+
+	litFuncs   map[*types.Var]*funcInfo
+	litOf      map[*ast.FuncLit]*funcInfo
+	nonCallVar map[*types.Var]bool
+}
+
+func newWrapperState() wrapperState {
+	return wrapperState{
+		funcs:      map[*types.Func]*funcInfo{},
+		nonCallUse: map[*types.Func]bool{},
+		litFuncs:   map[*types.Var]*funcInfo{},
+		litOf:      map[*ast.FuncLit]*funcInfo{},
+		nonCallVar: map[*types.Var]bool{},
+	}
+}
+
 // def is one assignment of a variable: expr (nil when unknown: a range
 // variable, a multi-value call, …), or x += expr.
 type def struct {
@@ -103,6 +153,14 @@ func (ev *evaluator) eval(e ast.Expr, depth int) []template {
 		return ev.evalCall(x, depth)
 	case *ast.SliceExpr:
 		return edited(ev.eval(x.X, depth+1), c.cfg)
+	case *ast.IndexExpr:
+		if _, ok := c.pass.TypesInfo.TypeOf(x.X).Underlying().(*types.Map); ok {
+			ev.flow = true // SSA follows what the package stores in such maps
+		}
+	case *ast.UnaryExpr:
+		if x.Op == token.ARROW {
+			ev.flow = true // SSA follows what the package sends on such channels
+		}
 	}
 	return holeTemplate
 }
@@ -215,6 +273,10 @@ func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
 			return holeTemplate
 		}
 		return ev.sprintf(call.Args[0], call.Args[1:], depth)
+	case isStringsReplace(fn):
+		if marker, ok := c.sqlcSlice(call, fn); ok {
+			return expandSlice(ev.eval(call.Args[0], depth+1), marker)
+		}
 	case identityArg(fn) >= 0:
 		if i := identityArg(fn); i < len(call.Args) {
 			return ev.eval(call.Args[i], depth+1)
@@ -479,13 +541,23 @@ func (c *checker) bound(v *types.Var) *funcInfo {
 
 // deferrable reports whether the queries of fi's sinks may be judged at
 // its calls only: every call of fi is visible (an unexported function,
-// never used as a value, whose name no interface of the package declares).
+// never used as a value). Calls through an interface are visible: an
+// unexported method can only be named by an interface of its own
+// package, whose calls SSA judges against the package's implementations
+// (callforms.go).
 func (c *checker) deferrable(fi *funcInfo) bool {
 	if fi != nil && fi.lit != nil {
 		return !c.nonCallVar[fi.v]
 	}
-	return fi != nil && !fi.fn.Exported() && !c.nonCallUse[fi.fn] && !c.ifaceMethods[fi.fn.Name()]
+	return fi != nil && (!fi.fn.Exported() || c.command()) && !c.nonCallUse[fi.fn]
 }
+
+// command reports whether the package is a command (package main): no
+// package imports it, so every call of its functions is in sight. This is
+// the only proof fencelint accepts that every caller of an exported
+// function is seen: facts flow from a package to its importers, never
+// back, so no fact can speak for callers outside the build.
+func (c *checker) command() bool { return c.pass.Pkg.Name() == "main" }
 
 func stringish(t types.Type) bool {
 	if t == nil {

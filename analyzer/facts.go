@@ -46,6 +46,9 @@ func render(ts []template) string {
 // return a query of a package that names a fenced table). A sink known by
 // its name needs no fact.
 func (c *checker) exportFacts() {
+	if c.command() {
+		return // nothing imports a command
+	}
 	for _, fi := range c.funcOrder {
 		if fi.fn == nil || !fi.fn.Exported() || !hasStringParam(fi.fn.Signature()) && !c.mentionTable {
 			continue

@@ -16,6 +16,10 @@ import (
 //   - gorm's (*DB).Raw.
 //   - sqlx's package functions (sqlx.NamedExec(db, query, arg), …): the
 //     first string parameter.
+//   - Library entry points that the name shape misses (libSinks): bun's
+//     NewRaw, xorm's Exec/Query…/SQL (the query is an any: the first
+//     element of sqlOrArgs ...any, or SQL's query any), gocraft/dbr's
+//     …BySql.
 //   - The names configured with -sinks: the first string parameter.
 //   - Functions that pass a string parameter to a sink (facts).
 
@@ -42,6 +46,28 @@ var sqlxFuncs = map[string]bool{
 	"NamedQuery": true, "NamedQueryContext": true, "Get": true, "GetContext": true,
 	"Select": true, "SelectContext": true,
 }
+
+// libSinks are functions and methods (any receiver, interfaces included)
+// of database libraries that send the query given to them, by package
+// path. Their query is the first parameter that is a string or an empty
+// interface (xorm's Exec(sqlOrArgs ...any): its first element).
+var libSinks = map[string]map[string]bool{
+	// uptrace/bun: db.NewRaw(q, args...).Exec(ctx) on DB, Tx, Conn and the
+	// IDB interface. Its Exec/Query…(Context) match the name shape.
+	"github.com/uptrace/bun": {"NewRaw": true},
+	// xorm: Engine, Session, EngineGroup and the Interface interface.
+	"xorm.io/xorm":            xormSinks,
+	"github.com/go-xorm/xorm": xormSinks,
+	// gocraft/dbr: Session, Tx, the SessionRunner interface and the
+	// package functions.
+	"github.com/gocraft/dbr/v2": dbrSinks,
+	"github.com/gocraft/dbr":    dbrSinks,
+}
+
+var (
+	xormSinks = map[string]bool{"Exec": true, "Query": true, "QueryString": true, "QueryInterface": true, "SQL": true}
+	dbrSinks  = map[string]bool{"UpdateBySql": true, "InsertBySql": true, "DeleteBySql": true, "SelectBySql": true}
+)
 
 // sinkSpec is one -sinks entry: a bare name, a package function or a
 // method.
@@ -123,6 +149,9 @@ func (c *checker) sinkQueryIndex(fn *types.Func) int {
 	if fn.Pkg() != nil {
 		path = fn.Pkg().Path()
 	}
+	if libSinks[path][fn.Name()] {
+		return firstQuery(sig)
+	}
 	if sig.Recv() == nil {
 		if path == sqlxPath && sqlxFuncs[fn.Name()] {
 			return firstString(sig, 0)
@@ -159,6 +188,30 @@ func firstString(sig *types.Signature, from int) int {
 		}
 	}
 	return -1
+}
+
+// firstQuery returns the index of the first parameter of sig that is a
+// string or an empty interface, the variadic one included (its first
+// element), or -1.
+func firstQuery(sig *types.Signature) int {
+	params := sig.Params()
+	for i := 0; i < params.Len(); i++ {
+		t := params.At(i).Type()
+		if sig.Variadic() && i == params.Len()-1 {
+			if s, ok := t.(*types.Slice); ok {
+				t = s.Elem()
+			}
+		}
+		if isString(t) || isEmptyInterface(t) {
+			return i
+		}
+	}
+	return -1
+}
+
+func isEmptyInterface(t types.Type) bool {
+	it, ok := t.Underlying().(*types.Interface)
+	return ok && it.Empty()
 }
 
 // identityArg returns the index of the argument that fn returns unchanged

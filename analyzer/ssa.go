@@ -26,12 +26,14 @@ type ssaState struct {
 	busy      map[ssa.Value]bool
 	cycles    int // cycles cut so far
 	steps     int // values resolved so far
+
+	callGraph // call forms (callforms.go)
 }
 
 // ssaSite is a site with its SSA call.
 type ssaSite struct {
 	st   *site
-	call *ssa.Call
+	call ssa.CallInstruction // a call, or a go or defer statement's
 }
 
 // root is a string built at run time, judged where the whole string is
@@ -83,6 +85,8 @@ func (c *checker) runSSA(sites []*site) {
 		returns:   map[*ssa.Function][]ssa.Value{},
 		memo:      map[ssa.Value][]template{},
 		busy:      map[ssa.Value]bool{},
+
+		callGraph: newCallGraph(),
 	}
 	localIdents := map[ast.Expr]int{}
 	for i, l := range c.locals {
@@ -120,10 +124,19 @@ func (c *checker) runSSA(sites []*site) {
 					if in.Op == token.ADD && isString(in.Type()) && !c.astRoots[in.Pos()] {
 						roots = append(roots, root{v: in, pos: in.Pos()})
 					}
+				case *ssa.Go, *ssa.Defer:
+					ci := in.(ssa.CallInstruction)
+					if call := c.goDefer[in.Pos()]; call != nil {
+						if st, ok := siteCalls[call.Lparen]; ok && s.matches(ci, st) {
+							ssaSites = append(ssaSites, ssaSite{st, ci})
+						}
+					}
+					s.calls = append(s.calls, ci)
 				case *ssa.Call:
 					if st, ok := siteCalls[in.Pos()]; ok && s.matches(in, st) {
 						ssaSites = append(ssaSites, ssaSite{st, in})
 					}
+					s.calls = append(s.calls, in)
 					switch {
 					case isSSASprintf(in):
 						if !c.astRoots[in.Pos()] {
@@ -141,10 +154,16 @@ func (c *checker) runSSA(sites []*site) {
 						}
 					}
 				}
+				s.index(instr)
 				ops = instr.Operands(ops[:0])
 				for _, op := range ops {
-					if k, ok := (*op).(*ssa.Const); ok && k.Value != nil && k.Value.Kind() == constant.String {
-						s.constUses[k] = append(s.constUses[k], instr)
+					switch k := (*op).(type) {
+					case *ssa.Const:
+						if k.Value != nil && k.Value.Kind() == constant.String {
+							s.constUses[k] = append(s.constUses[k], instr)
+						}
+					case *ssa.Function:
+						s.funcOperand(instr, k)
 					}
 				}
 			}
@@ -194,28 +213,87 @@ func (c *checker) runSSA(sites []*site) {
 	for _, k := range ssaSites {
 		s.judge(k)
 	}
+	// Sinks reached by other call forms.
+	s.judgeForms()
 }
 
 // matches checks that the SSA call is the recorded AST call.
-func (s *ssaState) matches(call *ssa.Call, st *site) bool {
+func (s *ssaState) matches(call ssa.CallInstruction, st *site) bool {
+	cc := call.Common()
 	n := len(st.call.Args)
-	if !call.Call.IsInvoke() && call.Call.Signature().Recv() != nil {
+	if !cc.IsInvoke() && cc.Signature().Recv() != nil {
 		n++
 	}
-	return len(call.Call.Args) == n || st.call.Ellipsis.IsValid() || call.Call.Signature().Variadic()
+	return len(cc.Args) == n || st.call.Ellipsis.IsValid() || cc.Signature().Variadic()
 }
 
 // arg returns the SSA value of the call's argument for parameter i.
-func arg(call *ssa.Call, i int) ssa.Value {
-	if !call.Call.IsInvoke() && call.Call.Signature().Recv() != nil {
+func arg(call *ssa.Call, i int) ssa.Value { return argOf(&call.Call, i) }
+
+// argOf is arg for any call instruction's common part.
+func argOf(cc *ssa.CallCommon, i int) ssa.Value {
+	if !cc.IsInvoke() && cc.Signature().Recv() != nil {
 		i++ // static method call: the receiver is Args[0]
 	}
-	sig := call.Call.Signature()
-	if sig.Variadic() && i >= sig.Params().Len()-1+boolInt(!call.Call.IsInvoke() && sig.Recv() != nil) {
+	sig := cc.Signature()
+	if sig.Variadic() && i >= sig.Params().Len()-1+boolInt(!cc.IsInvoke() && sig.Recv() != nil) {
 		return nil
 	}
-	if i < len(call.Call.Args) {
-		return call.Call.Args[i]
+	if i < len(cc.Args) {
+		return cc.Args[i]
+	}
+	return nil
+}
+
+// queryArg returns the SSA value of a direct sink's query, parameter i: a
+// string, or the value boxed in an any parameter, or in an element of a
+// variadic ...any (xorm's Exec(sqlOrArgs ...any)).
+func queryArg(cc *ssa.CallCommon, i int) ssa.Value {
+	var v ssa.Value
+	j := i
+	if !cc.IsInvoke() && cc.Signature().Recv() != nil {
+		j++ // static method call: the receiver is Args[0]
+	}
+	sig := cc.Signature()
+	last := sig.Params().Len() - 1
+	if sig.Variadic() && i >= last {
+		v = variadicElem(cc, j-i+last, i-last)
+	} else if j < len(cc.Args) {
+		v = cc.Args[j]
+	}
+	if mi, ok := v.(*ssa.MakeInterface); ok {
+		v = mi.X
+	}
+	return v
+}
+
+// variadicElem returns the value stored in element k of the slice that SSA
+// builds for a variadic call's argument j, or nil.
+func variadicElem(cc *ssa.CallCommon, j, k int) ssa.Value {
+	if j >= len(cc.Args) {
+		return nil
+	}
+	sl, ok := cc.Args[j].(*ssa.Slice)
+	if !ok {
+		return nil
+	}
+	alloc, ok := sl.X.(*ssa.Alloc)
+	if !ok {
+		return nil
+	}
+	for _, r := range *alloc.Referrers() {
+		ia, ok := r.(*ssa.IndexAddr)
+		if !ok {
+			continue
+		}
+		if c, ok := ia.Index.(*ssa.Const); !ok || c.Int64() != int64(k) {
+			continue
+		}
+		for _, r := range *ia.Referrers() {
+			if st, ok := r.(*ssa.Store); ok && st.Addr == ia {
+				return st.Val
+			}
+		}
 	}
 	return nil
 }
@@ -226,13 +304,13 @@ func arg(call *ssa.Call, i int) ssa.Value {
 func (s *ssaState) siteArg(k ssaSite, i int) ssa.Value {
 	if sel, ok := ast.Unparen(k.st.call.Fun).(*ast.SelectorExpr); ok {
 		if x := s.c.pass.TypesInfo.Selections[sel]; x != nil && x.Kind() == types.MethodExpr {
-			if i+1 < len(k.call.Call.Args) {
-				return k.call.Call.Args[i+1]
+			if args := k.call.Common().Args; i+1 < len(args) {
+				return args[i+1]
 			}
 			return nil
 		}
 	}
-	return arg(k.call, i)
+	return argOf(k.call.Common(), i)
 }
 
 func boolInt(b bool) int {
@@ -247,7 +325,7 @@ func (s *ssaState) judge(k ssaSite) {
 	s.steps = 0
 	var ts []template
 	if k.st.query >= 0 {
-		if v := arg(k.call, k.st.query); v != nil {
+		if v := queryArg(k.call.Common(), k.st.query); v != nil {
 			ts = s.resolve(v, 0)
 		}
 	} else {
@@ -280,7 +358,7 @@ func (s *ssaState) judge(k ssaSite) {
 			continue
 		}
 		found := sqlcheck.CheckTemplate(t, c.cfg)
-		if len(found) > 0 && t.params() && !t.opaque() && c.deferrable(k.st.fn) {
+		if len(found) > 0 && t.params() && !t.opaque() && s.closed(k.call.Parent()) {
 			continue // judged at the calls of the enclosing function
 		}
 		ps = append(ps, found...)
@@ -552,6 +630,9 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 			return edited(s.resolve(x.X, depth), c.cfg)
 		}
 	case *ssa.UnOp:
+		if ts, ok := s.travelled(x, depth); ok {
+			return ts
+		}
 		if ia, ok := x.X.(*ssa.IndexAddr); ok && x.Op == token.MUL {
 			if vals, ok := literalElems(ia); ok {
 				var out []template
@@ -590,6 +671,15 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 	case *ssa.Extract:
 		if call, ok := x.Tuple.(*ssa.Call); ok && x.Index == 0 {
 			return s.resolveCall(call, depth)
+		}
+		if x.Index == 0 {
+			if ts, ok := s.travelled(x.Tuple, depth); ok {
+				return ts
+			}
+		}
+	case *ssa.Lookup:
+		if ts, ok := s.travelled(x, depth); ok {
+			return ts
 		}
 	case *ssa.Call:
 		return s.resolveCall(x, depth)
@@ -670,8 +760,8 @@ func isLen(call *ssa.Call) bool {
 func (s *ssaState) paramIndex(p *ssa.Parameter) int {
 	fn := p.Parent()
 	_, named := fn.Object().(*types.Func)
-	lit, _ := fn.Syntax().(*ast.FuncLit)
-	if !named && (lit == nil || s.c.litOf[lit] == nil) || fn.Signature.Recv() != nil && fn.Params[0] == p {
+	_, lit := fn.Syntax().(*ast.FuncLit)
+	if !named && !lit || fn.Signature.Recv() != nil && fn.Params[0] == p {
 		return -1
 	}
 	if !isString(p.Type()) {
@@ -700,6 +790,9 @@ func (s *ssaState) resolveCall(x *ssa.Call, depth int) []template {
 	case isBuilderMethod(fn, "String") && len(x.Call.Args) == 1:
 		return s.builder(x.Call.Args[0], x, depth)
 	}
+	if marker, ok := sqlcSliceSSA(x); ok {
+		return expandSlice(s.resolve(x.Call.Args[0], depth), marker)
+	}
 	if fn != nil {
 		if obj, ok := fn.Object().(*types.Func); ok {
 			if i := identityArg(obj); i >= 0 {
@@ -709,6 +802,9 @@ func (s *ssaState) resolveCall(x *ssa.Call, depth int) []template {
 			}
 			if text, ok := s.embedRead(x, obj); ok {
 				return textTemplate(text)
+			}
+			if ts, ok := s.join(x, obj, depth); ok {
+				return ts
 			}
 			if fn.Pkg == s.pkg && len(s.returns[fn]) > 0 && stringish(resultType(fn.Signature.Results())) {
 				var rs []template
@@ -990,6 +1086,8 @@ func (s *ssaState) builder(r ssa.Value, at *ssa.Call, depth int) []template {
 				}
 				if isSSAFprintf(call) && len(call.Call.Args) == 3 && call.Call.Args[0] == u {
 					add(call, s.sprintf(call.Call.Args[1], call.Call.Args[2], depth), false)
+				} else if ln, ok := isSSAFprint(call); ok && len(call.Call.Args) == 2 && call.Call.Args[0] == u {
+					add(call, s.fprint(call.Call.Args[1], ln, depth), false)
 				} else {
 					add(call, holeTemplate, false)
 				}

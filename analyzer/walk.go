@@ -5,6 +5,7 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
+	"strings"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/types/typeutil"
@@ -12,18 +13,39 @@ import (
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 )
 
-// checker holds the state of one pass.
+// checker holds the state of one pass: the pass and its findings, and one
+// embedded unit of state per concern, each declared beside the code that
+// owns it (issue 20: a first step of splitting the checker):
+//
+//   - sqlStrings (walk.go): maximal static strings, where they are used,
+//     and the lexical evidence that decides whether SSA is needed;
+//   - flowState (eval.go): where variables get their values, for the AST
+//     evaluator;
+//   - wrapperState (eval.go): function declarations, bound literals and
+//     sink sites, from which wrappers' summaries and facts are computed;
+//   - builderState (builders.go): query builders of the libraries;
+//   - walkPos (walk.go): where the walk is.
+//
+// The call forms' state is built with SSA (callGraph, callforms.go).
 type checker struct {
 	pass     *analysis.Pass
 	cfg      *sqlcheck.Config
 	opts     *options
 	findings []finding
 
+	sqlStrings
+	flowState
+	wrapperState
+	builderState
+	walkPos
+}
+
+// sqlStrings is the state of the constant strings of the package.
+type sqlStrings struct {
 	notStatic map[ast.Expr]bool // memo of non-static concatenations
 
 	// Needs SSA to decide.
 	locals   []localConst // constants stored in a local variable
-	sites    []*site      // sink calls outside function declarations
 	astRoots map[token.Pos]bool
 
 	// Package variables: unexported ones used only as fragments are judged
@@ -31,45 +53,22 @@ type checker struct {
 	globals    []globalConst
 	globalUses map[*types.Var]*useCount
 
-	// For the AST evaluator: where variables get their values.
-	params    map[*types.Var]paramInfo
-	defs      map[*types.Var][]def
-	addrTaken map[*types.Var]bool
-	varBusy   map[*types.Var]bool
-	varBase   map[*types.Var][]template
-	embeds    map[*types.Var]*embedInfo
-
-	// Function declarations, and what makes a wrapper's calls visible.
-	funcs        map[*types.Func]*funcInfo
-	funcOrder    []*funcInfo
-	pending      []*ast.CallExpr // same-package calls outside declarations
-	nonCallUse   map[*types.Func]bool
-	ifaceMethods map[string]bool
-
-	// Calls that take a strings.Builder or bytes.Buffer variable.
-	builderCalls map[*types.Var][]*ast.CallExpr
-
-	// Query builders (squirrel, goqu, gorm, Ent's dialect/sql).
-	builders   []*builderUse
-	gormWrites []*bmodel
-
 	// Lexical evidence that a run-time string may write a fenced table.
 	mentionTable, mentionWrite bool
 	// The same, among strings that may be parts of longer run-time strings.
 	fragmentTable, fragmentWrite bool
+}
 
-	// Function literals bound to a local variable, and such variables used
-	// other than as a callee.
-	litFuncs   map[*types.Var]*funcInfo
-	litOf      map[*ast.FuncLit]*funcInfo
-	nonCallVar map[*types.Var]bool
-
-	// During the walk: the enclosing function (declaration or bound
-	// literal), how many other function literals deep the walk is inside
-	// it, and the enclosing functions outside it.
+// walkPos is where the walk is: the enclosing function (declaration or
+// bound literal), how many other function literals deep the walk is
+// inside it, and the enclosing functions outside it; and the calls of go
+// and defer statements, by the statement's keyword (where SSA places its
+// Go or Defer instruction).
+type walkPos struct {
 	cur      *funcInfo
 	litDepth int
 	outer    []outerFunc
+	goDefer  map[token.Pos]*ast.CallExpr
 }
 
 type outerFunc struct {
@@ -93,25 +92,16 @@ type useCount struct{ all, fragment int }
 
 func newChecker(pass *analysis.Pass, o *options) *checker {
 	return &checker{
-		pass:         pass,
-		cfg:          o.sql,
-		opts:         o,
-		notStatic:    map[ast.Expr]bool{},
-		astRoots:     map[token.Pos]bool{},
-		globalUses:   map[*types.Var]*useCount{},
-		params:       map[*types.Var]paramInfo{},
-		defs:         map[*types.Var][]def{},
-		addrTaken:    map[*types.Var]bool{},
-		varBusy:      map[*types.Var]bool{},
-		varBase:      map[*types.Var][]template{},
-		embeds:       map[*types.Var]*embedInfo{},
-		funcs:        map[*types.Func]*funcInfo{},
-		nonCallUse:   map[*types.Func]bool{},
-		ifaceMethods: map[string]bool{},
-		builderCalls: map[*types.Var][]*ast.CallExpr{},
-		litFuncs:     map[*types.Var]*funcInfo{},
-		litOf:        map[*ast.FuncLit]*funcInfo{},
-		nonCallVar:   map[*types.Var]bool{},
+		pass: pass,
+		cfg:  o.sql,
+		opts: o,
+		sqlStrings: sqlStrings{
+			notStatic:  map[ast.Expr]bool{},
+			astRoots:   map[token.Pos]bool{},
+			globalUses: map[*types.Var]*useCount{},
+		},
+		flowState:    newFlowState(),
+		wrapperState: newWrapperState(),
 	}
 }
 
@@ -160,18 +150,16 @@ func (c *checker) walk() {
 			case *ast.FuncType:
 				c.funcParams(n, stack)
 				return false // nor are struct tags in parameter lists
-			case *ast.InterfaceType:
-				for _, m := range n.Methods.List {
-					for _, name := range m.Names {
-						c.ifaceMethods[name.Name] = true
-					}
-				}
 			case *ast.Field:
 				if n.Tag != nil {
 					return false
 				}
 			case *ast.GenDecl:
 				c.embedDecl(n)
+			case *ast.GoStmt:
+				c.goDeferCall(n.Go, n.Call)
+			case *ast.DeferStmt:
+				c.goDeferCall(n.Defer, n.Call)
 			case *ast.AssignStmt:
 				c.assignment(n)
 				c.bindLiterals(n)
@@ -224,6 +212,13 @@ func (c *checker) walk() {
 			return true
 		})
 	}
+}
+
+func (c *checker) goDeferCall(kw token.Pos, call *ast.CallExpr) {
+	if c.goDefer == nil {
+		c.goDefer = map[token.Pos]*ast.CallExpr{}
+	}
+	c.goDefer[kw] = call
 }
 
 func (c *checker) funcDecl(fd *ast.FuncDecl) {
@@ -325,7 +320,8 @@ func (c *checker) rangeStmt(rs *ast.RangeStmt) {
 }
 
 // followed reports whether the evaluators follow the values of variables
-// of type t: strings and bytes, functions (bound literals) and gorm's *DB.
+// of type t: strings and bytes, functions (bound literals), gorm's *DB and
+// xorm's *Session.
 func followed(t types.Type) bool {
 	switch u := t.Underlying().(type) {
 	case *types.Basic:
@@ -333,7 +329,7 @@ func followed(t types.Type) bool {
 	case *types.Slice, *types.Signature:
 		return stringish(t) || isSig(u)
 	case *types.Pointer:
-		return typeName(t) == "DB"
+		return typeName(t) == "DB" || typeName(t) == "Session"
 	}
 	return false
 }
@@ -673,7 +669,12 @@ func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 	if !mentions || ctx == ctxFragment || ctx == ctxSkip {
 		return
 	}
-	ps := sqlcheck.Check(s, c.cfg)
+	var ps []sqlcheck.Problem
+	if ctx == ctxAlone && strings.Contains(s, "{{") && c.templateText(e, stack) {
+		ps = sqlcheck.CheckTemplate(templateParts(s), c.cfg)
+	} else {
+		ps = sqlcheck.Check(s, c.cfg)
+	}
 	if ctx == ctxAlone && len(ps) > 0 && c.inMessage(e, stack) {
 		ps = dropUnprovable(ps)
 	}
@@ -703,10 +704,12 @@ func (c *checker) inMessage(e ast.Expr, stack []ast.Node) bool {
 	return messageCall(typeutil.Callee(c.pass.TypesInfo, call))
 }
 
+// dropUnprovable drops what was judged by its tokens alone (the parser did
+// not read the text): in a message, it is prose.
 func dropUnprovable(ps []sqlcheck.Problem) []sqlcheck.Problem {
 	out := ps[:0]
 	for _, p := range ps {
-		if p.Kind != sqlcheck.Unprovable {
+		if p.Kind != sqlcheck.Unprovable && !p.Unread {
 			out = append(out, p)
 		}
 	}
@@ -749,7 +752,11 @@ func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 	}
 	c.builderCall(call, fn, stack)
 	if i := c.sinkQueryIndex(fn); i >= 0 {
-		if i < len(call.Args) {
+		// An any parameter (xorm, bun's variadic any) holds a query only
+		// when a string is passed; a spread slice (Exec(args...)) is not
+		// seen.
+		spread := call.Ellipsis.IsValid() && i >= len(call.Args)-1
+		if i < len(call.Args) && !spread && stringish(c.pass.TypesInfo.TypeOf(call.Args[i])) {
 			if _, ok := c.static(call.Args[i]); !ok {
 				c.addSite(&site{call: call, query: i})
 			}
@@ -871,4 +878,45 @@ func (c *checker) settle() {
 	if needSSA {
 		c.runSSA(sites)
 	}
+}
+
+// templateText reports whether e is the text given to the Parse method of
+// a text/template or html/template Template: its actions are values
+// known at run time.
+func (c *checker) templateText(e ast.Expr, stack []ast.Node) bool {
+	call, ok := stack[len(stack)-1].(*ast.CallExpr)
+	if !ok || len(call.Args) != 1 || call.Args[0] != e {
+		return false
+	}
+	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
+	if !ok || fn.Name() != "Parse" || fn.Pkg() == nil || fn.Signature().Recv() == nil {
+		return false
+	}
+	p := fn.Pkg().Path()
+	return p == "text/template" || p == "html/template"
+}
+
+// templateParts splits a template's text at its actions ({{…}}), each a
+// hole.
+func templateParts(s string) []sqlcheck.Part {
+	var out []sqlcheck.Part
+	for {
+		i := strings.Index(s, "{{")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(s[i:], "}}")
+		if j < 0 {
+			break
+		}
+		if i > 0 {
+			out = append(out, sqlcheck.Part{Text: s[:i]})
+		}
+		out = append(out, sqlcheck.Part{Hole: true})
+		s = s[i+j+2:]
+	}
+	if s != "" {
+		out = append(out, sqlcheck.Part{Text: s})
+	}
+	return out
 }

@@ -38,6 +38,9 @@ type ceilingResult struct {
 	CeilingStmts     float64   `json:"ceiling_statements_per_job"`
 	// CPU is the processor time per job of each side, in milliseconds.
 	CPU map[string]cpuUse `json:"cpu_ms_per_job"`
+	// SessionCPU is the server's CPU per job on each side's own sessions,
+	// in milliseconds (sessionCounts.serverNS).
+	SessionCPU map[string]float64 `json:"session_mariadb_cpu_ms_per_job"`
 }
 
 // ceilingTable is the plain table of the two-commit ceiling: no trigger,
@@ -45,7 +48,7 @@ type ceilingResult struct {
 const ceilingTable = "CREATE TABLE bench_ceiling (id BIGINT NOT NULL PRIMARY KEY, v BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB"
 
 func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingResult, error) {
-	res := ceilingResult{Concurrency: conc, JobsPerRound: perRound, CPU: map[string]cpuUse{}}
+	res := ceilingResult{Concurrency: conc, JobsPerRound: perRound, CPU: map[string]cpuUse{}, SessionCPU: map[string]float64{}}
 	total := perRound * rounds
 	var dbs [2]*mariaDB
 	var ids [2][]int64
@@ -148,6 +151,9 @@ func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingRes
 	}
 	for _, s := range sides {
 		res.CPU[s.name] = perJobMS(s.cpu, total)
+	}
+	for name, c := range map[string]*sessionCounts{"fenced cycle": &fencedCounts, "ceiling": &ceilingCounts, "fenced cycle without triggers": &bareCounts} {
+		res.SessionCPU[name] = float64(c.serverNS.Load()) / 1e6 / float64(total)
 	}
 	res.FencedMedian, res.CeilingMedian, res.NoTriggersMedian = median(res.Fenced), median(res.Ceiling), median(res.NoTriggers)
 	res.Ratio = res.FencedMedian / res.CeilingMedian

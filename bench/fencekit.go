@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fencekit/fencekit/dispatch/rabbitmq"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -31,6 +32,12 @@ type workerSettings struct {
 	Claimed func(id int64, takeover bool)
 	// Done runs after the job's write-back, with its outcome.
 	Done func(id int64, err error)
+	// Passed runs after each scheduler pass, with how many jobs it claimed
+	// through hints (a broker's messages).
+	Passed func(hinted int)
+	// Broker, when set, is the RabbitMQ dispatch the worker consumes
+	// (dispatch/rabbitmq), beside its scan.
+	Broker *rabbitmq.Config
 }
 
 // maxBurst keeps a pass's grant within what one batch claim takes
@@ -56,6 +63,9 @@ func startWorker(ctx context.Context, db *sql.DB, s workerSettings) (stop func(c
 	if s.Done != nil {
 		hooks.WroteBack = func(j worker.Job, err error) { s.Done(j.ID, err) }
 	}
+	if s.Passed != nil {
+		hooks.Pass = func(p worker.PassResult) { s.Passed(p.Hinted) }
+	}
 	w, err := worker.New(worker.Config{
 		DB:              db,
 		Provider:        s.Provider,
@@ -74,7 +84,22 @@ func startWorker(ctx context.Context, db *sql.DB, s workerSettings) (stop func(c
 	if err := w.Start(ctx); err != nil {
 		return nil, err
 	}
-	return w.Stop, nil
+	if s.Broker == nil {
+		return w.Stop, nil
+	}
+	c, err := rabbitmq.NewConsumer(*s.Broker, w, rabbitmq.Hooks{})
+	if err != nil {
+		_ = w.StopAndCancel(ctx)
+		return nil, err
+	}
+	consumeCtx, stopConsuming := context.WithCancel(context.WithoutCancel(ctx))
+	consumed := make(chan struct{})
+	go func() { defer close(consumed); _ = c.Run(consumeCtx) }()
+	return func(ctx context.Context) error {
+		stopConsuming()
+		<-consumed
+		return w.Stop(ctx)
+	}, nil
 }
 
 // instantProvider is the zero-latency provider of a no-op job: every refund

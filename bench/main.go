@@ -50,6 +50,7 @@ type sizes struct {
 	TakeoverJobs     int `json:"takeover_jobs_per_episode"`
 	MemorySmall      int `json:"memory_small_jobs"`
 	MemoryBig        int `json:"memory_big_jobs"`
+	DispatchJobs     int `json:"dispatch_jobs_per_round"`
 }
 
 func scaled(n int) sizes {
@@ -67,6 +68,7 @@ func scaled(n int) sizes {
 		TakeoverJobs:     at(100, 10),
 		MemorySmall:      small,
 		MemoryBig:        100 * small,
+		DispatchJobs:     at(1_000, 40),
 	}
 }
 
@@ -88,7 +90,22 @@ type report struct {
 	// on this server, and what the rest of fencekit reaches without it.
 	NoTriggersJobsPerS float64 `json:"fencekit_without_triggers_jobs_per_s"`
 	NoTriggersRatio    float64 `json:"river_ratio_without_triggers"`
-	CeilingRatio       float64 `json:"ceiling_ratio"`
+	// FenceDBCPURatio is MariaDB's CPU per job of the burn-down with the
+	// fence ÷ without it (issue 21's goal: ≤ 1.25); WithoutFenceRatio the
+	// burn-down's jobs/s with the fence ÷ without it (goal ≥ 0.8);
+	// CycleFenceCPURatio MariaDB's CPU per job of the unbatched cycle with
+	// the fence ÷ without it (goal ≤ 1.2). All three are measured in one run,
+	// the sides alternating.
+	FenceDBCPURatio    float64 `json:"fence_db_cpu_ratio"`
+	WithoutFenceRatio  float64 `json:"without_fence_ratio"`
+	CycleFenceCPURatio float64 `json:"cycle_fence_cpu_ratio"`
+	// The same two CPU ratios from the server's threads serving the
+	// benchmark's own sessions only (sessionCounts.serverNS): the server
+	// process's figures above count every other client of a shared server
+	// and the server's background threads too.
+	FenceSessionCPURatio      float64 `json:"fence_session_cpu_ratio"`
+	CycleFenceSessionCPURatio float64 `json:"cycle_fence_session_cpu_ratio"`
+	CeilingRatio              float64 `json:"ceiling_ratio"`
 	// StatementsPerJob is what the worker sent per job in the burn-down
 	// against River, counted by the server on the worker's sessions.
 	StatementsPerJob float64 `json:"statements_per_job"`
@@ -99,7 +116,13 @@ type report struct {
 	ClaimP99Ratio         float64 `json:"claim_p99_ratio_1m_vs_10k"`
 	TakeoverP99           float64 `json:"takeover_p99_s"`
 	TakeoverBound         float64 `json:"takeover_bound_s"`
-	RSSRatio              float64 `json:"rss_ratio_100k_vs_1k"`
+	// Dispatch latency, enqueue → claim, in milliseconds: the table scan
+	// alone against RabbitMQ's hints (section "dispatch").
+	DispatchScanP50   float64 `json:"dispatch_scan_p50_ms"`
+	DispatchScanP99   float64 `json:"dispatch_scan_p99_ms"`
+	DispatchBrokerP50 float64 `json:"dispatch_broker_p50_ms"`
+	DispatchBrokerP99 float64 `json:"dispatch_broker_p99_ms"`
+	RSSRatio          float64 `json:"rss_ratio_100k_vs_1k"`
 
 	Machine    machine         `json:"machine"`
 	Sizes      sizes           `json:"sizes"`
@@ -114,6 +137,7 @@ type report struct {
 	History    *historyResult  `json:"history,omitempty"`
 	Takeover   *takeoverResult `json:"takeover,omitempty"`
 	Memory     *memoryResult   `json:"memory,omitempty"`
+	Dispatch   *dispatchResult `json:"dispatch,omitempty"`
 	Seconds    float64         `json:"seconds"`
 	Unfinished []string        `json:"skipped,omitempty"`
 }
@@ -124,7 +148,7 @@ type sweepPoint struct {
 	River    float64 `json:"river_jobs_per_s"`
 }
 
-var sections = []string{"throughput", "ceiling", "history", "takeover", "memory"}
+var sections = []string{"throughput", "ceiling", "history", "takeover", "memory", "dispatch"}
 
 func main() {
 	var o options
@@ -144,6 +168,11 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (the queues' client side) to this file")
 	replot := flag.String("replot", "", "only redraw -plot from a -json report (docs/benchmarks-river.json, or a run's output)")
 	flag.StringVar(&only, "only", "", "run only these sections, comma-separated: "+strings.Join(sections, ","))
+	parts := flag.Bool("fence-parts", false, "diagnostic: only measure what each part of the database fence costs, variants side by side (docs/benchmarks.md)")
+	partsRows := flag.Int("parts-rows", 1_000, "with -fence-parts: rows of each many-row UPDATE")
+	partsSingles := flag.Int("parts-singles", 200, "with -fence-parts: jobs settled by single-row UPDATEs per variant and repetition")
+	partsReps := flag.Int("parts-reps", 5, "with -fence-parts: repetitions of every variant, alternating")
+	partsOnly := flag.String("parts-only", "", "with -fence-parts: measure only the variants whose names match this regular expression (and the references)")
 	flag.Parse()
 
 	ctx := context.Background()
@@ -180,6 +209,16 @@ func main() {
 	}
 	if *replot != "" {
 		fail(redraw(*replot, o.plot))
+		return
+	}
+	if *parts {
+		pr, err := fenceParts(ctx, *partsRows, *partsSingles, *partsReps, *partsOnly, os.Stdout)
+		fail(err)
+		if o.json {
+			b, err := json.Marshal(pr)
+			fail(err)
+			fmt.Println(string(b))
+		}
 		return
 	}
 	if *cpuprofile != "" {
@@ -281,6 +320,12 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 		cn := cpuPerJob(r.NoTriggers)
 		say("   diagnostic: fencekit with the schema's triggers dropped %7.0f jobs/s  rounds %s  ratio %.2f× River; CPU ms per job: worker %.3f + MariaDB %.3f",
 			r.NoTriggersJobsPerS, list(nt), r.NoTriggersRatio, cn.Client, cn.MariaDB)
+		r.FenceDBCPURatio, r.WithoutFenceRatio = ratio(cf.MariaDB, cn.MariaDB), ratio(r.FencekitJobsPerS, r.NoTriggersJobsPerS)
+		sf, sn := median(field(r.Fencekit, func(t throughput) float64 { return t.SessionCPUMS })), median(field(r.NoTriggers, func(t throughput) float64 { return t.SessionCPUMS }))
+		r.FenceSessionCPURatio = ratio(sf, sn)
+		say("   the fence's cost: MariaDB CPU per job %.2f× without it (fence_db_cpu_ratio), jobs/s %.2f× without it (without_fence_ratio)",
+			r.FenceDBCPURatio, r.WithoutFenceRatio)
+		say("   on the worker's own sessions: MariaDB CPU ms per job %.3f with the fence, %.3f without: %.2f× (fence_session_cpu_ratio)", sf, sn, r.FenceSessionCPURatio)
 
 		counts := slices.DeleteFunc(slices.Clone(o.sweep), func(w int) bool { return w == o.workers })
 		for i, w := range counts {
@@ -335,6 +380,10 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 			u := c.CPU[name]
 			say("   CPU ms per job, %-29s client %.3f  MariaDB %.3f", name, u.Client, u.MariaDB)
 		}
+		r.CycleFenceCPURatio = ratio(c.CPU["fenced cycle"].MariaDB, c.CPU["fenced cycle without triggers"].MariaDB)
+		r.CycleFenceSessionCPURatio = ratio(c.SessionCPU["fenced cycle"], c.SessionCPU["fenced cycle without triggers"])
+		say("   the fence's cost in the cycle: MariaDB CPU per job %.2f× without it (cycle_fence_cpu_ratio); on the cycle's own sessions %.3f vs %.3f ms, %.2f× (cycle_fence_session_cpu_ratio)",
+			r.CycleFenceCPURatio, c.SessionCPU["fenced cycle"], c.SessionCPU["fenced cycle without triggers"], r.CycleFenceSessionCPURatio)
 	}
 
 	if want("history") {
@@ -382,11 +431,36 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 			mib(m.SmallRSS), mib(m.BigRSS), mib(m.SmallHWM), mib(m.BigHWM), m.Ratio, m.Window, m.Settled)
 	}
 
+	if want("dispatch") {
+		progress("dispatch: %d jobs per mode and round, %d rounds, broker %s", sz.DispatchJobs, o.rounds, redactedURL(benchAMQP()))
+		d, err := dispatchSection(ctx, sz.DispatchJobs, o.rounds)
+		if err != nil {
+			return nil, fmt.Errorf("dispatch: %w", err)
+		}
+		r.Dispatch = &d
+		r.DispatchScanP50, r.DispatchScanP99, r.DispatchBrokerP50, r.DispatchBrokerP99 = d.ScanP50, d.ScanP99, d.BrokerP50, d.BrokerP99
+		say("")
+		say("6. dispatch latency, enqueue COMMIT → claim COMMIT: the table scan (every %.1fs) alone vs RabbitMQ's hints beside it; %d jobs each, arriving one by one, %d rounds alternating",
+			d.Scan, d.Jobs, d.Rounds)
+		say("   table scan  p50 %8.1f ms  p99 %8.1f ms", d.ScanP50, d.ScanP99)
+		say("   RabbitMQ    p50 %8.1f ms  p99 %8.1f ms  (publish with confirm, delivery, claim by id; %.0f%% of the jobs claimed by their hint)",
+			d.BrokerP50, d.BrokerP99, 100*d.Hinted)
+	}
+
 	r.Machine.LoadEnd = loadAvg()
 	r.Seconds = time.Since(start).Seconds()
 	say("")
 	say("load average %.2f at the end; %.0fs in all", r.Machine.LoadEnd, r.Seconds)
 	return r, nil
+}
+
+// ratio is a / b, or 0 when b is not positive (a side that measured
+// nothing: the JSON says 0 rather than +Inf, which it cannot encode).
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
 }
 
 func perSecond(ts []throughput) []float64 {

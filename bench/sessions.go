@@ -6,7 +6,10 @@ import (
 	"database/sql/driver"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -22,6 +25,14 @@ type sessionCounts struct {
 	commits   atomic.Int64 // COMMITs
 	sessions  atomic.Int64 // connections opened
 	lost      atomic.Int64 // connections that broke before they could be read
+	// serverNS is the processor time the server's threads spent on these
+	// sessions, in nanoseconds (/proc/<server>/task/<thread>/schedstat at
+	// the session's start and end; MariaDB runs a thread per connection
+	// and names it in information_schema.PROCESSLIST.TID): the server's CPU
+	// for this pool's work alone, whatever other clients of the shared
+	// server do. Zero when the server is not a local MariaDB.
+	serverNS atomic.Int64
+	timed    atomic.Int64 // sessions whose server CPU was measured
 
 	mu     sync.Mutex
 	record func(query string, args []driver.NamedValue) // when set, every statement sent
@@ -53,7 +64,72 @@ func (cc *countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		return nil, err
 	}
 	cc.c.sessions.Add(1)
-	return &countedConn{Conn: conn, c: cc.c}, nil
+	c := &countedConn{Conn: conn, c: cc.c}
+	c.thread, c.startNS = serverThread(conn)
+	return c, nil
+}
+
+// serverThread returns the server thread's /proc path serving conn and its
+// CPU time so far; "" when it cannot be read (another server, another
+// machine).
+func serverThread(conn driver.Conn) (path string, ns int64) {
+	pid := serverPID()
+	if pid == "" {
+		return "", 0
+	}
+	rows, err := conn.(driver.QueryerContext).QueryContext(context.Background(), "SELECT TID FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()", nil)
+	if err != nil {
+		return "", 0
+	}
+	vals := make([]driver.Value, 1)
+	err = rows.Next(vals)
+	rows.Close()
+	if err != nil {
+		return "", 0
+	}
+	path = "/proc/" + pid + "/task/" + asString(vals[0]) + "/schedstat"
+	ns, ok := threadNS(path)
+	if !ok {
+		return "", 0
+	}
+	return path, ns
+}
+
+// threadNS reads a thread's time on a CPU, in nanoseconds.
+func threadNS(path string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	return n, err == nil
+}
+
+var (
+	serverPIDOnce sync.Once
+	serverPIDs    string
+)
+
+// serverPID is the local mariadbd's process id, if one runs.
+func serverPID() string {
+	serverPIDOnce.Do(func() {
+		procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, p := range procs {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			if comm, _, ok := procCPU(string(b)); ok && (comm == "mariadbd" || comm == "mysqld") {
+				serverPIDs = filepath.Base(filepath.Dir(p))
+				return
+			}
+		}
+	})
+	return serverPIDs
 }
 
 func (cc *countingConnector) Driver() driver.Driver { return cc.inner.Driver() }
@@ -63,7 +139,9 @@ func (cc *countingConnector) Driver() driver.Driver { return cc.inner.Driver() }
 // use the driver's own (interpolated queries stay one round trip).
 type countedConn struct {
 	driver.Conn
-	c *sessionCounts
+	c       *sessionCounts
+	thread  string // the server thread's schedstat, "" when not measured
+	startNS int64
 }
 
 func (cc *countedConn) seen(query string, args []driver.NamedValue) {
@@ -111,10 +189,20 @@ func (cc *countedConn) CheckNamedValue(nv *driver.NamedValue) error {
 // Close reads the session's counters, then closes it.
 func (cc *countedConn) Close() error {
 	if q, commits, err := sessionStatus(cc.Conn); err == nil {
-		cc.c.questions.Add(q - 1) // the SHOW itself
+		q-- // the SHOW itself
+		if cc.thread != "" {
+			q-- // the read of the thread's id
+		}
+		cc.c.questions.Add(q)
 		cc.c.commits.Add(commits)
 	} else {
 		cc.c.lost.Add(1)
+	}
+	if cc.thread != "" {
+		if ns, ok := threadNS(cc.thread); ok && ns >= cc.startNS {
+			cc.c.serverNS.Add(ns - cc.startNS)
+			cc.c.timed.Add(1)
+		}
 	}
 	return cc.Conn.Close()
 }

@@ -20,7 +20,10 @@ type throughput struct {
 	StatementsPerJob float64 `json:"statements_per_job,omitempty"`
 	CommitsPerJob    float64 `json:"commits_per_job,omitempty"`
 	Sessions         int64   `json:"sessions,omitempty"`
-	CPU              cpuUse  `json:"cpu"`
+	// SessionCPUMS is the server's CPU per job on the worker's own
+	// sessions, in milliseconds (sessionCounts.serverNS; fencekit only).
+	SessionCPUMS float64 `json:"session_mariadb_cpu_ms_per_job,omitempty"`
+	CPU          cpuUse  `json:"cpu"`
 }
 
 // roundTimeout bounds one burn-down: generous, so that a loaded machine
@@ -114,6 +117,7 @@ func fencekitRound(ctx context.Context, n, workers, conns int, prov provider.Cli
 		StatementsPerJob: float64(counts.questions.Load()) / float64(n),
 		CommitsPerJob:    float64(counts.commits.Load()) / float64(n),
 		Sessions:         counts.sessions.Load(),
+		SessionCPUMS:     float64(counts.serverNS.Load()) / 1e6 / float64(n),
 		CPU:              used,
 	}, nil
 }

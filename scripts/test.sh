@@ -7,7 +7,9 @@
 #   - PostgreSQL on 127.0.0.1:5432 for the benchmark's River side
 #     (scripts/ensure-pg.sh, which prints the URL it exports as
 #     FENCEKIT_BENCH_PG);
-#   - Chromium for the console's browser tests (scripts/ensure-chromium.sh).
+#   - Chromium for the console's browser tests (scripts/ensure-chromium.sh);
+#   - a RabbitMQ broker on 127.0.0.1:5672 for the broker dispatch's tests
+#     (scripts/ensure-rabbitmq.sh; FENCEKIT_TEST_AMQP names another).
 # Then it checks formatting, vets, lints the repository with fencelint,
 # runs all tests of the three modules under the race detector against that
 # server, and runs the benchmark once at a tiny size (bench/) to keep it
@@ -29,6 +31,9 @@ export FENCEKIT_BENCH_PG
 
 step "Chromium for the console's tests (scripts/ensure-chromium.sh)"
 scripts/ensure-chromium.sh
+
+step "RabbitMQ for the broker dispatch's tests (scripts/ensure-rabbitmq.sh)"
+scripts/ensure-rabbitmq.sh
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files "*.go" | grep -v "/testdata/"))

@@ -87,6 +87,11 @@ type Config struct {
 	// SkewMargin covers clock differences between us and the provider, in
 	// the idempotency key's window.
 	SkewMargin time.Duration
+	// Holder names this process in the attempts log (which process held
+	// each attempt it claims or takes over): printable ASCII, at most
+	// fencedwrite.MaxHolderLen characters. Empty means
+	// fencedwrite.DefaultHolder ("hostname/pid").
+	Holder string
 	// PendingDelay, RetryDelay and LagPoll are how long a rescheduled job
 	// waits: after a pending answer, after a refusal to process (rate
 	// limited, key in use, failed lookup), and at least, inside the
@@ -204,11 +209,12 @@ type Hooks struct {
 
 // PassResult is what one scheduler pass did: its free slots, the tokens it
 // took from the fleet budget, the expired leases it took over, the due
-// reconciles it claimed, the other due jobs (sends) it claimed, and the
-// tokens it did not spend on sends because they were the reserve of
-// unknown outcomes (Config.ReconcileReserve).
+// reconciles it claimed, the other due jobs (sends) it claimed, of which
+// Hinted through hints (Client.Hint) by id, and the tokens it did not spend
+// on sends because they were the reserve of unknown outcomes
+// (Config.ReconcileReserve).
 type PassResult struct {
-	Free, Tokens, TakenOver, Reconciles, Claimed, Reserved int
+	Free, Tokens, TakenOver, Reconciles, Claimed, Hinted, Reserved int
 }
 
 func (c Config) withDefaults() Config {
@@ -314,8 +320,15 @@ func (c Config) validate() error {
 			bad(name, "must be positive, got %v", d)
 		}
 	}
+	if c.Holder != "" {
+		if err := fencedwrite.ValidHolder(c.Holder); err != nil {
+			bad("Holder", "%s", err.Error())
+		}
+	}
 	if c.Provider != nil {
-		if err := c.claimOptions().Validate(); err != nil {
+		o := c.claimOptions()
+		o.Holder = "" // checked above, under its own name
+		if err := o.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -325,7 +338,7 @@ func (c Config) validate() error {
 // claimOptions are the claims' options: the lease, and the key's window
 // from the provider's declared retention.
 func (c Config) claimOptions() fencedwrite.ClaimOptions {
-	o := fencedwrite.ClaimOptions{Lease: c.Lease, ProviderTimeout: c.ProviderTimeout, SkewMargin: c.SkewMargin}
+	o := fencedwrite.ClaimOptions{Lease: c.Lease, ProviderTimeout: c.ProviderTimeout, SkewMargin: c.SkewMargin, Holder: c.Holder}
 	if c.Provider != nil {
 		o.KeyRetention = c.Provider.Capabilities().KeyRetention
 	}

@@ -90,6 +90,14 @@ type wrote struct {
 // mod applied; it is stopped, cancelling its calls, when the test ends.
 func (f *fleet) worker(name string, mod func(*worker.Config)) (*worker.Client, *events) {
 	f.t.Helper()
+	w, ev := f.newWorker(name, mod)
+	f.start(w)
+	return w, ev
+}
+
+// newWorker is worker without Start: see start.
+func (f *fleet) newWorker(name string, mod func(*worker.Config)) (*worker.Client, *events) {
+	f.t.Helper()
 	ev := &events{wrote: make(chan wrote, 1000), passes: make(chan worker.PassResult, 1000), calls: make(chan worker.Job, 1000)}
 	cfg := worker.Config{
 		DB:                f.db.FencedDB(fencedwrite.DSNOptions{}),
@@ -126,6 +134,12 @@ func (f *fleet) worker(name string, mod func(*worker.Config)) (*worker.Client, *
 		f.handler = w.WebhookHandler()
 	}
 	f.mu.Unlock()
+	return w, ev
+}
+
+// start starts w; it is stopped, cancelling its calls, when the test ends.
+func (f *fleet) start(w *worker.Client) {
+	f.t.Helper()
 	if err := w.Start(f.t.Context()); err != nil {
 		f.t.Fatal(err)
 	}
@@ -134,7 +148,6 @@ func (f *fleet) worker(name string, mod func(*worker.Config)) (*worker.Client, *
 		defer cancel()
 		_ = w.StopAndCancel(ctx)
 	})
-	return w, ev
 }
 
 type testWriter struct{ t *testing.T }

@@ -19,6 +19,23 @@ const (
 	CallReconcile CallKind = "reconcile" // a lookup of the key
 )
 
+// HintOutcome is what a hint's claim found (Metrics.Hint).
+type HintOutcome string
+
+// The outcomes of hints (Client.Hint), as Metrics.Hint reports them.
+const (
+	HintClaimed     HintOutcome = "claimed"       // the hint's job was claimed by id
+	HintNothingToDo HintOutcome = "nothing_to_do" // settled, held, not due or unknown: a stale or duplicated hint
+	HintFailed      HintOutcome = "failed"        // the claim rolled back or its COMMIT reply was lost
+	HintNotTried    HintOutcome = "not_tried"     // the worker stopped first
+)
+
+// HintOutcomes lists every HintOutcome, so that a Metrics implementation
+// can export each at 0 before the first.
+func HintOutcomes() []HintOutcome {
+	return []HintOutcome{HintClaimed, HintNothingToDo, HintFailed, HintNotTried}
+}
+
 // The reconciler's alerts (Metrics.Alert); the last two end with the
 // evidence's status.
 const (
@@ -76,6 +93,10 @@ type Metrics interface {
 	// Alert counts events that need a person: a refund reversed after it
 	// succeeded, evidence that contradicts a settled job.
 	Alert(kind string)
+	// Hint counts hints (a broker's messages, Client.Hint) by what their
+	// claim found: claimed against all shows how much of the dispatch the
+	// broker carries; the scan claims the rest.
+	Hint(outcome HintOutcome)
 }
 
 // NopMetrics discards every measurement.
@@ -93,3 +114,4 @@ func (NopMetrics) OldestUnfinished(time.Duration)   {}
 func (NopMetrics) ReconcilesDue(int, time.Duration) {}
 func (NopMetrics) Evidence(string)                  {}
 func (NopMetrics) Alert(string)                     {}
+func (NopMetrics) Hint(HintOutcome)                 {}

@@ -50,6 +50,7 @@ type Client struct {
 	inflight atomic.Int64
 
 	mu         sync.Mutex
+	hints      []Hint // waiting for a pass, in the order they came
 	started    bool
 	stop       chan struct{} // closed by Stop: claim no more
 	stopped    chan struct{} // closed when everything returned
@@ -185,6 +186,7 @@ func (c *Client) beginStop() error {
 	close(c.stop)
 	go func() {
 		c.loops.Wait()
+		c.dropHints() // the scheduler is gone: no hint is tried any more
 		c.jobs.Wait()
 		close(c.pendingWB) // every job has written back
 		c.batcher.Wait()
@@ -280,10 +282,19 @@ func (c *Client) pass() time.Duration {
 	// theirs: sends may spend what is above the reserve.
 	reserve := c.reserve(g.Capacity)
 	sendable := max(0, min(rest, int(math.Floor(g.Left+float64(rest)-float64(reserve)))))
+	// Hints (a broker's messages) name the jobs to send first, with the
+	// sends' tokens only: never ahead of an unknown outcome. The scan of due
+	// sends takes what they leave, and is the safety net for a hint that
+	// was lost.
+	var hinted []*ent.RefundJobLease
 	if sendable > 0 && err == nil {
-		due, err = c.claimBatch(ctx, "claim", c.ent.RefundJob.ClaimDue, sendable)
+		hinted, err = c.claimHints(ctx, sendable)
 	}
-	res.TakenOver, res.Reconciles, res.Claimed, res.Reserved = len(taken), len(owed), len(due), rest-sendable
+	if sendable > len(hinted) && err == nil {
+		due, err = c.claimBatch(ctx, "claim", c.ent.RefundJob.ClaimDue, sendable-len(hinted))
+	}
+	due = append(hinted, due...)
+	res.TakenOver, res.Reconciles, res.Claimed, res.Hinted, res.Reserved = len(taken), len(owed), len(due), len(hinted), rest-sendable
 	unused := g.Granted - len(taken) - len(owed) - len(due)
 	if unused > 0 {
 		if err := c.bucket.Return(context.WithoutCancel(ctx), unused); err != nil {
@@ -356,6 +367,9 @@ func (c *Client) claimed(what string, err error) {
 		c.m.ClaimUnknown()
 		c.log.Warn(what+": commit outcome unknown; nothing sent", "err", err)
 	case errors.Is(err, context.Canceled):
+	case nothingToDo(err):
+		// A hint's claim by id found the job settled, held or not due.
+		c.log.Debug(what+": nothing to do", "err", err)
 	default:
 		c.log.Error(what, "err", err)
 	}

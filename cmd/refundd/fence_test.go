@@ -112,7 +112,9 @@ func TestFenceReportPrintsWriterTextInert(t *testing.T) {
 	db := openRaw(t, dsn)
 	if _, err := db.Exec("INSERT INTO refund_jobs_fence_violations (observed_at, operation, row_id, rule, account, connection_id, program_name, statement) "+
 		"VALUES (NOW(6), 'update', 1, 'refund_jobs#1: an UPDATE must declare the attempt it holds: SET writer_attempt = 1', ?, 7, ?, ?)",
-		"ev\x1b[1Ail\n@host", program, "UPDATE refund_jobs /* \x1b[2J\nforged shape */ SET state = 'ready' WHERE id = 1"); err != nil {
+		"ev\x1b[1Ail\n@host", program,
+		//fencelint:allow the violation row's recorded statement text is data (an unfenced UPDATE a legacy writer sent), never run
+		"UPDATE refund_jobs /* \x1b[2J\nforged shape */ SET state = 'ready' WHERE id = 1"); err != nil {
 		t.Fatal(err)
 	}
 	report, err := refundd("fence", "report", "-dsn", dsn)

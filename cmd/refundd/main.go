@@ -111,6 +111,7 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 		fs.StringVar(&f.payment, "payment", "", "the payment to refund")
 		fs.StringVar(&f.amount, "amount", "", "amount in major units with the currency's decimals: 12.50 EUR, 1250 JPY, 1.250 KWD")
 		fs.StringVar(&f.currency, "currency", "", "ISO 4217 code")
+		f.dispatch.register(fs, false)
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}

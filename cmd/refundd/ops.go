@@ -42,6 +42,9 @@ func openClient(dsn string) (*ent.Client, error) {
 // enqueueFlags are enqueue's flags; the amount is in major units.
 type enqueueFlags struct {
 	key, payment, amount, currency string
+	// dispatch.amqpURL, when set, is the broker the new job's id is
+	// published to (refundd run -dispatch rabbitmq consumes it).
+	dispatch dispatchFlags
 }
 
 // request checks the flags and returns the request, with errors that name
@@ -117,6 +120,9 @@ func enqueue(ctx context.Context, dsn string, f enqueueFlags, out io.Writer) err
 		return fmt.Errorf("enqueue: %w", err)
 	case created:
 		fmt.Fprintf(out, "enqueue: job %d for %s, %s, ready\n", job.ID, p.OperationKey, operator.Amount{Minor: p.AmountMinor, Currency: p.Currency})
+		if f.dispatch.amqpURL != "" {
+			publishEnqueued(ctx, f.dispatch, job.ID, out)
+		}
 	default:
 		fmt.Fprintf(out, "enqueue: %s is already job %d (%s at attempt %d): nothing to do\n", p.OperationKey, job.ID, job.State, job.Attempt)
 	}
@@ -390,7 +396,16 @@ func printJob(out io.Writer, v *operator.JobView) error {
 	}
 	w.printf("attempts (%d)\n", len(v.Attempts))
 	for _, a := range v.Attempts {
-		w.printf("  @%d %s, evidence %v\n", a.Attempt, a.StartedBy, a.Evidence)
+		// Which process (or operator) held the attempt, from the attempts
+		// log; "-" for an attempt taken before the log existed.
+		held := fmt.Sprintf("%-10s %s", orDash(a.Op), orDash(inert(a.Holder)))
+		if a.ClaimedAt != nil {
+			held += " at " + a.ClaimedAt.Format(tf)
+		}
+		if a.LeaseUntil != nil {
+			held += ", lease until " + a.LeaseUntil.Format(tf)
+		}
+		w.printf("  @%d %s; %s, evidence %v\n", a.Attempt, held, inert(a.StartedBy), a.Evidence)
 	}
 	w.printf("evidence (%d)\n", len(v.Evidence))
 	for _, e := range v.Evidence {

@@ -38,11 +38,15 @@ type runFlags struct {
 	keyRetention, lookupLag, skewMargin                  time.Duration
 	lockWait                                             time.Duration
 	pendingDelay, retryDelay, lagPoll                    time.Duration
+	// holder names this process in the attempts log (-holder).
+	holder string
 	// hooks, not a flag, are the worker's hooks: refundd chaos-agent's
 	// (internal/chaos) for the processes of the chaos fleet, none for run.
 	hooks worker.Hooks
 	// console: the operators' console in the browser (-console-addr).
 	console consoleFlags
+	// dispatch: the scan alone, or RabbitMQ (-dispatch, -amqp-url).
+	dispatch dispatchFlags
 	// listening, when set, is told the listeners' addresses once they
 	// serve and the worker started (tests listen on port 0): the webhook
 	// endpoint's, empty with -no-webhooks, and the operators'.
@@ -83,7 +87,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.pendingDelay, "pending-delay", worker.DefaultPendingDelay, "how long after a pending answer the refund is reconciled")
 	fs.DurationVar(&f.retryDelay, "retry-delay", worker.DefaultRetryDelay, "how long a job waits after a refusal to process (rate limited, key in use, failed lookup)")
 	fs.DurationVar(&f.lagPoll, "lag-poll", worker.DefaultLagPoll, "the least wait inside the provider's lookup-lag window")
+	fs.StringVar(&f.holder, "holder", fencedwrite.DefaultHolder(), "this process's name in the attempts log (which process held each attempt it claims or takes over): printable ASCII, at most 255 characters")
 	f.console.register(fs)
+	f.dispatch.register(fs, true)
 }
 
 // check refuses settings refundd run must not start with, naming each flag:
@@ -103,7 +109,13 @@ func (f runFlags) check(secret string) error {
 	if f.httpTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-http-timeout must be positive, got %v", f.httpTimeout))
 	}
+	if err := fencedwrite.ValidHolder(f.holder); err != nil {
+		errs = append(errs, fmt.Errorf("-holder %q: %w", f.holder, err))
+	}
 	if err := f.console.check(f.listen, f.operatorListen, f.noWebhooks); err != nil {
+		errs = append(errs, err)
+	}
+	if err := f.dispatch.check(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -191,6 +203,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		ScanInterval:     f.scan,
 		ProviderTimeout:  f.timeout,
 		SkewMargin:       f.skewMargin,
+		Holder:           f.holder,
 		PendingDelay:     f.pendingDelay,
 		RetryDelay:       f.retryDelay,
 		LagPoll:          f.lagPoll,
@@ -276,7 +289,20 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		}
 		return fmt.Errorf("run: %w", err)
 	}
-	log.Info("refundd running", "listen", addrs["webhook"], "operator_listen", addrs["operator"], "console_addr", addrs["console"], "workers", f.workers, "lease", f.lease)
+	consumed := (<-chan struct{})(nil)
+	consumeCtx, stopConsuming := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopConsuming()
+	if f.dispatch.mode == dispatchRabbitMQ {
+		// The broker may be down: the consumer dials until it answers, and
+		// the scan claims every due job meanwhile.
+		if consumed, err = f.dispatch.consume(consumeCtx, w, log); err != nil {
+			_ = w.StopAndCancel(context.Background())
+			shutdown()
+			return fmt.Errorf("run: %w", err)
+		}
+	}
+	log.Info("refundd running", "listen", addrs["webhook"], "operator_listen", addrs["operator"], "console_addr", addrs["console"], "workers", f.workers, "lease", f.lease,
+		"dispatch", f.dispatch.mode)
 	if f.console.listening != nil {
 		f.console.listening(addrs["console"])
 	}
@@ -287,6 +313,12 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	case <-ctx.Done():
 	case err := <-served:
 		log.Error("http server stopped", "err", err)
+	}
+	// No more messages: those this process holds unacknowledged go back to
+	// the queue, for the rest of the fleet.
+	stopConsuming()
+	if consumed != nil {
+		<-consumed
 	}
 	log.Info("stopping: no more claims; calls in flight finish or are cancelled", "grace", f.stopGrace)
 	graceCtx, cancel := context.WithTimeout(context.Background(), f.stopGrace)

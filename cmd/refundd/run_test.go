@@ -137,7 +137,7 @@ func TestRunServersBoundEveryRequest(t *testing.T) {
 
 // refundd run refuses to start, naming the flag, without a webhook secret
 // (unless -no-webhooks), with a provider URL that is not an absolute
-// http(s) URL, and with another outbound budget than the fleet's (unless
+// http(s) URL, with a -holder the attempts log would refuse, and with another outbound budget than the fleet's (unless
 // -change-budget, which it logs).
 func TestRunRefusesToStart(t *testing.T) {
 	dsn := migratedDSN(t)
@@ -177,6 +177,28 @@ func TestRunRefusesToStart(t *testing.T) {
 		t.Run(fmt.Sprintf("with the provider lookups %q", l), func(t *testing.T) {
 			t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec")
 			refused(t, []string{"-provider-lookups"}, "-provider-url", srv.URL(), "-provider-lookups", l)
+		})
+	}
+	for _, h := range []string{"", "worker-a/1\nworker-b/2", "w\x1b[2J", strings.Repeat("h", 256)} {
+		t.Run(fmt.Sprintf("with the holder %.20q", h), func(t *testing.T) {
+			t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec")
+			refused(t, []string{"-holder"}, "-provider-url", srv.URL(), "-holder", h)
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		want []string
+		args []string
+	}{
+		{"with an unknown dispatch", []string{"-dispatch", `"kafka"`}, []string{"-dispatch", "kafka"}},
+		{"with the broker's dispatch and no broker", []string{"-dispatch rabbitmq", "-amqp-url"}, []string{"-dispatch", "rabbitmq"}},
+		{"with the broker's dispatch and a URL that is not AMQP's", []string{"-amqp-url", "rabbitmq.Config.URL", "xxxxx"}, []string{"-dispatch", "rabbitmq", "-amqp-url", "http://u:secret@host/"}},
+		{"with a broker URL and the scan's dispatch", []string{"-amqp-url", "-dispatch rabbitmq"}, []string{"-amqp-url", "amqp://127.0.0.1/"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec")
+			t.Setenv("FENCEKIT_AMQP_URL", "")
+			refused(t, tc.want, append([]string{"-provider-url", srv.URL()}, tc.args...)...)
 		})
 	}
 	t.Run("with another budget rate than the fleet's", func(t *testing.T) {

@@ -1096,7 +1096,7 @@ func (pl *planner) duplicates(idx *schema.Index) error {
 func (pl *planner) createTables() (Step, error) {
 	s := Step{
 		Name: "create-tables",
-		What: "creates fencekit's companion tables: the key registry, the ledger (refunds), the observation log, the provider budgets, the fence's mode, " +
+		What: "creates fencekit's companion tables: the key registry, the ledger (refunds), the observation log, the attempts log, the provider budgets, the fence's mode, " +
 			"changes and violations, and the archive (LIKE refund_jobs, so it has the team's columns too)",
 		Locks:    "none on refund_jobs (CREATE TABLE … LIKE reads its definition under a short metadata lock)",
 		Rollback: "DROP TABLE each created table (they are new and hold only what the backfills wrote)",

@@ -158,6 +158,7 @@ func TestApplyRefusesOrKeepsForeignKeys(t *testing.T) {
 			exec(t, db, "CREATE TABLE payments (id INT NOT NULL PRIMARY KEY)")
 			exec(t, db, "INSERT INTO payments VALUES (1), (2)")
 			exec(t, db, "ALTER TABLE refund_jobs ADD COLUMN payment_id INT NULL, ADD CONSTRAINT fk_job_payment FOREIGN KEY (payment_id) REFERENCES payments (id)")
+			//fencelint:allow the team's own legacy table before adoption: no fence exists yet
 			exec(t, db, "UPDATE refund_jobs SET payment_id = 1 WHERE id = 1")
 			exec(t, db, "CREATE TABLE refund_notes (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, job_id BIGINT NOT NULL, "+
 				"CONSTRAINT fk_notes_job FOREIGN KEY (job_id) REFERENCES refund_jobs (id))")

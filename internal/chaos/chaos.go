@@ -50,6 +50,11 @@ type Config struct {
 	Dir         string
 	KeepHistory bool   // keep the history directory after a run that passed, and print where
 	Exe         string // the refundd binary the fleet runs (default: this one); it must wire AgentCommand
+	// Dispatch is how due jobs reach the fleet: DispatchScan, or
+	// DispatchRabbitMQ (the fleet consumes the job ids the chaos process
+	// publishes to AMQPURL's broker, and broker faults join the others).
+	Dispatch string
+	AMQPURL  string
 }
 
 // RegisterFlags registers c's fields as refundd chaos's flags, with their
@@ -67,12 +72,23 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Dir, "history", "", "keep the histories and logs in this directory (default: a temporary one, removed after a run that passed unless -keep-history)")
 	fs.BoolVar(&c.KeepHistory, "keep-history", false, "keep the history directory after a run that passed too, and print where")
 	fs.StringVar(&c.Exe, "exe", "", "the refundd binary the fleet runs (default: this one)")
+	fs.StringVar(&c.Dispatch, "dispatch", DispatchScan, "how due jobs reach the fleet: scan, or rabbitmq (the fleet runs refundd run -dispatch rabbitmq; the chaos process publishes every job's id, and cuts the fleet's broker connections, purges the queue and publishes duplicates and stale ids)")
+	amqpURL := os.Getenv("FENCEKIT_AMQP_URL")
+	if amqpURL == "" {
+		amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
+	}
+	fs.StringVar(&c.AMQPURL, "amqp-url", amqpURL, "with --dispatch rabbitmq, the broker's URL (default $FENCEKIT_AMQP_URL, else the local broker); the run uses a queue of its own")
 }
 
 // Summary is refundd chaos's result: what was injected, what the fleet
 // did, and what the checks found. With -json it is the last line.
 type Summary struct {
-	Seed                uint64         `json:"seed"`
+	Seed     uint64 `json:"seed"`
+	Dispatch string `json:"dispatch"`
+	// BrokerPublished counts the job ids the broker confirmed, the first
+	// publish of every job and the duplicates and stale ones alike
+	// (--dispatch rabbitmq).
+	BrokerPublished     int            `json:"broker_messages_published,omitempty"`
 	Jobs                int            `json:"jobs"`
 	Processes           int            `json:"processes"`
 	Incarnations        int            `json:"incarnations"`
@@ -172,6 +188,11 @@ func Run(ctx context.Context, dsn string, f Config, out io.Writer) (err error) {
 		return errors.New("chaos: --lease must be at least 1s")
 	case f.Pause < 0 || f.Pause > 1:
 		return errors.New("chaos: --pause must be a probability in [0, 1]")
+	case f.Dispatch != DispatchScan && f.Dispatch != DispatchRabbitMQ && f.Dispatch != "":
+		return fmt.Errorf("chaos: --dispatch %q: must be %s or %s", f.Dispatch, DispatchScan, DispatchRabbitMQ)
+	}
+	if f.Dispatch == "" {
+		f.Dispatch = DispatchScan
 	}
 	if f.Seed == 0 {
 		f.Seed = uint64(time.Now().UnixNano())
@@ -205,6 +226,12 @@ func Run(ctx context.Context, dsn string, f Config, out io.Writer) (err error) {
 		rng:    rand.New(rand.NewPCG(f.Seed, f.Seed^0x5851f42d4c957f2d)),
 		secret: fmt.Sprintf("whsec_chaos_%d", f.Seed)}
 	r.steer = newSteerer(r, "w1.1") // slot 1's first process
+	if f.Dispatch == DispatchRabbitMQ {
+		if r.broker, err = newBrokerRun(ctx, f.AMQPURL, f.Seed); err != nil {
+			return err
+		}
+		defer r.broker.close()
+	}
 	r.injecting.Store(true)
 	started := time.Now()
 	s, err := r.run(ctx)
@@ -243,6 +270,8 @@ type chaosRun struct {
 
 	reqMu    sync.Mutex
 	requests map[string]provider.RefundRequest // by operation key, as enqueued
+
+	broker *brokerRun // --dispatch rabbitmq; nil with the scan alone
 
 	procMu sync.Mutex
 	procs  []*fleetProc
@@ -335,6 +364,13 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 	if err := r.enqueue(ctx); err != nil {
 		return Summary{}, err
 	}
+	if r.broker != nil {
+		// Every job's id waits in the queue for the fleet's consumers,
+		// which race the fleet's scans for them.
+		if err := r.broker.publishAll(ctx); err != nil {
+			return Summary{}, err
+		}
+	}
 
 	metrics := toxiproxy.NewMetricsContainer(prometheus.NewRegistry())
 	toxics := toxiproxy.NewServer(metrics, zerolog.Nop())
@@ -342,7 +378,12 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 		p := &fleetProc{slot: i + 1}
 		p.db = toxiproxy.NewProxy(toxics, fmt.Sprintf("db-%d", p.slot), "127.0.0.1:0", r.cfg.Addr)
 		p.prov = toxiproxy.NewProxy(toxics, fmt.Sprintf("provider-%d", p.slot), "127.0.0.1:0", strings.TrimPrefix(r.srv.URL(), "http://"))
-		for _, px := range []*toxiproxy.Proxy{p.db, p.prov} {
+		proxies := []*toxiproxy.Proxy{p.db, p.prov}
+		if r.broker != nil {
+			p.amqp = newBrokerProxy(toxics, p.slot, r.broker.addr)
+			proxies = append(proxies, p.amqp)
+		}
+		for _, px := range proxies {
 			if err := px.Start(); err != nil {
 				return Summary{}, fmt.Errorf("chaos: start proxy: %w", err)
 			}
@@ -477,13 +518,19 @@ func (r *chaosRun) enqueue(ctx context.Context) error {
 				r.reqMu.Lock()
 				r.requests[p.OperationKey] = provider.RefundRequest{OperationKey: p.OperationKey, PaymentRef: p.PaymentRef, AmountMinor: p.AmountMinor, Currency: p.Currency}
 				r.reqMu.Unlock()
-				if _, _, err := c.RefundJob.Enqueue(ctx, p, ledger.Open(p)); err != nil {
+				job, _, err := c.RefundJob.Enqueue(ctx, p, ledger.Open(p))
+				if err != nil {
 					mu.Lock()
 					if first == nil {
 						first = fmt.Errorf("chaos: enqueue %s: %w", p.OperationKey, err)
 					}
 					mu.Unlock()
 					return
+				}
+				if r.broker != nil {
+					r.broker.mu.Lock()
+					r.broker.ids = append(r.broker.ids, job.ID)
+					r.broker.mu.Unlock()
 				}
 			}
 		}(start, c, zoned)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencekit/fencekit/internal/brokertest"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/internal/history"
 )
@@ -190,6 +191,38 @@ func TestChaosExercisesEveryZombieWriteBack(t *testing.T) {
 			wantEveryZombieWriteBack(t, out.String())
 		})
 	}
+	// --dispatch rabbitmq: the fleet consumes the job ids the chaos process
+	// publishes, while its broker connections are cut, the queue is purged
+	// and ids are published again (duplicates, and stale ones of settled
+	// jobs); every invariant holds as with the scan alone: a message is a
+	// hint, never a right.
+	t.Run("seed 13 through RabbitMQ, with broker faults, keeps every invariant and refuses every zombie write-back", func(t *testing.T) {
+		t.Parallel()
+		brokertest.Shared(t)
+		var out bytes.Buffer
+		c := config(t, bin)
+		c.Dispatch, c.AMQPURL = DispatchRabbitMQ, brokertest.URL()
+		c.Jobs, c.Workers, c.Duration, c.Seed = 40, 2, 5*time.Second, 13
+		err := Run(context.Background(), dbtest.ScratchDSN(t, "_chaos"), c, &out)
+		if err != nil {
+			t.Fatalf("chaos: %v\n%s", err, out.String())
+		}
+		wantEveryZombieWriteBack(t, out.String())
+		s := lastJSON(t, out.String())
+		if s.Dispatch != DispatchRabbitMQ || s.HistoryCheck != "ok" || s.KeysPaidTwice+s.TerminalRegressions+s.AttemptRegressions+s.LostReceipts+s.LedgerMismatches+s.Unfinished != 0 {
+			t.Fatalf("chaos passed but its summary shows a failure: %+v", s)
+		}
+		if s.Succeeded+s.Failed+s.ManualReview != c.Jobs {
+			t.Errorf("settled %d+%d+%d: want all %d", s.Succeeded, s.Failed, s.ManualReview, c.Jobs)
+		}
+		if s.BrokerPublished < c.Jobs {
+			t.Errorf("%d messages published, want at least one per job (%d)", s.BrokerPublished, c.Jobs)
+		}
+		if s.FaultsByKind[faultBrokerCut] == 0 || s.FaultsByKind[faultBrokerDuplicate]+s.FaultsByKind[faultBrokerStale] == 0 {
+			t.Errorf("no broker cut or no duplicate publish: %v", s.FaultsByKind)
+		}
+		t.Logf("%+v", s)
+	})
 }
 
 // The checker must catch a broken fence: the build tag fencekit_broken_fence

@@ -21,7 +21,12 @@ import (
 // check reads what happened, from the histories, the database and the fake
 // provider, and checks it.
 func (r *chaosRun) check(ctx context.Context) (Summary, error) {
-	s := Summary{Seed: r.f.Seed, Jobs: r.f.Jobs, Processes: r.f.Workers, Incarnations: r.incarn, History: r.dir}
+	s := Summary{Seed: r.f.Seed, Dispatch: r.f.Dispatch, Jobs: r.f.Jobs, Processes: r.f.Workers, Incarnations: r.incarn, History: r.dir}
+	if r.broker != nil {
+		r.broker.mu.Lock()
+		s.BrokerPublished = r.broker.published
+		r.broker.mu.Unlock()
+	}
 	c, err := scratchdb.OpenClient(r.dsn)
 	if err != nil {
 		return s, err

@@ -222,6 +222,12 @@ func (r *chaosRun) deadlock(s chaosStep) {
 func (r *chaosRun) backgroundFaults(ctx context.Context) {
 	tick := time.NewTicker(400 * time.Millisecond)
 	defer tick.Stop()
+	if r.broker != nil {
+		// Every run through the broker meets duplicates and a cut at
+		// once; later ticks draw broker faults among the others.
+		r.brokerFault(ctx, r.procs[len(r.procs)-1], 300*time.Millisecond, 0)
+		r.brokerFault(ctx, nil, 0, 2)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -253,6 +259,12 @@ func (r *chaosRun) backgroundFaults(ctx context.Context) {
 		case 3:
 			px, kind = p.prov, faultProviderPathLag
 			spec = fmt.Sprintf(`"type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":%d,"jitter":%d}`, 100+r.intn(1200), r.intn(100))
+		case 4, 5:
+			if r.broker == nil {
+				continue // a quiet tick
+			}
+			r.brokerFault(ctx, p, hold, r.intn(3))
+			continue
 		default:
 			continue // a quiet tick
 		}

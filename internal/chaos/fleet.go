@@ -23,6 +23,7 @@ type fleetProc struct {
 	slot         int
 	startMu      sync.Mutex // held while a process of the slot is replaced
 	db, prov     *toxiproxy.Proxy
+	amqp         *toxiproxy.Proxy // the path to the broker (--dispatch rabbitmq)
 	mu           sync.Mutex
 	name         string
 	cmd          *exec.Cmd
@@ -65,6 +66,9 @@ func (r *chaosRun) start(ctx context.Context, p *fleetProc) error {
 		"-chaos-history", filepath.Join(r.dir, name+".jsonl"),
 		"-chaos-control", r.controlURL + "/step",
 		"-chaos-proc", name,
+	}
+	if r.broker != nil {
+		args = append(args, "-dispatch", DispatchRabbitMQ, "-amqp-url", r.broker.fleetURL(p.amqp.Listen), "-amqp-queue", r.broker.queue)
 	}
 	cmd := exec.Command(r.f.Exe, args...)
 	// A fleet process never outlives refundd chaos.

@@ -37,6 +37,7 @@ const (
 	NameOldestDueReconcileAge = "fencekit_oldest_due_reconcile_age_seconds"
 	NameEvidenceRecorded      = "fencekit_evidence_recorded_total"
 	NameAlerts                = "fencekit_alerts_total"
+	NameHints                 = "fencekit_hints_total"
 )
 
 // Label values known before the first event, exported at 0 (as LabelValue
@@ -50,6 +51,13 @@ var (
 	callKinds  = []string{string(worker.CallSend), string(worker.CallResend), string(worker.CallReconcile)}
 	sources    = []string{string(evidence.ProviderResponse), string(evidence.Webhook), string(evidence.Reconcile), string(evidence.Operator)}
 	alertKinds = worker.AlertKinds()
+	hintKinds  = func() []string {
+		var out []string
+		for _, o := range worker.HintOutcomes() {
+			out = append(out, string(o))
+		}
+		return out
+	}()
 )
 
 // Prometheus implements worker.Metrics with Prometheus metrics.
@@ -67,6 +75,7 @@ type Prometheus struct {
 	dueAge       prometheus.Gauge
 	evidence     *prometheus.CounterVec
 	alerts       *prometheus.CounterVec
+	hints        *prometheus.CounterVec
 }
 
 var _ worker.Metrics = (*Prometheus)(nil)
@@ -101,16 +110,18 @@ func New(reg prometheus.Registerer) *Prometheus {
 			Help: "Observations recorded, by source (provider_response: a late answer)."}, []string{"source"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: NameAlerts,
 			Help: "Events that need a person, such as a refund reversed after it succeeded."}, []string{"kind"}),
+		hints: prometheus.NewCounterVec(prometheus.CounterOpts{Name: NameHints,
+			Help: "Hints (a broker's messages) by what their claim found: claimed, nothing_to_do (stale or duplicated), failed, not_tried. The scan claims what hints do not."}, []string{"outcome"}),
 	}
 	for vec, values := range map[*prometheus.CounterVec][]string{
 		m.claims: claimActions, m.stale: writeBacks, m.transitions: writeBacks,
-		m.calls: callKinds, m.evidence: sources, m.alerts: alertKinds,
+		m.calls: callKinds, m.evidence: sources, m.alerts: alertKinds, m.hints: hintKinds,
 	} {
 		for _, v := range values {
 			vec.WithLabelValues(LabelValue(v))
 		}
 	}
-	reg.MustRegister(m.claims, m.takeovers, m.stale, m.calls, m.transitions, m.manual, m.claimUnknown, m.budgetWaits, m.oldest, m.dueCount, m.dueAge, m.evidence, m.alerts)
+	reg.MustRegister(m.claims, m.takeovers, m.stale, m.calls, m.transitions, m.manual, m.claimUnknown, m.budgetWaits, m.oldest, m.dueCount, m.dueAge, m.evidence, m.alerts, m.hints)
 	return m
 }
 
@@ -155,3 +166,8 @@ func (m *Prometheus) ReconcilesDue(n int, oldest time.Duration) {
 }
 func (m *Prometheus) Evidence(source string) { m.evidence.WithLabelValues(LabelValue(source)).Inc() }
 func (m *Prometheus) Alert(kind string)      { m.alerts.WithLabelValues(LabelValue(kind)).Inc() }
+
+// Hint counts a hint by what its claim found.
+func (m *Prometheus) Hint(outcome worker.HintOutcome) {
+	m.hints.WithLabelValues(LabelValue(string(outcome))).Inc()
+}

@@ -28,6 +28,7 @@ var every = map[string][]string{
 	"fencekit_oldest_due_reconcile_age_seconds":  nil,
 	"fencekit_evidence_recorded_total":           {"provider_response", "webhook", "reconcile", "operator"},
 	"fencekit_alerts_total":                      {"reversed_after_success", "several_provider_refunds_for_one_operation_key"},
+	"fencekit_hints_total":                       {"claimed", "nothing_to_do", "failed", "not_tried"},
 }
 
 // series is one exported series: its labels and its value.

@@ -42,6 +42,10 @@ type Problem struct {
 	Ref     string   // the name the statement uses for the table: its alias if any
 	Missing []string // Unfenced: the columns with no usable equality
 	Multi   bool     // the statement names several tables
+	// Unread: the statement was judged by its tokens, the parser having
+	// stopped at Stop (Unprovable: the construct and its offset).
+	Unread bool
+	Stop   string
 }
 
 // fix is the predicate to add, qualified when the statement joins tables.
@@ -85,8 +89,12 @@ func (p Problem) String() string {
 		return fmt.Sprintf("%s of %s sets %s%s from the row's own %s: that declares whatever attempt the row holds and defeats the database's fence; set %s%s = ? to the attempt this writer holds",
 			p.Verb, t, q, p.Table.Writer, p.Table.Token, q, p.Table.Writer)
 	case Unprovable:
-		return fmt.Sprintf("%s of %s that fencelint cannot read (MySQL grammar): it cannot prove it holds %s; write it in MySQL syntax, or justify it with //fencelint:allow <reason>",
-			p.Verb, t, p.fix())
+		stop := p.Stop
+		if stop == "" {
+			stop = "its parser stops"
+		}
+		return fmt.Sprintf("%s of %s that fencelint cannot read (%s): it cannot prove it holds %s; write it in a form fencelint reads, or justify it with //fencelint:allow <reason>",
+			p.Verb, t, stop, p.fix())
 	}
 	return "unknown problem"
 }
@@ -131,13 +139,21 @@ func Check(s string, cfg *Config) []Problem {
 		return out
 	}
 	out = out[:0]
+	off := 0
 	for _, piece := range splitStatements(s) {
+		start := off
+		off += len(piece) + 1
 		if !cfg.Mentions(piece) {
 			continue
 		}
-		if !eachStmt(piece, func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, false)...) }) {
-			out = append(out, lexUnreadable(piece, cfg)...)
+		judge := func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, false)...) }
+		if eachStmt(piece, judge) {
+			continue
 		}
+		if fixed, ok := repairMySQL(piece); ok && eachStmt(fixed, judge) {
+			continue
+		}
+		out = append(out, lexUnreadable(piece, start, cfg)...)
 	}
 	return out
 }
@@ -254,6 +270,21 @@ func checkStmt(st ast.StmtNode, cfg *Config, writesOnly bool) []Problem {
 				continue
 			}
 			out = append(out, judgeWhere("DELETE", s.Where, b, multi, writesOnly)...)
+		}
+	case *ast.LoadDataStmt:
+		// LOAD DATA … REPLACE INTO TABLE t overwrites the rows whose keys
+		// the file repeats, like REPLACE. IGNORE (and LOCAL's default)
+		// skips them, and without either a duplicate is an error: both
+		// insert new rows only, like INSERT IGNORE.
+		if s.OnDuplicate != ast.OnDuplicateKeyHandlingReplace || s.Table == nil {
+			return nil
+		}
+		if t := cfg.Table(s.Table.Name.L); t != nil {
+			p := Problem{Kind: Unfenceable, Verb: "LOAD DATA … REPLACE", Table: *t, Ref: s.Table.Name.L}
+			if writesOnly {
+				p.Kind = Dynamic
+			}
+			out = append(out, p)
 		}
 	case *ast.InsertStmt:
 		if !s.IsReplace && len(s.OnDuplicate) == 0 {
@@ -381,6 +412,16 @@ func conjuncts(e ast.ExprNode, out []ast.ExprNode) []ast.ExprNode {
 	case *ast.BinaryOperationExpr:
 		if x.Op == opcode.LogicAnd {
 			return conjuncts(x.R, conjuncts(x.L, out))
+		}
+		// The row constructor (id, state, attempt) = (?, ?, ?) is the AND
+		// of its pairs.
+		l, lok := unparen(x.L).(*ast.RowExpr)
+		r, rok := unparen(x.R).(*ast.RowExpr)
+		if (x.Op == opcode.EQ || x.Op == opcode.NullEQ) && lok && rok && len(l.Values) == len(r.Values) {
+			for i := range l.Values {
+				out = conjuncts(&ast.BinaryOperationExpr{Op: x.Op, L: l.Values[i], R: r.Values[i]}, out)
+			}
+			return out
 		}
 	case *ast.ParenthesesExpr:
 		return conjuncts(x.Expr, out)

@@ -8,7 +8,24 @@ import "strings"
 // parses and the bound values count as values. Quoted strings, quoted
 // identifiers and comments are left alone, and so are ":=" (assignment),
 // "::" and "$" inside an identifier (a$1).
-func ReplaceNamedParams(s string) string {
+func ReplaceNamedParams(s string) string { return replaceParams(s, nil) }
+
+// shift records that offset out of the rewritten text is offset in of the
+// original (just past a rewritten placeholder).
+type shift struct{ out, in int }
+
+// origOffset maps an offset of the rewritten text back to the original.
+func origOffset(o int, shifts []shift) int {
+	in := o
+	for _, sh := range shifts {
+		if sh.out <= o {
+			in = sh.in + o - sh.out
+		}
+	}
+	return in
+}
+
+func replaceParams(s string, shifts *[]shift) string {
 	if strings.IndexByte(s, ':') < 0 && strings.IndexByte(s, '$') < 0 {
 		return s
 	}
@@ -28,6 +45,9 @@ func ReplaceNamedParams(s string) string {
 			b.WriteString(s[last:i])
 			b.WriteByte('?')
 			i, last = j, j
+			if shifts != nil {
+				*shifts = append(*shifts, shift{b.Len(), j})
+			}
 		case c == '$' && i+1 < len(s) && isDigit(s[i+1]) && (i == 0 || !isWordByte(s[i-1]) && s[i-1] != '$'):
 			j := i + 2
 			for j < len(s) && isDigit(s[j]) {
@@ -40,6 +60,9 @@ func ReplaceNamedParams(s string) string {
 			b.WriteString(s[last:i])
 			b.WriteByte('?')
 			i, last = j, j
+			if shifts != nil {
+				*shifts = append(*shifts, shift{b.Len(), j})
+			}
 		default:
 			i++
 		}

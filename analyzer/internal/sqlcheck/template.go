@@ -1,7 +1,9 @@
 package sqlcheck
 
 import (
+	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -37,6 +39,9 @@ func CheckTemplate(parts []Part, cfg *Config) []Problem {
 	}
 	if !mentions {
 		return nil
+	}
+	if ps, ok := checkSetHoles(parts, cfg); ok {
+		return ps
 	}
 	// Holes in value positions (the usual case) leave a statement that
 	// parses; judge it with the grammar.
@@ -85,15 +90,129 @@ func lexTemplate(parts []Part, cfg *Config) []Problem {
 // (UPDATE t … SET col =, INSERT … ON DUPLICATE KEY UPDATE col =, REPLACE
 // INTO t (…), DELETE FROM t, MERGE INTO t): a log line such as "UPDATE
 // refund_jobs failed" is not.
-func lexUnreadable(stmt string, cfg *Config) []Problem {
+//
+// REPLACE, LOAD DATA … REPLACE and INSERT … ON DUPLICATE KEY UPDATE are
+// unfenceable whatever the rest of the statement holds (MySQL 8.0.19's row
+// alias, VALUES ROW(…), MariaDB's RETURNING): they are reported as such.
+// Any other write names where the parser stopped: the construct it does
+// not read, at its offset in the string (start is stmt's offset there).
+func lexUnreadable(stmt string, start int, cfg *Config) []Problem {
 	if hasVerb(stmt) {
 		return nil // a printf format ("SET state = %q failed: %w"), not SQL
 	}
 	ps := lexStmt(lex(stmt), cfg, true)
+	if len(ps) == 0 {
+		return nil
+	}
+	stop := ""
 	for i := range ps {
+		ps[i].Unread = true
+		switch ps[i].Verb {
+		case "REPLACE", "INSERT … ON DUPLICATE KEY UPDATE", "LOAD DATA … REPLACE":
+			ps[i].Kind = Unfenceable
+			continue
+		}
+		if stop == "" {
+			stop = stopConstruct(stmt, start)
+		}
 		ps[i].Kind = Unprovable
+		ps[i].Stop = stop
 	}
 	return ps
+}
+
+// stopConstruct parses stmt again and names where the parser stopped:
+// "SOUNDS LIKE at offset 29", "near \", 2\" at offset 87".
+func stopConstruct(stmt string, start int) string {
+	var shifts []shift
+	text := replaceParams(stmt, &shifts)
+	off, near := stopOffset(text)
+	if off < 0 {
+		return "its parser stops"
+	}
+	off = min(origOffset(off, shifts), len(stmt))
+	near = stmt[off:]
+	before := strings.ToUpper(stmt[:min(off, len(stmt))])
+	word := strings.ToUpper(firstWord(near))
+	prev := strings.ToUpper(lastWord(before))
+	name := ""
+	switch {
+	case word == "SOUNDS":
+		name = "SOUNDS LIKE"
+	case prev == "JSON_TABLE":
+		name = "JSON_TABLE"
+		off = len(strings.TrimRight(stmt[:off], " \t\n\r")) - len(prev)
+	case word == "RETURNING" && strings.Contains(before, "JSON_VALUE"):
+		name = "JSON_VALUE … RETURNING"
+	case word == "RETURNING":
+		name = "RETURNING, PostgreSQL or MariaDB syntax,"
+	case strings.Contains(firstN(near, 16), "::"):
+		name = "a PostgreSQL :: cast"
+		if i := strings.Index(near, "::"); i >= 0 {
+			off += i
+		}
+	case word == "CONFLICT" && prev == "ON":
+		name = "ON CONFLICT, PostgreSQL syntax,"
+		off -= len("ON ")
+	case word == "FROM" && strings.HasPrefix(strings.TrimSpace(before), "UPDATE"):
+		name = "UPDATE … FROM, PostgreSQL syntax,"
+	case word == "MERGE":
+		name = "MERGE, not MySQL syntax,"
+	default:
+		name = fmt.Sprintf("near %q", firstN(near, 24))
+	}
+	return fmt.Sprintf("%s at offset %d", name, start+off)
+}
+
+// stopOffset parses s and returns the offset where the parser stopped and
+// the text from there, or -1.
+func stopOffset(s string) (int, string) {
+	p := parsers.Get().(*parser.Parser)
+	defer parsers.Put(p)
+	_, _, err := p.ParseSQL(s)
+	if err == nil {
+		return -1, ""
+	}
+	msg := strings.TrimRight(err.Error(), " ")
+	i := strings.Index(msg, ` near "`)
+	if i < 0 || !strings.HasSuffix(msg, `"`) {
+		return -1, ""
+	}
+	near := msg[i+len(` near "`) : len(msg)-1]
+	if !strings.HasSuffix(s, near) {
+		return -1, ""
+	}
+	return len(s) - len(near), near
+}
+
+func firstWord(s string) string {
+	s = strings.TrimLeft(s, " \t\n\r")
+	i := 0
+	for i < len(s) && isWordByte(s[i]) {
+		i++
+	}
+	return s[:i]
+}
+
+func lastWord(s string) string {
+	s = strings.TrimRight(s, " \t\n\r")
+	i := len(s)
+	for i > 0 && isWordByte(s[i-1]) {
+		i--
+	}
+	return s[i:]
+}
+
+// firstN returns s cut to at most n bytes at a rune boundary, with "…"
+// when cut.
+func firstN(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // hasVerb reports whether s holds a printf verb (%v, %q, %-5d, …) outside
@@ -187,6 +306,13 @@ func lexStmt(toks []string, cfg *Config, strict bool) []Problem {
 		verb = "DELETE"
 		region = until(toks[1:], "where")
 		shaped = contains(region, "from")
+	case "load":
+		// LOAD DATA [LOW_PRIORITY|CONCURRENT] [LOCAL] INFILE 'f' REPLACE INTO TABLE t
+		if !hasSeq(toks, "replace", "into", "table") {
+			return nil
+		}
+		verb = "LOAD DATA … REPLACE"
+		region = until(afterSeq(toks, "replace", "into", "table"), "(", "partition", "character", "fields", "columns", "lines", "ignore", "set", "format")
 	case "merge":
 		verb = "MERGE"
 		region = until(toks[1:], "using")
@@ -291,4 +417,69 @@ func hasSeq(toks []string, seq ...string) bool {
 		}
 	}
 	return false
+}
+
+// setHoleSubs are what a hole of an UPDATE's SET list is replaced by to
+// parse: a value (SET state = <hole>), an assignment (SET <hole>, or
+// strings.Join(sets, ", ")), which counts as writing the table, or nothing
+// (a template's {{if .E}}, last_error = ?{{end}}).
+var setHoleSubs = []string{"?", "`fencelint_hole` = ?", ""}
+
+// checkSetHoles judges an UPDATE whose holes all sit in its SET list,
+// before a constant WHERE clause: the run-time SET list (a partial update,
+// strings.Join(sets, ", ")) cannot remove the fence of the WHERE, which is
+// judged like a constant one. ok is false for any other template.
+func checkSetHoles(parts []Part, cfg *Config) (ps []Problem, ok bool) {
+	var toks []string
+	for _, p := range parts {
+		if p.Hole {
+			toks = append(toks, hole)
+			continue
+		}
+		toks = append(toks, lex(p.Text)...)
+	}
+	if len(toks) == 0 || !strings.EqualFold(toks[0], "update") {
+		return nil, false
+	}
+	set, where, depth := -1, -1, 0
+	for i, t := range toks {
+		switch {
+		case t == "(":
+			depth++
+		case t == ")":
+			depth--
+		case t == ";":
+			return nil, false
+		case t == hole:
+			if set < 0 || where >= 0 {
+				return nil, false
+			}
+		case depth == 0 && set < 0 && strings.EqualFold(t, "set"):
+			set = i
+		case depth == 0 && set >= 0 && where < 0 && strings.EqualFold(t, "where"):
+			where = i
+		}
+	}
+	if set < 0 || where < 0 {
+		return nil, false
+	}
+	for _, sub := range setHoleSubs {
+		var b strings.Builder
+		for _, p := range parts {
+			if p.Hole {
+				b.WriteString(sub)
+				continue
+			}
+			b.WriteString(p.Text)
+		}
+		var upd *ast.UpdateStmt
+		n := 0
+		if eachStmt(b.String(), func(st ast.StmtNode) {
+			n++
+			upd, _ = st.(*ast.UpdateStmt)
+		}) && n == 1 && upd != nil {
+			return checkStmt(upd, cfg, false), true
+		}
+	}
+	return nil, false
 }

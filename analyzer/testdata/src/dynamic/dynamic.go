@@ -22,7 +22,7 @@ func sinks(ctx context.Context, db *sql.DB, tx *sql.Tx, conn *sql.Conn, id int) 
 	db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = " + strconv.Itoa(id))                                   // want `query built at run time writes refund_jobs \(UPDATE\): fencelint cannot prove it holds AND state = \? AND attempt = \?`
 	db.ExecContext(ctx, fmt.Sprintf("UPDATE refund_jobs SET state = 'ready' WHERE id = %v", strconv.Itoa(id)))         // want `query built at run time writes refund_jobs`
 	tx.Exec(fmt.Sprintf("UPDATE %s SET state = ? WHERE id = ? AND state = ? AND attempt = ?%s", "refund_jobs", where)) // want `query built at run time writes refund_jobs`
-	conn.ExecContext(ctx, "UPDATE refund_jobs SET "+where+" WHERE id = ?")                                             // want `query built at run time writes refund_jobs`
+	conn.ExecContext(ctx, "UPDATE refund_jobs SET "+where+" WHERE id = ?")                                             // want `unfenced UPDATE of refund_jobs: WHERE lacks state = \? and attempt = \?`
 	db.Prepare("UPDATE refund_jobs SET state = ? WHERE " + where)                                                      // want `query built at run time writes refund_jobs`
 	db.PrepareContext(ctx, "REPLACE INTO refund_jobs VALUES "+where)                                                   // want `query built at run time writes refund_jobs \(REPLACE\)`
 

@@ -19,7 +19,7 @@ var completeSQL []byte
 // not embedded.
 //
 //go:embed queries
-var queries embed.FS // want `queries/upsert.sql: INSERT … ON DUPLICATE KEY UPDATE of refund_jobs that fencelint cannot read` `queries/wake.sql: unfenced UPDATE of refund_jobs`
+var queries embed.FS // want `queries/upsert.sql: INSERT … ON DUPLICATE KEY UPDATE writes existing refund_jobs rows and cannot be fenced` `queries/wake.sql: unfenced UPDATE of refund_jobs`
 
 func use(ctx context.Context, db *sql.DB) error {
 	db.ExecContext(ctx, resetSQL)

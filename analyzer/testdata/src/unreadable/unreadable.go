@@ -12,15 +12,16 @@ import (
 )
 
 // MySQL 8.0.19's row alias in an upsert: the grammar fencelint uses does
-// not read it.
+// not read it, but an upsert of a fenced table is unfenceable whatever it
+// holds, and is reported as such (MySQL reads it: never "cannot read").
 const upsertAlias = "INSERT INTO refund_jobs (operation_key, state) VALUES (?, 'ready') AS new ON DUPLICATE KEY UPDATE state = new.state"
 
 func writes(ctx context.Context, db *sql.DB) {
-	db.ExecContext(ctx, upsertAlias) // want `INSERT … ON DUPLICATE KEY UPDATE of refund_jobs that fencelint cannot read \(MySQL grammar\): it cannot prove it holds AND state = \? AND attempt = \?`
+	db.ExecContext(ctx, upsertAlias) // want `^INSERT … ON DUPLICATE KEY UPDATE writes existing refund_jobs rows and cannot be fenced: enqueue with a plain INSERT`
 	// PostgreSQL: out of scope, and a write of a fenced table in it is unprovable.
-	db.ExecContext(ctx, "UPDATE refund_jobs SET state = $1 WHERE id = $2 AND state = $3 AND attempt = $4 RETURNING id")                  // want `UPDATE of refund_jobs that fencelint cannot read`
-	db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE id = ANY($1::bigint[]) AND state = $2 AND attempt = $3")           // want `UPDATE of refund_jobs that fencelint cannot read`
-	db.ExecContext(ctx, "INSERT INTO refund_jobs (operation_key) VALUES ($1) ON CONFLICT (operation_key) DO UPDATE SET state = 'ready'") // want `INSERT … ON CONFLICT DO UPDATE of refund_jobs that fencelint cannot read`
+	db.ExecContext(ctx, "UPDATE refund_jobs SET state = $1 WHERE id = $2 AND state = $3 AND attempt = $4 RETURNING id")                  // want `UPDATE of refund_jobs that fencelint cannot read \(RETURNING, PostgreSQL or MariaDB syntax, at offset 80\): it cannot prove it holds AND state = \? AND attempt = \?; write it in a form fencelint reads`
+	db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE id = ANY($1::bigint[]) AND state = $2 AND attempt = $3")           // want `UPDATE of refund_jobs that fencelint cannot read \(a PostgreSQL :: cast at offset 56\)`
+	db.ExecContext(ctx, "INSERT INTO refund_jobs (operation_key) VALUES ($1) ON CONFLICT (operation_key) DO UPDATE SET state = 'ready'") // want `INSERT … ON CONFLICT DO UPDATE of refund_jobs that fencelint cannot read \(ON CONFLICT, PostgreSQL syntax, at offset 52\)`
 	// The statements of a string are judged one by one.
 	db.ExecContext(ctx, "UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ?; SELECT 1 RETURNING x")
 

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestFencePartsVariantsApplyAndKeepThePath runs the -fence-parts
+// diagnostic at a tiny size: every variant's cuts match the migrated
+// triggers (fenceParts fails on a cut that matches nothing), the server
+// holds each variant's bodies once installed, and under every variant the
+// claim, the completion and the ledger's settlement change every row of
+// their slice and leave every job succeeded and its ledger row refunded.
+func TestFencePartsVariantsApplyAndKeepThePath(t *testing.T) {
+	r, err := fenceParts(t.Context(), 4, 2, 1, "", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Variants) != len(fenceVariants()) {
+		t.Fatalf("%d variants measured, want %d", len(r.Variants), len(fenceVariants()))
+	}
+	for _, v := range r.Variants {
+		if v.Claim <= 0 && v.Complete <= 0 && v.Ledger <= 0 {
+			t.Errorf("%s: measured nothing: %+v", v.Name, v)
+		}
+	}
+}
+
+// TestFencePartsCutsChangeTheBody checks that each cut of a part variant
+// changes the migrated body it names, and that a cut matching nothing is
+// refused with its trigger's name.
+func TestFencePartsCutsChangeTheBody(t *testing.T) {
+	ctx := t.Context()
+	m, err := newMariaDB(ctx, "partscuts", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.close() })
+	raw, err := m.raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	stock, err := readTriggers(ctx, raw, m.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	previous, err := previousTriggers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range fenceVariants() {
+		for _, c := range v.cuts {
+			base := stock
+			if v.previous {
+				base = previous
+			}
+			got, err := applyCuts(c.trigger, base[c.trigger].body, []cut{c})
+			if err != nil {
+				t.Errorf("%s: %v", v.Name, err)
+			} else if got == base[c.trigger].body {
+				t.Errorf("%s: cut %q left %s unchanged", v.Name, c.re, c.trigger)
+			}
+		}
+	}
+	_, err = applyCuts("refund_jobs_fence", stock["refund_jobs_fence"].body, []cut{{"refund_jobs_fence", "no such text", ""}})
+	if err == nil || !strings.Contains(err.Error(), "refund_jobs_fence") {
+		t.Errorf("a cut matching nothing: %v, want an error naming the trigger", err)
+	}
+}
