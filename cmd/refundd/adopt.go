@@ -25,6 +25,8 @@ func adoptCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 	columnsFlag := fs.String("columns", "", "fencekit columns the table lacks, copied from columns of the team's: payment_ref=payment_id,amount_minor=amount_cents,…")
 	keepDefaults := fs.Bool("keep-defaults", false, "keep the temporary defaults of the NOT NULL columns adopt adds, so that legacy INSERTs go on working (the plan says how to drop them later)")
 	batch := fs.Int("batch", adopt.DefaultBatchSize, "primary-key values per backfill batch (each its own transaction)")
+	blockingCopy := fs.Bool("blocking-copy", false, "change column types with ALGORITHM=COPY, LOCK=SHARED (writes to refund_jobs wait for the whole copy) instead of the online copy, "+
+		"which refuses team triggers on refund_jobs and foreign keys to or from it")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -44,6 +46,7 @@ func adoptCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 	}
 	o.BatchSize = *batch
 	o.KeepDefaults = *keepDefaults
+	o.BlockingCopy = *blockingCopy
 	if *batch < 1 {
 		return fmt.Errorf("adopt %s: -batch: must be at least 1, got %d", sub, *batch)
 	}

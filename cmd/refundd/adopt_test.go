@@ -65,6 +65,14 @@ func TestAdoptCommands(t *testing.T) {
 	if err != nil || !strings.Contains(plan, "-- Step 1/") || !strings.Contains(plan, "WHEN 'todo' THEN 'ready'") {
 		t.Fatalf("plan:\n%s\n%v", plan, err)
 	}
+	if !strings.Contains(plan, "modify-columns (online)") || !strings.Contains(plan, "RENAME TABLE `refund_jobs` TO `_refund_jobs_old`, `_refund_jobs_new` TO `refund_jobs`") {
+		t.Fatalf("the plan does not change the types by the online copy:\n%s", plan)
+	}
+	// -blocking-copy plans the type changes as a blocking copy.
+	blocking, err := refundd("adopt", "plan", "-dsn", dsn, "-states", "todo=ready,done=succeeded", "-blocking-copy")
+	if err != nil || !strings.Contains(blocking, "modify-columns (NOT ONLINE") || !strings.Contains(blocking, "ALGORITHM=COPY, LOCK=SHARED") || strings.Contains(blocking, "_refund_jobs_new") {
+		t.Fatalf("plan -blocking-copy:\n%s\n%v", blocking, err)
+	}
 	if _, err := refundd("fence", "mode", "-dsn", dsn); err == nil {
 		t.Fatal("plan installed the fence")
 	}

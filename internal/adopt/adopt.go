@@ -66,6 +66,12 @@ type Options struct {
 	BatchSize int
 	// Listed bounds the rows a refusal names per value (10 when 0).
 	Listed int
+	// BlockingCopy changes column types with ALGORITHM=COPY, LOCK=SHARED,
+	// as adopt did before the online copy: writes to refund_jobs wait for
+	// the whole copy, but team triggers on refund_jobs and foreign keys to
+	// or from it on unchanged columns are kept, which the online copy
+	// refuses.
+	BlockingCopy bool
 	// Hooks let tests and the benchmark observe apply; nil fields are
 	// skipped.
 	Hooks Hooks
@@ -80,6 +86,11 @@ type Hooks struct {
 	AfterBatch func(step string, lo, hi int64)
 	// AfterStep is called after each step.
 	AfterStep func(step string)
+	// ShadowCopy is called when the server refused a step's online ALTER
+	// (err) and the step copies the table instead.
+	ShadowCopy func(step string, err error)
+	// BeforeSwap is called when the copy is checked, before the RENAME.
+	BeforeSwap func(step string)
 }
 
 func (o Options) withDefaults() Options {

@@ -143,7 +143,9 @@ func TestPlanPrintsSQLAndChangesNothing(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Step 1/", "add-columns", "ALGORITHM=INSTANT", "map-values", "WHEN 'processing' THEN 'running'",
-		"modify-columns (NOT ONLINE", "ALGORITHM=COPY, LOCK=SHARED", "add-indexes", "ALGORITHM=INPLACE, LOCK=NONE",
+		"modify-columns (online)", "ALTER TABLE `refund_jobs` MODIFY COLUMN `id` bigint NOT NULL AUTO_INCREMENT", "CREATE TABLE `_refund_jobs_new` LIKE `refund_jobs`",
+		"CREATE TRIGGER `_refund_jobs_copy_upd` AFTER UPDATE ON `refund_jobs`", "LOCK IN SHARE MODE ON DUPLICATE KEY UPDATE",
+		"RENAME TABLE `refund_jobs` TO `_refund_jobs_old`, `_refund_jobs_new` TO `refund_jobs`", "DROP TABLE `_refund_jobs_old` once", "add-indexes", "ALGORITHM=INPLACE, LOCK=NONE",
 		"backfill-keys", "backfill-ledger", "observe-mode", "'observe'", "refundd fence mode enforce", "DELIMITER //",
 		"CREATE TRIGGER `refund_jobs_fence`", "baseline", "Roll back:", "Locks:", "Expected: about",
 	} {
@@ -295,6 +297,9 @@ func schemaDiffBut(t *testing.T, db *sql.DB, teamColumns, teamIndexes []string) 
 	}
 	var out []string
 	for _, c := range changes {
+		if d, ok := c.(*schema.DropTable); ok && (d.T.Name == adopt.OldTable || d.T.Name == adopt.OldTableWiden) {
+			continue // the online copy's old table, kept for the operator to drop
+		}
 		m, ok := c.(*schema.ModifyTable)
 		if !ok {
 			out = append(out, fmt.Sprintf("%T", c))
@@ -488,6 +493,15 @@ func TestApplyFailsRecoverablyAndContinues(t *testing.T) {
 	if got := teamRows(t, db); len(got) != len(before) || got[0].state != "pending" || got[0].note != before[0].note {
 		t.Fatalf("rows after the failed step: %+v", got)
 	}
+	// The failed copy dropped its triggers and its shadow table: a legacy
+	// write of a team name goes on working until apply runs again.
+	var leftovers int
+	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()) + " +
+		"(SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '_refund_jobs_new')").Scan(&leftovers); err != nil || leftovers != 0 {
+		t.Fatalf("the failed copy left %d triggers or shadow tables (%v)", leftovers, err)
+	}
+	//fencelint:allow a legacy writer still writing the team's names during adoption: the test's subject
+	exec(t, db, "UPDATE refund_jobs SET state = 'pending' WHERE operation_key = 'k-retry'")
 	if _, err := adopt.Apply(ctx, db, options()); err != nil {
 		t.Fatalf("apply again: %v", err)
 	}

@@ -95,43 +95,27 @@ func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o
 			return &StepError{Step: s.Name, SQL: q, Err: err}
 		}
 	}
+	if s.copy != nil {
+		if err := runOnline(ctx, conn, s, o); err != nil {
+			return err
+		}
+	}
 	for _, q := range s.Batched {
-		// Each range starts at the next id the table has, so that a gap
-		// of billions of ids costs one query, and ends at most at the top
-		// of BIGINT; ids of 0 and below are covered too. Rows the legacy
-		// writers insert meanwhile are covered when their id is ahead.
 		lo := int64(math.MinInt64)
 		if s.From != 0 {
 			lo = s.From
 		}
-		for {
-			// Not MIN(id): MariaDB 10.11 answers SELECT MIN(id) WHERE id >= c
-			// with the column's top value when c is past its type's range
-			// (INT UNSIGNED, c = 2^32+1 gives 2^32-1), and the walk would
-			// never end (TestApplyKeepsTheTopOfAnUnsignedInt).
-			var next int64
-			err := conn.QueryRowContext(ctx, "SELECT id FROM "+quote(Table)+" WHERE id >= ? ORDER BY id LIMIT 1", lo).Scan(&next)
-			if errors.Is(err, sql.ErrNoRows) || err == nil && next < lo {
-				break
-			}
-			if err != nil {
-				return &StepError{Step: s.Name, SQL: q, Err: err}
-			}
-			lo = next
-			hi := lo + int64(o.BatchSize) - 1
-			if hi < lo {
-				hi = math.MaxInt64
-			}
+		err := walk(ctx, conn, lo, math.MaxInt64, o.BatchSize, func(lo, hi int64) error {
 			if _, err := conn.ExecContext(ctx, q, lo, hi); err != nil {
-				return &StepError{Step: s.Name, SQL: q, Err: fmt.Errorf("batch id %d to %d: %w", lo, hi, err)}
+				return fmt.Errorf("batch id %d to %d: %w", lo, hi, err)
 			}
 			if o.Hooks.AfterBatch != nil {
 				o.Hooks.AfterBatch(s.Name, lo, hi)
 			}
-			if hi == math.MaxInt64 {
-				break
-			}
-			lo = hi + 1
+			return nil
+		})
+		if err != nil {
+			return &StepError{Step: s.Name, SQL: q, Err: err}
 		}
 	}
 	if s.baseline {
@@ -140,6 +124,41 @@ func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o
 		}
 	}
 	return nil
+}
+
+// walk calls batch for each range of size ids of refund_jobs from lo (the
+// table's lowest id when lo is math.MinInt64) up to top. Each range starts at the
+// next id the table has, so that a gap of billions of ids costs one
+// query, and ends at most at the top of BIGINT; ids of 0 and below are
+// covered too. Rows the legacy writers insert meanwhile are covered when
+// their id is ahead.
+func walk(ctx context.Context, conn *sql.Conn, lo, top int64, size int, batch func(lo, hi int64) error) error {
+	for {
+		// Not MIN(id): MariaDB 10.11 answers SELECT MIN(id) WHERE id >= c
+		// with the column's top value when c is past its type's range
+		// (INT UNSIGNED, c = 2^32+1 gives 2^32-1), and the walk would
+		// never end (TestApplyKeepsTheTopOfAnUnsignedInt).
+		var next int64
+		err := conn.QueryRowContext(ctx, "SELECT id FROM "+quote(Table)+" WHERE id >= ? ORDER BY id LIMIT 1", lo).Scan(&next)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && (next < lo || next > top) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		lo = next
+		hi := lo + int64(size) - 1
+		if hi < lo || hi > top {
+			hi = top
+		}
+		if err := batch(lo, hi); err != nil {
+			return err
+		}
+		if hi == top {
+			return nil
+		}
+		lo = hi + 1
+	}
 }
 
 // sessionMode makes apply's session strict, whatever the server's default

@@ -52,6 +52,9 @@ type Step struct {
 	Batched []string
 	// From is the first id the batches cover (the table's lowest when 0).
 	From int64
+	// copy, when set, changes column types online (runOnline): the
+	// server's own online ALTER, or a shadow copy.
+	copy *onlineCopy
 	// baseline marks the step that records the Atlas baseline.
 	baseline bool
 	// routines marks SQL that creates triggers and procedures (printed
@@ -60,7 +63,9 @@ type Step struct {
 }
 
 // Empty reports whether the step has nothing to run.
-func (s Step) Empty() bool { return len(s.SQL) == 0 && len(s.Batched) == 0 && !s.baseline }
+func (s Step) Empty() bool {
+	return len(s.SQL) == 0 && len(s.Batched) == 0 && !s.baseline && s.copy == nil
+}
 
 // lockTables heads the statement that locks the fenced tables while their
 // triggers are created.
@@ -150,6 +155,9 @@ type planner struct {
 	// modified are the columns of refund_jobs whose type or collation a
 	// step changes (foreign keys on them are refused).
 	modified map[string]bool
+	// copying names the steps whose change needs a table copy on MariaDB
+	// and MySQL alike, done online (a shadow table swapped in by RENAME).
+	copying []string
 }
 
 func (pl *planner) refuse(format string, args ...any) {
@@ -207,7 +215,60 @@ func (pl *planner) plan() error {
 			pl.p.Steps = append(pl.p.Steps, s)
 		}
 	}
-	return pl.foreignKeys()
+	if err := pl.foreignKeys(); err != nil {
+		return err
+	}
+	return pl.copyChecks()
+}
+
+// copyChecks refuses, by name, what the online copy cannot carry over to
+// the table it swaps in: triggers of the team's on refund_jobs (they would
+// follow the old table at the RENAME, and a trigger's name is unique in
+// the schema, so no copy of one can wait on the new table), and a table
+// with the shadow's or the old table's name that an interrupted copy did
+// not leave.
+func (pl *planner) copyChecks() error {
+	if len(pl.copying) == 0 {
+		return nil
+	}
+	steps := strings.Join(pl.copying, " and ")
+	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT TRIGGER_NAME, ACTION_TIMING, EVENT_MANIPULATION FROM information_schema.TRIGGERS "+
+		"WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = ? ORDER BY TRIGGER_NAME", Table)
+	if err != nil {
+		return fmt.Errorf("adopt: read triggers: %w", err)
+	}
+	ours := false
+	for rows.Next() {
+		var name, timing, event string
+		if err := rows.Scan(&name, &timing, &event); err != nil {
+			rows.Close()
+			return err
+		}
+		if contains(copyTriggers, name) {
+			ours = true
+			continue
+		}
+		pl.refuse("trigger %s (%s %s on %s): %s changes column types by an online copy, swapped in by RENAME TABLE, and a trigger follows the old table. "+
+			"Drop it and create it again after apply, or apply with -blocking-copy (ALGORITHM=COPY, LOCK=SHARED: writes to refund_jobs wait for the whole copy)",
+			name, timing, event, Table, steps)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if _, ok := pl.have.Table(ShadowTable); ok && !ours {
+		pl.refuse("the database has a table %s, and refund_jobs has none of the online copy's triggers (%s): it is not an interrupted copy's that adopt may drop. "+
+			"Drop it (if adopt left it, it holds a partial copy) or rename it first", ShadowTable, strings.Join(copyTriggers, ", "))
+	}
+	for _, s := range pl.p.Steps {
+		if s.copy != nil && contains(pl.copying, s.Name) {
+			if _, ok := pl.have.Table(s.copy.old); ok {
+				pl.refuse("the database has a table %s: %s keeps the table it replaces under that name; drop it (an earlier adoption's old table, once checked) or rename it first",
+					s.copy.old, s.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // foreignKeys refuses a foreign key to or from refund_jobs on a column
@@ -268,6 +329,16 @@ func (pl *planner) foreignKeys() error {
 		return fmt.Errorf("adopt: read foreign keys: %w", err)
 	}
 	for _, k := range keys {
+		if len(k.changed) == 0 && len(pl.copying) > 0 {
+			why := "a key referencing refund_jobs would follow the old table"
+			if !k.incoming {
+				why = "CREATE TABLE … LIKE copies no foreign key, and its name is taken in the schema"
+			}
+			pl.refuse("foreign key %s (%s -> %s): %s changes column types by an online copy, swapped in by RENAME TABLE, and %s. "+
+				"Drop it and add it again after apply, or apply with -blocking-copy (ALGORITHM=COPY, LOCK=SHARED: writes to refund_jobs wait for the whole copy)",
+				k.name, k.from, k.to, strings.Join(pl.copying, " and "), why)
+			continue
+		}
 		if len(k.changed) > 0 {
 			pl.refuse("foreign key %s (%s -> %s) covers %s, whose type or collation adopt changes (a table copy): the server refuses that. "+
 				"Drop the foreign key first and add it again after apply, with the referencing column of the new type (refund_jobs.id is bigint)",
@@ -715,13 +786,23 @@ func (pl *planner) widenColumns() (Step, error) {
 	if len(mods) == 0 {
 		return s, nil
 	}
-	st := "ALTER TABLE " + quote(Table) + " " + strings.Join(mods, ", ")
-	if copies {
-		st += ", ALGORITHM=COPY, LOCK=SHARED"
-	}
-	s.SQL = append(s.SQL, st)
-	s.Online = !copies
 	s.What += ": " + strings.Join(names, ", ")
+	if pl.o.BlockingCopy {
+		st := "ALTER TABLE " + quote(Table) + " " + strings.Join(mods, ", ")
+		if copies {
+			st += ", ALGORITHM=COPY, LOCK=SHARED"
+		}
+		s.SQL = append(s.SQL, st)
+		s.Online = !copies
+		return s, nil
+	}
+	s.copy = newOnlineCopy(pl.legacy, mods, OldTableWiden)
+	s.Locks = onlineLocks
+	s.Rollback = "before map-values: RENAME TABLE refund_jobs TO _refund_jobs_widened, " + OldTableWiden + " TO refund_jobs (the old table, as it was at the swap: rows written since are not in it) " +
+		"or ALTER TABLE refund_jobs MODIFY the column back; after map-values, the rows hold fencekit's names: map-values' rollback first"
+	if copies {
+		pl.copying = append(pl.copying, s.Name)
+	}
 	return s, nil
 }
 
@@ -736,6 +817,7 @@ func (pl *planner) modifyColumns() (Step, error) {
 	}
 	var mods []schema.Change
 	var names []string
+	copies := false
 	for _, c := range pl.want.Columns {
 		l, ok := pl.legacy.Column(c.Name)
 		if !ok {
@@ -778,6 +860,9 @@ func (pl *planner) modifyColumns() (Step, error) {
 		mods = append(mods, &schema.ModifyColumn{From: l, To: c, Change: kind})
 		names = append(names, c.Name)
 		if kind&^schema.ChangeDefault&^schema.ChangeNull != 0 {
+			copies = true
+		}
+		if kind&^schema.ChangeDefault&^schema.ChangeNull != 0 {
 			pl.modified[c.Name] = true
 		}
 	}
@@ -788,12 +873,41 @@ func (pl *planner) modifyColumns() (Step, error) {
 	if err != nil {
 		return s, err
 	}
-	for _, st := range stmts {
-		s.SQL = append(s.SQL, st+", ALGORITHM=COPY, LOCK=SHARED")
-	}
 	s.What += ": " + strings.Join(names, ", ")
+	if pl.o.BlockingCopy {
+		for _, st := range stmts {
+			s.SQL = append(s.SQL, st+", ALGORITHM=COPY, LOCK=SHARED")
+		}
+		return s, nil
+	}
+	var clauses []string
+	for _, st := range stmts {
+		c, ok := strings.CutPrefix(st, "ALTER TABLE "+quote(Table)+" ")
+		if !ok {
+			return s, fmt.Errorf("adopt: unexpected statement for modify-columns: %s", st)
+		}
+		clauses = append(clauses, c)
+	}
+	s.copy = newOnlineCopy(pl.legacy, clauses, OldTable)
+	s.Online = true
+	s.Locks = onlineLocks
+	s.Rollback = "RENAME TABLE refund_jobs TO _refund_jobs_modified, " + OldTable + " TO refund_jobs: the old table as it was at the swap (rows written since are not in it; " +
+		"copy them back by id first), or ALTER TABLE refund_jobs MODIFY each column back (another copy)"
+	if copies {
+		pl.copying = append(pl.copying, s.Name)
+	}
 	return s, nil
 }
+
+// onlineLocks is what a type change's step locks without BlockingCopy.
+const onlineLocks = "online. First the server's own online path (ALTER … ALGORITHM=INPLACE, LOCK=NONE; INSTANT where the server can): " +
+	"when the server accepts it, reads and writes go on, and metadata locks at the start and end wait for open transactions. " +
+	"When it refuses (error 1846: a type or collation change needs a copy on MariaDB and MySQL alike), a shadow copy as pt-online-schema-change makes it: " +
+	"_refund_jobs_new made LIKE refund_jobs and altered; AFTER INSERT/UPDATE/DELETE triggers on refund_jobs repeat each write on it in the writer's transaction " +
+	"(created under LOCK TABLES refund_jobs WRITE where the account may: writes wait for three CREATE TRIGGERs); the rows copied by primary-key range, " +
+	"each range one statement holding shared locks on its rows only (a legacy write to a row of the range waits for it); both tables compared in one snapshot (no locks); " +
+	"then one RENAME TABLE (an exclusive metadata lock for the swap, waiting for transactions open on the table: lock_wait_timeout 5 s, then apply retries). " +
+	"The old table is kept: drop it once the adopted table has been checked. A legacy write of a value the new type cannot hold (a team state name) fails during the copy instead of being stored changed"
 
 func hasAutoIncrement(c *schema.Column) bool {
 	for _, a := range c.Attrs {
@@ -1167,7 +1281,7 @@ func (pl *planner) fence() (Step, error) {
 			"Without the LOCK TABLES privilege, each CREATE TRIGGER takes only a short exclusive metadata lock, and a legacy write racing it may fail once (error 1305 on MariaDB)"
 	}
 	for _, k := range slices.Sorted(maps.Keys(existing)) {
-		if !names[k] {
+		if !names[k] && !contains(copyTriggers, strings.TrimPrefix(k, "trigger ")) {
 			pl.p.Notes = append(pl.p.Notes, "the database has "+k+", which is not fencekit's: it stays, and runs beside the fence "+
 				"(a team trigger on refund_jobs runs before fencekit's of the same timing and event, which were created after it: what it sets, the fence checks; "+
 				"a write it makes to refund_jobs or the ledger is checked by the fence like any legacy writer's)")
@@ -1219,6 +1333,27 @@ func (p *Plan) Format(w io.Writer, batch int) error {
 			}
 			fmt.Fprintf(&b, "%s;\n", q)
 		}
+		if c := s.copy; c != nil {
+			fmt.Fprintf(&b, "-- the server's own online path first:\n%s;\n", c.online())
+			fmt.Fprintf(&b, "-- if the server refuses it (error 1846), a shadow copy instead (an interrupted copy's triggers and %s are dropped first):\n", ShadowTable)
+			for _, q := range c.prepare() {
+				fmt.Fprintf(&b, "%s;\n", q)
+			}
+			fmt.Fprintf(&b, "LOCK TABLES %s WRITE, %s WRITE;\n", quote(Table), quote(ShadowTable))
+			for _, q := range c.triggers() {
+				fmt.Fprintf(&b, "DELIMITER //\n%s//\nDELIMITER ;\n", q)
+			}
+			b.WriteString("UNLOCK TABLES;\n")
+			lo := p.MinID
+			fmt.Fprintf(&b, "-- for each range of %d ids, each starting at the next existing id (the first shown):\n%s;\n", batch,
+				strings.Replace(strings.Replace(c.chunk(), "?", fmt.Sprint(lo), 1), "?", fmt.Sprint(lo+int64(batch)-1), 1))
+			fmt.Fprintf(&b, "-- then, in one consistent snapshot, the row counts of both tables must agree and this must find no row:\n%s;\n", c.differ())
+			fmt.Fprintf(&b, "-- ALTER TABLE %s AUTO_INCREMENT = <refund_jobs' next value>;\n%s;\n", quote(ShadowTable), c.swap())
+			for _, q := range dropCopyTriggers() {
+				fmt.Fprintf(&b, "%s;\n", q)
+			}
+			fmt.Fprintf(&b, "-- %s is kept: DROP TABLE %s once the adopted table has been checked\n", c.old, quote(c.old))
+		}
 		for _, q := range s.Batched {
 			from := p.MinID
 			if s.From != 0 {
@@ -1240,21 +1375,27 @@ func (p *Plan) Format(w io.Writer, batch int) error {
 // machine running MariaDB 10.11 under 4 legacy writers (docs/adopting.md):
 // the step's duration, and the longest a legacy write waited during it.
 var measured = map[string]struct{ took, wait time.Duration }{
-	"add-columns":     {85 * time.Millisecond, 88 * time.Millisecond},
-	"map-values":      {47 * time.Second, 1960 * time.Millisecond},
-	"modify-columns":  {11 * time.Second, 11 * time.Second},
-	"backfill-times":  {33 * time.Second, 430 * time.Millisecond},
-	"drop-defaults":   {140 * time.Millisecond, 112 * time.Millisecond},
-	"add-indexes":     {20 * time.Second, 190 * time.Millisecond},
-	"backfill-keys":   {11 * time.Second, 260 * time.Millisecond},
-	"backfill-ledger": {23 * time.Second, 1150 * time.Millisecond},
+	"add-columns":    {85 * time.Millisecond, 88 * time.Millisecond},
+	"map-values":     {47 * time.Second, 1960 * time.Millisecond},
+	"modify-columns": {46 * time.Second, 680 * time.Millisecond}, // the online copy
+	// -blocking-copy: ALGORITHM=COPY, LOCK=SHARED, every write waiting for it.
+	"modify-columns-blocking": {11 * time.Second, 11 * time.Second},
+	"backfill-times":          {33 * time.Second, 430 * time.Millisecond},
+	"drop-defaults":           {140 * time.Millisecond, 112 * time.Millisecond},
+	"add-indexes":             {20 * time.Second, 190 * time.Millisecond},
+	"backfill-keys":           {11 * time.Second, 260 * time.Millisecond},
+	"backfill-ledger":         {23 * time.Second, 1150 * time.Millisecond},
 }
 
 // expected scales the measurement to rows: the steps whose work grows
 // with the table (copies, index builds, batches) linearly, the waits of a
 // batch with the batch size, the copy's wait with the table.
 func expected(s Step, rows int64, batch int) string {
-	m, ok := measured[s.Name]
+	name := s.Name
+	if !s.Online && s.Name == "modify-columns" {
+		name += "-blocking"
+	}
+	m, ok := measured[name]
 	if !ok {
 		return ""
 	}

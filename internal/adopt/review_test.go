@@ -164,14 +164,22 @@ func TestApplyRefusesOrKeepsForeignKeys(t *testing.T) {
 				"CONSTRAINT fk_notes_job FOREIGN KEY (job_id) REFERENCES refund_jobs (id))")
 			exec(t, db, "INSERT INTO refund_notes (job_id) VALUES (1), (2)")
 		})
-		p, err := adopt.NewPlan(context.Background(), db, options())
+		// The online copy swaps in a new table by RENAME: the key to
+		// refund_jobs would follow the old table, and the key from it is
+		// not copied by CREATE TABLE … LIKE. Both are refused by name.
+		refused(t, db, options(), "foreign key fk_notes_job (refund_notes.job_id -> refund_jobs.id)", "a key referencing refund_jobs would follow the old table",
+			"foreign key fk_job_payment (refund_jobs.payment_id -> payments.id)", "CREATE TABLE … LIKE copies no foreign key", "-blocking-copy")
+		// With -blocking-copy (ALGORITHM=COPY, LOCK=SHARED) they are kept.
+		o := options()
+		o.BlockingCopy = true
+		p, err := adopt.NewPlan(context.Background(), db, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if notes := strings.Join(p.Notes, "\n"); !strings.Contains(notes, "fk_notes_job") || !strings.Contains(notes, "fk_job_payment") {
 			t.Errorf("the plan does not name the foreign keys it keeps:\n%s", notes)
 		}
-		if _, err := adopt.Apply(context.Background(), db, options()); err != nil {
+		if _, err := adopt.Apply(context.Background(), db, o); err != nil {
 			t.Fatal(err)
 		}
 		var n int
@@ -199,14 +207,20 @@ func TestApplyRefusesOrKeepsTeamTriggers(t *testing.T) {
 			exec(t, db, "CREATE TABLE team_audit (job_id BIGINT NOT NULL, state VARCHAR(32) NOT NULL)")
 			exec(t, db, "CREATE TRIGGER team_audit_jobs AFTER UPDATE ON refund_jobs FOR EACH ROW INSERT INTO team_audit VALUES (NEW.id, NEW.state)")
 		})
-		p, err := adopt.NewPlan(context.Background(), db, options())
+		// The online copy's RENAME would leave the team's trigger on the
+		// old table: refused by name.
+		refused(t, db, options(), "trigger team_audit_jobs (AFTER UPDATE on refund_jobs)", "a trigger follows the old table", "-blocking-copy")
+		// With -blocking-copy it is kept and runs beside the fence.
+		o := options()
+		o.BlockingCopy = true
+		p, err := adopt.NewPlan(context.Background(), db, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if notes := strings.Join(p.Notes, "\n"); !strings.Contains(notes, "trigger team_audit_jobs") {
 			t.Errorf("the plan does not name the team's trigger:\n%s", notes)
 		}
-		if _, err := adopt.Apply(context.Background(), db, options()); err != nil {
+		if _, err := adopt.Apply(context.Background(), db, o); err != nil {
 			t.Fatal(err)
 		}
 		var fence, audit int
@@ -364,7 +378,13 @@ func TestPlanCommentsCannotCarryStatements(t *testing.T) {
 		exec(t, db, "ALTER TABLE refund_jobs ADD COLUMN `x\nDROP TABLE refunds; --` INT NOT NULL")
 		exec(t, db, "CREATE TRIGGER `t\rDROP DATABASE payments; \x1b[2J` AFTER UPDATE ON refund_jobs FOR EACH ROW SET @x = 1")
 	})
-	p, err := adopt.NewPlan(context.Background(), db, options())
+	// The online copy refuses the team's trigger, naming it inert.
+	if _, err := adopt.NewPlan(context.Background(), db, options()); err == nil || !strings.Contains(err.Error(), `t\rDROP DATABASE payments; \x1b[2J`) || strings.ContainsAny(err.Error(), "\r\x1b") {
+		t.Errorf("the online copy's refusal of the team's trigger: %v", err)
+	}
+	o := options()
+	o.BlockingCopy = true
+	p, err := adopt.NewPlan(context.Background(), db, o)
 	if err != nil {
 		t.Fatal(err)
 	}
