@@ -110,7 +110,7 @@ func TestEveryStatementUsesAnIndex(t *testing.T) {
 		fencedrt.ParamLeaseUntil: now, fencedrt.ParamNow: now, fencedrt.ParamKeyWindow: int64(time.Hour / time.Microsecond),
 		fencedrt.ParamProviderRef: "re_x", fencedrt.ParamNextAction: "reconcile", fencedrt.ParamDelay: 0,
 		fencedrt.ParamLastError: "x", fencedrt.ParamReason: "x", fencedrt.ParamEvidence: "x", fencedrt.ParamKey: "bench-00000001",
-		fencedrt.ParamLimit: 10,
+		fencedrt.ParamLimit: 10, fencedrt.ParamAttemptOp: "claim", fencedrt.ParamHolder: "bench/1",
 	}
 	for _, col := range table.Spec().Request {
 		vals[fencedrt.RequestParam(col)] = "x"

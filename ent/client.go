@@ -17,6 +17,7 @@ import (
 	"github.com/fencekit/fencekit/ent/observation"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/ent/refundjobattempt"
 
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 
@@ -34,6 +35,8 @@ type Client struct {
 	Refund *RefundClient
 	// RefundJob is the client for interacting with the RefundJob builders.
 	RefundJob *RefundJobClient
+	// RefundJobAttempt is the client for interacting with the RefundJobAttempt builders.
+	RefundJobAttempt *RefundJobAttemptClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -48,6 +51,7 @@ func (c *Client) init() {
 	c.Observation = NewObservationClient(c.config)
 	c.Refund = NewRefundClient(c.config)
 	c.RefundJob = NewRefundJobClient(c.config)
+	c.RefundJobAttempt = NewRefundJobAttemptClient(c.config)
 }
 
 type (
@@ -77,6 +81,8 @@ func newConfig(opts ...Option) config {
 	cfg.hooks.Refund = append(cfg.hooks.Refund, fencedrt.CreateOnly("Refund", "refunds", "a ledger row settles only with its job: use ledger.Refunded or ledger.Failed in the job's Apply"))
 	// Ent's generic builders may not write RefundJob: only the fenced API does.
 	cfg.hooks.RefundJob = append(cfg.hooks.RefundJob, fencedrt.Backstop("RefundJob", RefundJobFencedTable))
+	// Ent's generic builders may create RefundJobAttempt rows but never change them.
+	cfg.hooks.RefundJobAttempt = append(cfg.hooks.RefundJobAttempt, fencedrt.CreateOnly("RefundJobAttempt", "refund_job_attempts", "the attempts log is append-only and written by the fenced claims and resolutions only"))
 
 	cfg.options(opts...)
 	return cfg
@@ -145,11 +151,12 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:         ctx,
-		config:      cfg,
-		Observation: NewObservationClient(cfg),
-		Refund:      NewRefundClient(cfg),
-		RefundJob:   NewRefundJobClient(cfg),
+		ctx:              ctx,
+		config:           cfg,
+		Observation:      NewObservationClient(cfg),
+		Refund:           NewRefundClient(cfg),
+		RefundJob:        NewRefundJobClient(cfg),
+		RefundJobAttempt: NewRefundJobAttemptClient(cfg),
 	}, nil
 }
 
@@ -167,11 +174,12 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:         ctx,
-		config:      cfg,
-		Observation: NewObservationClient(cfg),
-		Refund:      NewRefundClient(cfg),
-		RefundJob:   NewRefundJobClient(cfg),
+		ctx:              ctx,
+		config:           cfg,
+		Observation:      NewObservationClient(cfg),
+		Refund:           NewRefundClient(cfg),
+		RefundJob:        NewRefundJobClient(cfg),
+		RefundJobAttempt: NewRefundJobAttemptClient(cfg),
 	}, nil
 }
 
@@ -203,6 +211,7 @@ func (c *Client) Use(hooks ...Hook) {
 	c.Observation.Use(hooks...)
 	c.Refund.Use(hooks...)
 	c.RefundJob.Use(hooks...)
+	c.RefundJobAttempt.Use(hooks...)
 }
 
 // Intercept adds the query interceptors to all the entity clients.
@@ -211,6 +220,7 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	c.Observation.Intercept(interceptors...)
 	c.Refund.Intercept(interceptors...)
 	c.RefundJob.Intercept(interceptors...)
+	c.RefundJobAttempt.Intercept(interceptors...)
 }
 
 // Mutate implements the ent.Mutator interface.
@@ -222,6 +232,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Refund.mutate(ctx, m)
 	case *RefundJobMutation:
 		return c.RefundJob.mutate(ctx, m)
+	case *RefundJobAttemptMutation:
+		return c.RefundJobAttempt.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
 	}
@@ -626,13 +638,146 @@ func (c *RefundJobClient) mutate(ctx context.Context, m *RefundJobMutation) (Val
 	}
 }
 
+// RefundJobAttemptClient is a client for the RefundJobAttempt schema.
+type RefundJobAttemptClient struct {
+	config
+}
+
+// NewRefundJobAttemptClient returns a client for the RefundJobAttempt from the given config.
+func NewRefundJobAttemptClient(c config) *RefundJobAttemptClient {
+	return &RefundJobAttemptClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `refundjobattempt.Hooks(f(g(h())))`.
+func (c *RefundJobAttemptClient) Use(hooks ...Hook) {
+	c.hooks.RefundJobAttempt = append(c.hooks.RefundJobAttempt, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `refundjobattempt.Intercept(f(g(h())))`.
+func (c *RefundJobAttemptClient) Intercept(interceptors ...Interceptor) {
+	c.inters.RefundJobAttempt = append(c.inters.RefundJobAttempt, interceptors...)
+}
+
+// Create returns a builder for creating a RefundJobAttempt entity.
+func (c *RefundJobAttemptClient) Create() *RefundJobAttemptCreate {
+	mutation := newRefundJobAttemptMutation(c.config, OpCreate)
+	return &RefundJobAttemptCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of RefundJobAttempt entities.
+func (c *RefundJobAttemptClient) CreateBulk(builders ...*RefundJobAttemptCreate) *RefundJobAttemptCreateBulk {
+	return &RefundJobAttemptCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RefundJobAttemptClient) MapCreateBulk(slice any, setFunc func(*RefundJobAttemptCreate, int)) *RefundJobAttemptCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RefundJobAttemptCreateBulk{err: fmt.Errorf("calling to RefundJobAttemptClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RefundJobAttemptCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RefundJobAttemptCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for RefundJobAttempt.
+func (c *RefundJobAttemptClient) Update() *RefundJobAttemptUpdate {
+	mutation := newRefundJobAttemptMutation(c.config, OpUpdate)
+	return &RefundJobAttemptUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RefundJobAttemptClient) UpdateOne(_m *RefundJobAttempt) *RefundJobAttemptUpdateOne {
+	mutation := newRefundJobAttemptMutation(c.config, OpUpdateOne, withRefundJobAttempt(_m))
+	return &RefundJobAttemptUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RefundJobAttemptClient) UpdateOneID(id int64) *RefundJobAttemptUpdateOne {
+	mutation := newRefundJobAttemptMutation(c.config, OpUpdateOne, withRefundJobAttemptID(id))
+	return &RefundJobAttemptUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for RefundJobAttempt.
+func (c *RefundJobAttemptClient) Delete() *RefundJobAttemptDelete {
+	mutation := newRefundJobAttemptMutation(c.config, OpDelete)
+	return &RefundJobAttemptDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RefundJobAttemptClient) DeleteOne(_m *RefundJobAttempt) *RefundJobAttemptDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RefundJobAttemptClient) DeleteOneID(id int64) *RefundJobAttemptDeleteOne {
+	builder := c.Delete().Where(refundjobattempt.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RefundJobAttemptDeleteOne{builder}
+}
+
+// Query returns a query builder for RefundJobAttempt.
+func (c *RefundJobAttemptClient) Query() *RefundJobAttemptQuery {
+	return &RefundJobAttemptQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRefundJobAttempt},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a RefundJobAttempt entity by its id.
+func (c *RefundJobAttemptClient) Get(ctx context.Context, id int64) (*RefundJobAttempt, error) {
+	return c.Query().Where(refundjobattempt.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RefundJobAttemptClient) GetX(ctx context.Context, id int64) *RefundJobAttempt {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *RefundJobAttemptClient) Hooks() []Hook {
+	return c.hooks.RefundJobAttempt
+}
+
+// Interceptors returns the client interceptors.
+func (c *RefundJobAttemptClient) Interceptors() []Interceptor {
+	return c.inters.RefundJobAttempt
+}
+
+func (c *RefundJobAttemptClient) mutate(ctx context.Context, m *RefundJobAttemptMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RefundJobAttemptCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RefundJobAttemptUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RefundJobAttemptUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RefundJobAttemptDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown RefundJobAttempt mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Observation, Refund, RefundJob []ent.Hook
+		Observation, Refund, RefundJob, RefundJobAttempt []ent.Hook
 	}
 	inters struct {
-		Observation, Refund, RefundJob []ent.Interceptor
+		Observation, Refund, RefundJob, RefundJobAttempt []ent.Interceptor
 	}
 )
 

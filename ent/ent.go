@@ -15,6 +15,7 @@ import (
 	"github.com/fencekit/fencekit/ent/observation"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/ent/refundjobattempt"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -75,9 +76,10 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			observation.Table: observation.ValidColumn,
-			refund.Table:      refund.ValidColumn,
-			refundjob.Table:   refundjob.ValidColumn,
+			observation.Table:      observation.ValidColumn,
+			refund.Table:           refund.ValidColumn,
+			refundjob.Table:        refundjob.ValidColumn,
+			refundjobattempt.Table: refundjobattempt.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

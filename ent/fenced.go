@@ -63,6 +63,8 @@ const (
 	fencedRefundJobClaimReconcileMany = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'running', `lease_until` = ?, `next_action` = 'reconcile', `updated_at` = ?, `writer_attempt` = ? WHERE `id` IN (?) AND `state` = 'ready' AND `attempt` = ?"
 	fencedRefundJobTakeoverMany       = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `lease_until` = ?, `next_action` = 'reconcile', `updated_at` = ?, `writer_attempt` = ? WHERE `id` IN (?) AND `state` = 'running' AND `attempt` = ?"
 	fencedRefundJobCompleteMany       = "UPDATE `refund_jobs` FORCE INDEX (PRIMARY) SET `state` = 'succeeded', `provider_refund_id` = ELT(FIELD(`id`, ?), ?), `lease_until` = NULL, `last_error` = NULL, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` IN (?) AND `state` = 'running' AND `attempt` = ?"
+	fencedRefundJobRecordClaims       = "INSERT INTO `refund_job_attempts` (`job_id`, `attempt`, `op`, `holder`, `claimed_at`, `lease_until`) SELECT j.`id`, j.`attempt`, ?, ?, ?, ? FROM `refund_jobs` j FORCE INDEX (PRIMARY) WHERE j.`id` IN (?) AND j.`state` = 'running'"
+	fencedRefundJobRecordResolution   = "INSERT INTO `refund_job_attempts` (`job_id`, `attempt`, `op`, `holder`, `claimed_at`, `lease_until`) SELECT j.`id`, j.`attempt`, 'resolution', ?, TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), NULL FROM `refund_jobs` j FORCE INDEX (PRIMARY) WHERE j.`id` = ? AND j.`attempt` = ?"
 )
 
 var fencedRefundJob = fencedrt.MustTable(fencedrt.TableSpec{
@@ -74,6 +76,7 @@ var fencedRefundJob = fencedrt.MustTable(fencedrt.TableSpec{
 	Writer:   RefundJobFencedWriterColumn,
 	Compared: []string{"provider_refund_id", "next_action", "last_error", "review_reason", "review_evidence"},
 	Request:  []string{"operation_key", "payment_ref", "amount_minor", "currency"},
+	Attempts: "refund_job_attempts",
 	Stmts: map[fencedrt.Op]fencedrt.Stmt{
 		fencedrt.OpRead: {
 			SQL:    fencedRefundJobRead,
@@ -202,6 +205,14 @@ var fencedRefundJob = fencedrt.MustTable(fencedrt.TableSpec{
 			Sets: []fencedrt.Set{
 				{Column: "provider_refund_id", Param: fencedrt.ParamProviderRef},
 			},
+		},
+		fencedrt.OpRecordClaims: {
+			SQL:    fencedRefundJobRecordClaims,
+			Params: []fencedrt.Param{fencedrt.ParamAttemptOp, fencedrt.ParamHolder, fencedrt.ParamNow, fencedrt.ParamLeaseUntil, fencedrt.ParamIDs},
+		},
+		fencedrt.OpRecordResolution: {
+			SQL:    fencedRefundJobRecordResolution,
+			Params: []fencedrt.Param{fencedrt.ParamHolder, fencedrt.ParamID, fencedrt.ParamNewAttempt},
 		},
 	},
 })
@@ -369,6 +380,26 @@ func (c *RefundJobClient) Takeover(ctx context.Context, id int64, o fencedwrite.
 		return nil, err
 	}
 	return newRefundJobLease(claimed)
+}
+
+// RefundJobAttemptsTable is the append-only log of refund_jobs's
+// attempts: which process claimed or took over each attempt (or which
+// operator's resolution took it), when, and its lease. Claims and takeovers
+// write their rows in their own transaction; a resolution writes its row
+// with RecordResolution.
+const RefundJobAttemptsTable = "refund_job_attempts"
+
+// RecordResolution records in the attempts log that operator's resolution
+// took attempt of the job id. Call it on the resolution's transaction
+// (tx.RefundJob in Apply's callback), after its fenced write, so that
+// the row commits with the resolution or not at all: it reads the attempt
+// back from the job and fails with fencedwrite.ErrUnexpectedState when the
+// job is not at attempt.
+func (c *RefundJobClient) RecordResolution(ctx context.Context, id, attempt int64, operator string) error {
+	if _, ok := c.driver.(*txDriver); !ok {
+		return fmt.Errorf("record resolution refund_jobs#%d: %w: it runs on the resolution's transaction", id, fencedwrite.ErrInvalid)
+	}
+	return fencedrt.RecordResolution(ctx, c.driver, fencedRefundJob, id, attempt, operator)
 }
 
 // ClaimDue claims up to limit due ready jobs, oldest first, in one short

@@ -15,6 +15,7 @@ import (
 	"github.com/fencekit/fencekit/ent/predicate"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/ent/refundjobattempt"
 )
 
 const (
@@ -26,9 +27,10 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeObservation = "Observation"
-	TypeRefund      = "Refund"
-	TypeRefundJob   = "RefundJob"
+	TypeObservation      = "Observation"
+	TypeRefund           = "Refund"
+	TypeRefundJob        = "RefundJob"
+	TypeRefundJobAttempt = "RefundJobAttempt"
 )
 
 // ObservationMutation represents an operation that mutates the Observation nodes in the graph.
@@ -3346,4 +3348,697 @@ func (m *RefundJobMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *RefundJobMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown RefundJob edge %s", name)
+}
+
+// RefundJobAttemptMutation represents an operation that mutates the RefundJobAttempt nodes in the graph.
+type RefundJobAttemptMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	job_id        *int64
+	addjob_id     *int64
+	attempt       *int64
+	addattempt    *int64
+	_op           *refundjobattempt.Op
+	holder        *string
+	claimed_at    *time.Time
+	lease_until   *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*RefundJobAttempt, error)
+	predicates    []predicate.RefundJobAttempt
+}
+
+var _ ent.Mutation = (*RefundJobAttemptMutation)(nil)
+
+// refundjobattemptOption allows management of the mutation configuration using functional options.
+type refundjobattemptOption func(*RefundJobAttemptMutation)
+
+// newRefundJobAttemptMutation creates new mutation for the RefundJobAttempt entity.
+func newRefundJobAttemptMutation(c config, op Op, opts ...refundjobattemptOption) *RefundJobAttemptMutation {
+	m := &RefundJobAttemptMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRefundJobAttempt,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRefundJobAttemptID sets the ID field of the mutation.
+func withRefundJobAttemptID(id int64) refundjobattemptOption {
+	return func(m *RefundJobAttemptMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *RefundJobAttempt
+		)
+		m.oldValue = func(ctx context.Context) (*RefundJobAttempt, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().RefundJobAttempt.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRefundJobAttempt sets the old RefundJobAttempt of the mutation.
+func withRefundJobAttempt(node *RefundJobAttempt) refundjobattemptOption {
+	return func(m *RefundJobAttemptMutation) {
+		m.oldValue = func(context.Context) (*RefundJobAttempt, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RefundJobAttemptMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RefundJobAttemptMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of RefundJobAttempt entities.
+func (m *RefundJobAttemptMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RefundJobAttemptMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RefundJobAttemptMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().RefundJobAttempt.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetJobID sets the "job_id" field.
+func (m *RefundJobAttemptMutation) SetJobID(i int64) {
+	m.job_id = &i
+	m.addjob_id = nil
+}
+
+// JobID returns the value of the "job_id" field in the mutation.
+func (m *RefundJobAttemptMutation) JobID() (r int64, exists bool) {
+	v := m.job_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldJobID returns the old "job_id" field's value of the RefundJobAttempt entity.
+// If the RefundJobAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobAttemptMutation) OldJobID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldJobID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldJobID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldJobID: %w", err)
+	}
+	return oldValue.JobID, nil
+}
+
+// AddJobID adds i to the "job_id" field.
+func (m *RefundJobAttemptMutation) AddJobID(i int64) {
+	if m.addjob_id != nil {
+		*m.addjob_id += i
+	} else {
+		m.addjob_id = &i
+	}
+}
+
+// AddedJobID returns the value that was added to the "job_id" field in this mutation.
+func (m *RefundJobAttemptMutation) AddedJobID() (r int64, exists bool) {
+	v := m.addjob_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetJobID resets all changes to the "job_id" field.
+func (m *RefundJobAttemptMutation) ResetJobID() {
+	m.job_id = nil
+	m.addjob_id = nil
+}
+
+// SetAttempt sets the "attempt" field.
+func (m *RefundJobAttemptMutation) SetAttempt(i int64) {
+	m.attempt = &i
+	m.addattempt = nil
+}
+
+// Attempt returns the value of the "attempt" field in the mutation.
+func (m *RefundJobAttemptMutation) Attempt() (r int64, exists bool) {
+	v := m.attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAttempt returns the old "attempt" field's value of the RefundJobAttempt entity.
+// If the RefundJobAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobAttemptMutation) OldAttempt(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAttempt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAttempt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAttempt: %w", err)
+	}
+	return oldValue.Attempt, nil
+}
+
+// AddAttempt adds i to the "attempt" field.
+func (m *RefundJobAttemptMutation) AddAttempt(i int64) {
+	if m.addattempt != nil {
+		*m.addattempt += i
+	} else {
+		m.addattempt = &i
+	}
+}
+
+// AddedAttempt returns the value that was added to the "attempt" field in this mutation.
+func (m *RefundJobAttemptMutation) AddedAttempt() (r int64, exists bool) {
+	v := m.addattempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAttempt resets all changes to the "attempt" field.
+func (m *RefundJobAttemptMutation) ResetAttempt() {
+	m.attempt = nil
+	m.addattempt = nil
+}
+
+// SetOpField sets the "op" field.
+func (m *RefundJobAttemptMutation) SetOpField(r refundjobattempt.Op) {
+	m._op = &r
+}
+
+// GetOp returns the value of the "op" field in the mutation.
+func (m *RefundJobAttemptMutation) GetOp() (r refundjobattempt.Op, exists bool) {
+	v := m._op
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOp returns the old "op" field's value of the RefundJobAttempt entity.
+// If the RefundJobAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobAttemptMutation) OldOp(ctx context.Context) (v refundjobattempt.Op, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOp is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOp requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOp: %w", err)
+	}
+	return oldValue.Op, nil
+}
+
+// ResetOp resets all changes to the "op" field.
+func (m *RefundJobAttemptMutation) ResetOp() {
+	m._op = nil
+}
+
+// SetHolder sets the "holder" field.
+func (m *RefundJobAttemptMutation) SetHolder(s string) {
+	m.holder = &s
+}
+
+// Holder returns the value of the "holder" field in the mutation.
+func (m *RefundJobAttemptMutation) Holder() (r string, exists bool) {
+	v := m.holder
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHolder returns the old "holder" field's value of the RefundJobAttempt entity.
+// If the RefundJobAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobAttemptMutation) OldHolder(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHolder is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHolder requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHolder: %w", err)
+	}
+	return oldValue.Holder, nil
+}
+
+// ResetHolder resets all changes to the "holder" field.
+func (m *RefundJobAttemptMutation) ResetHolder() {
+	m.holder = nil
+}
+
+// SetClaimedAt sets the "claimed_at" field.
+func (m *RefundJobAttemptMutation) SetClaimedAt(t time.Time) {
+	m.claimed_at = &t
+}
+
+// ClaimedAt returns the value of the "claimed_at" field in the mutation.
+func (m *RefundJobAttemptMutation) ClaimedAt() (r time.Time, exists bool) {
+	v := m.claimed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldClaimedAt returns the old "claimed_at" field's value of the RefundJobAttempt entity.
+// If the RefundJobAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobAttemptMutation) OldClaimedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldClaimedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldClaimedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldClaimedAt: %w", err)
+	}
+	return oldValue.ClaimedAt, nil
+}
+
+// ResetClaimedAt resets all changes to the "claimed_at" field.
+func (m *RefundJobAttemptMutation) ResetClaimedAt() {
+	m.claimed_at = nil
+}
+
+// SetLeaseUntil sets the "lease_until" field.
+func (m *RefundJobAttemptMutation) SetLeaseUntil(t time.Time) {
+	m.lease_until = &t
+}
+
+// LeaseUntil returns the value of the "lease_until" field in the mutation.
+func (m *RefundJobAttemptMutation) LeaseUntil() (r time.Time, exists bool) {
+	v := m.lease_until
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLeaseUntil returns the old "lease_until" field's value of the RefundJobAttempt entity.
+// If the RefundJobAttempt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobAttemptMutation) OldLeaseUntil(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLeaseUntil is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLeaseUntil requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLeaseUntil: %w", err)
+	}
+	return oldValue.LeaseUntil, nil
+}
+
+// ClearLeaseUntil clears the value of the "lease_until" field.
+func (m *RefundJobAttemptMutation) ClearLeaseUntil() {
+	m.lease_until = nil
+	m.clearedFields[refundjobattempt.FieldLeaseUntil] = struct{}{}
+}
+
+// LeaseUntilCleared returns if the "lease_until" field was cleared in this mutation.
+func (m *RefundJobAttemptMutation) LeaseUntilCleared() bool {
+	_, ok := m.clearedFields[refundjobattempt.FieldLeaseUntil]
+	return ok
+}
+
+// ResetLeaseUntil resets all changes to the "lease_until" field.
+func (m *RefundJobAttemptMutation) ResetLeaseUntil() {
+	m.lease_until = nil
+	delete(m.clearedFields, refundjobattempt.FieldLeaseUntil)
+}
+
+// Where appends a list predicates to the RefundJobAttemptMutation builder.
+func (m *RefundJobAttemptMutation) Where(ps ...predicate.RefundJobAttempt) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RefundJobAttemptMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RefundJobAttemptMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.RefundJobAttempt, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RefundJobAttemptMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RefundJobAttemptMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (RefundJobAttempt).
+func (m *RefundJobAttemptMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RefundJobAttemptMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.job_id != nil {
+		fields = append(fields, refundjobattempt.FieldJobID)
+	}
+	if m.attempt != nil {
+		fields = append(fields, refundjobattempt.FieldAttempt)
+	}
+	if m._op != nil {
+		fields = append(fields, refundjobattempt.FieldOp)
+	}
+	if m.holder != nil {
+		fields = append(fields, refundjobattempt.FieldHolder)
+	}
+	if m.claimed_at != nil {
+		fields = append(fields, refundjobattempt.FieldClaimedAt)
+	}
+	if m.lease_until != nil {
+		fields = append(fields, refundjobattempt.FieldLeaseUntil)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RefundJobAttemptMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case refundjobattempt.FieldJobID:
+		return m.JobID()
+	case refundjobattempt.FieldAttempt:
+		return m.Attempt()
+	case refundjobattempt.FieldOp:
+		return m.GetOp()
+	case refundjobattempt.FieldHolder:
+		return m.Holder()
+	case refundjobattempt.FieldClaimedAt:
+		return m.ClaimedAt()
+	case refundjobattempt.FieldLeaseUntil:
+		return m.LeaseUntil()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RefundJobAttemptMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case refundjobattempt.FieldJobID:
+		return m.OldJobID(ctx)
+	case refundjobattempt.FieldAttempt:
+		return m.OldAttempt(ctx)
+	case refundjobattempt.FieldOp:
+		return m.OldOp(ctx)
+	case refundjobattempt.FieldHolder:
+		return m.OldHolder(ctx)
+	case refundjobattempt.FieldClaimedAt:
+		return m.OldClaimedAt(ctx)
+	case refundjobattempt.FieldLeaseUntil:
+		return m.OldLeaseUntil(ctx)
+	}
+	return nil, fmt.Errorf("unknown RefundJobAttempt field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RefundJobAttemptMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case refundjobattempt.FieldJobID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetJobID(v)
+		return nil
+	case refundjobattempt.FieldAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAttempt(v)
+		return nil
+	case refundjobattempt.FieldOp:
+		v, ok := value.(refundjobattempt.Op)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOpField(v)
+		return nil
+	case refundjobattempt.FieldHolder:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHolder(v)
+		return nil
+	case refundjobattempt.FieldClaimedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetClaimedAt(v)
+		return nil
+	case refundjobattempt.FieldLeaseUntil:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLeaseUntil(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RefundJobAttempt field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RefundJobAttemptMutation) AddedFields() []string {
+	var fields []string
+	if m.addjob_id != nil {
+		fields = append(fields, refundjobattempt.FieldJobID)
+	}
+	if m.addattempt != nil {
+		fields = append(fields, refundjobattempt.FieldAttempt)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RefundJobAttemptMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case refundjobattempt.FieldJobID:
+		return m.AddedJobID()
+	case refundjobattempt.FieldAttempt:
+		return m.AddedAttempt()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RefundJobAttemptMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case refundjobattempt.FieldJobID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddJobID(v)
+		return nil
+	case refundjobattempt.FieldAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAttempt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RefundJobAttempt numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RefundJobAttemptMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(refundjobattempt.FieldLeaseUntil) {
+		fields = append(fields, refundjobattempt.FieldLeaseUntil)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RefundJobAttemptMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RefundJobAttemptMutation) ClearField(name string) error {
+	switch name {
+	case refundjobattempt.FieldLeaseUntil:
+		m.ClearLeaseUntil()
+		return nil
+	}
+	return fmt.Errorf("unknown RefundJobAttempt nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RefundJobAttemptMutation) ResetField(name string) error {
+	switch name {
+	case refundjobattempt.FieldJobID:
+		m.ResetJobID()
+		return nil
+	case refundjobattempt.FieldAttempt:
+		m.ResetAttempt()
+		return nil
+	case refundjobattempt.FieldOp:
+		m.ResetOp()
+		return nil
+	case refundjobattempt.FieldHolder:
+		m.ResetHolder()
+		return nil
+	case refundjobattempt.FieldClaimedAt:
+		m.ResetClaimedAt()
+		return nil
+	case refundjobattempt.FieldLeaseUntil:
+		m.ResetLeaseUntil()
+		return nil
+	}
+	return fmt.Errorf("unknown RefundJobAttempt field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RefundJobAttemptMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RefundJobAttemptMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RefundJobAttemptMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RefundJobAttemptMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RefundJobAttemptMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RefundJobAttemptMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RefundJobAttemptMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown RefundJobAttempt unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RefundJobAttemptMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown RefundJobAttempt edge %s", name)
 }

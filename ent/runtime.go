@@ -8,6 +8,7 @@ import (
 	"github.com/fencekit/fencekit/ent/observation"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/ent/refundjobattempt"
 	"github.com/fencekit/fencekit/ent/schema"
 )
 
@@ -115,4 +116,18 @@ func init() {
 	refundjobDescID := refundjobFields[0].Descriptor()
 	// refundjob.IDValidator is a validator for the "id" field. It is called by the builders before save.
 	refundjob.IDValidator = refundjobDescID.Validators[0].(func(int64) error)
+	refundjobattemptFields := schema.RefundJobAttempt{}.Fields()
+	_ = refundjobattemptFields
+	// refundjobattemptDescAttempt is the schema descriptor for attempt field.
+	refundjobattemptDescAttempt := refundjobattemptFields[2].Descriptor()
+	// refundjobattempt.AttemptValidator is a validator for the "attempt" field. It is called by the builders before save.
+	refundjobattempt.AttemptValidator = refundjobattemptDescAttempt.Validators[0].(func(int64) error)
+	// refundjobattemptDescHolder is the schema descriptor for holder field.
+	refundjobattemptDescHolder := refundjobattemptFields[4].Descriptor()
+	// refundjobattempt.HolderValidator is a validator for the "holder" field. It is called by the builders before save.
+	refundjobattempt.HolderValidator = refundjobattemptDescHolder.Validators[0].(func(string) error)
+	// refundjobattemptDescID is the schema descriptor for id field.
+	refundjobattemptDescID := refundjobattemptFields[0].Descriptor()
+	// refundjobattempt.IDValidator is a validator for the "id" field. It is called by the builders before save.
+	refundjobattempt.IDValidator = refundjobattemptDescID.Validators[0].(func(int64) error)
 }

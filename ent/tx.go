@@ -20,6 +20,8 @@ type Tx struct {
 	Refund *RefundClient
 	// RefundJob is the client for interacting with the RefundJob builders.
 	RefundJob *RefundJobClient
+	// RefundJobAttempt is the client for interacting with the RefundJobAttempt builders.
+	RefundJobAttempt *RefundJobAttemptClient
 
 	// lazily loaded.
 	client     *Client
@@ -154,6 +156,7 @@ func (tx *Tx) init() {
 	tx.Observation = NewObservationClient(tx.config)
 	tx.Refund = NewRefundClient(tx.config)
 	tx.RefundJob = NewRefundJobClient(tx.config)
+	tx.RefundJobAttempt = NewRefundJobAttemptClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

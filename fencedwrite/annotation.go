@@ -47,6 +47,12 @@ type Annotation struct {
 	// Params are the immutable request parameters bound to Key. Enqueueing Key
 	// again with the same Params is a no-op; with different Params, an error.
 	Params []string `json:"params"`
+	// Attempts, when set, names the append-only log of attempts: an Ent
+	// entity's table with the columns job_id, attempt, op (claim, takeover,
+	// resolution), holder, claimed_at and lease_until. Every claim and
+	// takeover adds its rows in its own transaction, before COMMIT; an
+	// operator's resolution adds its own.
+	Attempts string `json:"attempts,omitempty"`
 }
 
 // Name implements ent's schema.Annotation.

@@ -2,6 +2,9 @@ package fencedwrite
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"sync"
 	"time"
 )
 
@@ -26,6 +29,11 @@ type ClaimOptions struct {
 	ProviderTimeout time.Duration
 	// SkewMargin covers clock differences between us and the provider.
 	SkewMargin time.Duration
+	// Holder names the process that takes the attempts, as the attempts
+	// log records it (which process held attempt N): printable ASCII, at
+	// most MaxHolderLen characters. Empty means DefaultHolder
+	// ("hostname/pid").
+	Holder string
 }
 
 // WithDefaults returns o with every zero field set to its default.
@@ -41,6 +49,9 @@ func (o ClaimOptions) WithDefaults() ClaimOptions {
 	}
 	if o.SkewMargin == 0 {
 		o.SkewMargin = DefaultSkewMargin
+	}
+	if o.Holder == "" {
+		o.Holder = DefaultHolder()
 	}
 	return o
 }
@@ -58,6 +69,9 @@ func (o ClaimOptions) Validate() error {
 	if o.SkewMargin < 0 {
 		errs = append(errs, fieldErr("ClaimOptions.SkewMargin", "must not be negative, got %v", o.SkewMargin))
 	}
+	if err := ValidHolder(o.Holder); err != nil {
+		errs = append(errs, fieldErr("ClaimOptions.Holder", "%s", err.Error()))
+	}
 	if o.KeyWindow() <= 0 {
 		errs = append(errs, fieldErr("ClaimOptions.KeyRetention",
 			"must exceed ProviderTimeout + SkewMargin (%v), got %v", o.ProviderTimeout+o.SkewMargin, o.KeyRetention))
@@ -71,3 +85,55 @@ func (o ClaimOptions) Validate() error {
 func (o ClaimOptions) KeyWindow() time.Duration {
 	return o.KeyRetention - o.ProviderTimeout - o.SkewMargin
 }
+
+// The operations an attempt is recorded with in the attempts log.
+const (
+	AttemptClaim      = "claim"
+	AttemptTakeover   = "takeover"
+	AttemptResolution = "resolution"
+)
+
+// MaxHolderLen bounds a holder's length (the attempts log's column).
+const MaxHolderLen = 255
+
+// ValidHolder checks a holder: 1 to MaxHolderLen printable ASCII
+// characters (spaces allowed, control characters not), so that the
+// attempts log and every page that shows it print it as it is.
+func ValidHolder(h string) error {
+	if h == "" {
+		return errors.New("must not be empty")
+	}
+	if len(h) > MaxHolderLen {
+		return fmt.Errorf("must be at most %d characters, got %d", MaxHolderLen, len(h))
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c < ' ' || c > '~' {
+			return fmt.Errorf("must be printable ASCII without control characters, got %q at byte %d", h[i], i)
+		}
+	}
+	return nil
+}
+
+var defaultHolder = sync.OnceValue(func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	h := fmt.Sprintf("%s/%d", host, os.Getpid())
+	// A host name is printable ASCII by the DNS's rules, but keep the
+	// promise whatever the system says.
+	b := []byte(h)
+	for i, c := range b {
+		if c < ' ' || c > '~' {
+			b[i] = '?'
+		}
+	}
+	if len(b) > MaxHolderLen {
+		b = b[len(b)-MaxHolderLen:]
+	}
+	return string(b)
+})
+
+// DefaultHolder is the holder a claim records when ClaimOptions.Holder is
+// empty: "hostname/pid" of this process, computed once.
+func DefaultHolder() string { return defaultHolder() }

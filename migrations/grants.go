@@ -45,6 +45,10 @@ func AppGrants(db, account string) []string {
 		// requests are decided once, by UPDATE (package operator).
 		fmt.Sprintf("GRANT SELECT, INSERT ON %s.`refund_audit` TO %s", q, account),
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`refund_approvals` TO %s", q, account),
+		// The attempts log is append-only too: claims, takeovers and
+		// resolutions add their rows; nobody changes or removes one (the
+		// triggers refuse that even to the migration account).
+		fmt.Sprintf("GRANT SELECT, INSERT ON %s.`%s` TO %s", q, ent.RefundJobAttemptsTable, account),
 	}
 }
 

@@ -326,13 +326,15 @@ type EventKind string
 
 // The kinds of timeline events.
 const (
-	EventEnqueued EventKind = "enqueued"
-	EventEvidence EventKind = "evidence" // a provider response, a reconcile result, an operator finding
-	EventWebhook  EventKind = "webhook"
-	EventAudit    EventKind = "audit" // an operator's action, a request, an approval
-	EventWoken    EventKind = "woken" // new evidence took the job out of manual review
-	EventSettled  EventKind = "settled"
-	EventNow      EventKind = "now" // where the job stands
+	EventEnqueued  EventKind = "enqueued"
+	EventClaimed   EventKind = "claimed"    // a process claimed the job (the attempts log)
+	EventTakenOver EventKind = "taken_over" // a process took over an expired lease (the attempts log)
+	EventEvidence  EventKind = "evidence"   // a provider response, a reconcile result, an operator finding
+	EventWebhook   EventKind = "webhook"
+	EventAudit     EventKind = "audit" // an operator's action, a request, an approval
+	EventWoken     EventKind = "woken" // new evidence took the job out of manual review
+	EventSettled   EventKind = "settled"
+	EventNow       EventKind = "now" // where the job stands
 )
 
 // Event is one line of a job's timeline.
@@ -369,13 +371,22 @@ type JobView struct {
 	Timeline []Event   `json:"timeline"`
 }
 
-// Attempt is one fencing token of a job: what started it and the
-// evidence its holder recorded. Claims and takeovers leave no record of
-// their own, so an attempt that no audit entry started says "a claim or a
-// takeover".
+// Attempt is one fencing token of a job: what started it (the attempts
+// log's claim, takeover or resolution), which process or operator held it,
+// when, its lease, and the evidence its holder recorded. An attempt taken
+// before the attempts log existed has no row: its Op is empty and StartedBy
+// says "a claim or a takeover (not recorded)".
 type Attempt struct {
-	Attempt   int64   `json:"attempt"`
-	StartedBy string  `json:"started_by"`
-	AuditID   int64   `json:"audit_id,omitempty"`
-	Evidence  []int64 `json:"evidence"`
+	Attempt int64 `json:"attempt"`
+	// Op is fencedwrite.AttemptClaim, AttemptTakeover or
+	// AttemptResolution; empty when the log has no row.
+	Op string `json:"op,omitempty"`
+	// Holder is the process that claimed or took over the attempt
+	// (ClaimOptions.Holder), or the operator who resolved.
+	Holder     string     `json:"holder,omitempty"`
+	ClaimedAt  *time.Time `json:"claimed_at,omitempty"`
+	LeaseUntil *time.Time `json:"lease_until,omitempty"`
+	StartedBy  string     `json:"started_by"`
+	AuditID    int64      `json:"audit_id,omitempty"`
+	Evidence   []int64    `json:"evidence"`
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/ent/refundjobattempt"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/audit"
@@ -409,16 +410,30 @@ func (s *Service) Job(ctx context.Context, id int64) (*JobView, error) {
 	if v.Approvals, err = s.approvals(ctx, s.c, "`job_id` = ? ORDER BY `id`", id); err != nil {
 		return nil, fmt.Errorf("read job %d: %w", id, err)
 	}
-	v.Attempts = attempts(v)
+	logged, err := s.c.RefundJobAttempt.Query().Where(refundjobattempt.JobID(id)).Order(refundjobattempt.ByAttempt()).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read attempts of job %d: %w", id, err)
+	}
+	v.Attempts = attempts(v, logged)
 	v.Timeline = timeline(v)
 	return v, nil
 }
 
-// attempts lists the job's attempts from 1 to its current one.
-func attempts(v *JobView) []Attempt {
+// attempts lists the job's attempts from 1 to its current one, with the
+// attempts log's rows (logged).
+func attempts(v *JobView, logged []*ent.RefundJobAttempt) []Attempt {
 	out := make([]Attempt, v.Attempt)
 	for i := range out {
-		out[i] = Attempt{Attempt: int64(i) + 1, StartedBy: "a claim or a takeover", Evidence: []int64{}}
+		out[i] = Attempt{Attempt: int64(i) + 1, StartedBy: "a claim or a takeover (not recorded)", Evidence: []int64{}}
+	}
+	for _, r := range logged {
+		if r.Attempt < 1 || r.Attempt > v.Attempt {
+			continue
+		}
+		a := &out[r.Attempt-1]
+		claimed := r.ClaimedAt.UTC()
+		a.Op, a.Holder, a.ClaimedAt, a.LeaseUntil = string(r.Op), r.Holder, &claimed, utc(r.LeaseUntil)
+		a.StartedBy = fmt.Sprintf("%s by %s", r.Op, r.Holder)
 	}
 	for _, a := range v.Audit {
 		if a.Outcome == audit.OutcomeDone && a.AttemptAfter == a.AttemptBefore+1 && a.AttemptAfter >= 1 && a.AttemptAfter <= v.Attempt {
@@ -452,6 +467,20 @@ func timeline(v *JobView) []Event {
 		}
 		evs = append(evs, Event{At: e.ReceivedAt, Kind: kind, Attempt: e.Attempt, Ref: e.ID, Text: text})
 	}
+	for _, a := range v.Attempts {
+		if a.ClaimedAt == nil || a.Op == fencedwrite.AttemptResolution { // a resolution is the audit's entry
+			continue
+		}
+		text := fmt.Sprintf("%s by %s", a.Op, a.Holder)
+		if a.LeaseUntil != nil {
+			text += ", leased until " + a.LeaseUntil.Format(TimeFormat)
+		}
+		kind := EventClaimed
+		if a.Op == fencedwrite.AttemptTakeover {
+			kind = EventTakenOver
+		}
+		evs = append(evs, Event{At: *a.ClaimedAt, Kind: kind, Attempt: a.Attempt, Text: text})
+	}
 	for _, a := range v.Audit {
 		kind, text := EventAudit, fmt.Sprintf("%s %s by %s", a.Action, a.Outcome, a.Operator)
 		if a.RequestedBy != "" {
@@ -481,7 +510,7 @@ func timeline(v *JobView) []Event {
 	case v.State == string(refundjob.StateManualReview):
 		now += ": " + oneLine(v.ReviewReason)
 	}
-	rank := map[EventKind]int{EventEnqueued: 0, EventEvidence: 1, EventWebhook: 2, EventAudit: 3, EventWoken: 4, EventSettled: 5}
+	rank := map[EventKind]int{EventEnqueued: 0, EventClaimed: 1, EventTakenOver: 2, EventEvidence: 3, EventWebhook: 4, EventAudit: 5, EventWoken: 6, EventSettled: 7}
 	slices.SortStableFunc(evs, func(a, b Event) int {
 		if c := a.At.Compare(b.At); c != 0 {
 			return c

@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/operator"
 	"github.com/fencekit/fencekit/provider"
 )
@@ -108,7 +112,12 @@ func TestQueueSearchAndJobViews(t *testing.T) {
 		if first.Ledger == nil || first.Ledger.Status != "refunded" || len(first.Audit) != 1 || len(first.Evidence) != 1 {
 			t.Fatalf("view: %s", a)
 		}
-		if len(first.Attempts) != 2 || first.Attempts[0].StartedBy != "a claim or a takeover" || first.Attempts[1].StartedBy != "resolve_succeeded by alice" {
+		// The attempts log names the process of the claim and the operator
+		// of the resolution; the audit says what the resolution was.
+		if len(first.Attempts) != 2 || first.Attempts[0].Op != "claim" || first.Attempts[0].Holder != fencedwrite.DefaultHolder() ||
+			first.Attempts[0].StartedBy != "claim by "+fencedwrite.DefaultHolder() || first.Attempts[0].LeaseUntil == nil ||
+			first.Attempts[1].Op != "resolution" || first.Attempts[1].Holder != "alice" || first.Attempts[1].LeaseUntil != nil ||
+			first.Attempts[1].StartedBy != "resolve_succeeded by alice" {
 			t.Fatalf("attempts: %+v", first.Attempts)
 		}
 		last := first.Timeline[len(first.Timeline)-1]
@@ -119,4 +128,60 @@ func TestQueueSearchAndJobViews(t *testing.T) {
 			t.Fatalf("an unknown job: %v", err)
 		}
 	})
+}
+
+// A job's view says which process held each attempt, after a takeover moved
+// the row on (the zombie operators ask about), and which operator's
+// resolution took the next: from the attempts log, written with each claim,
+// takeover and resolution.
+func TestJobViewNamesEveryAttemptsHolder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	req := ent.RefundJobEnqueue{OperationKey: "held-1", PaymentRef: "pay-h", AmountMinor: 990, Currency: "EUR"}
+	job, _, err := e.c.RefundJob.Enqueue(ctx, req, ledger.Open(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.Client().RefundJob.Claim(ctx, job.ID, fencedwrite.ClaimOptions{Lease: time.Microsecond, Holder: "worker-a.example/101"}); err != nil {
+		t.Fatal(err)
+	}
+	var expired bool
+	if err := e.d.RawDB().QueryRow("SELECT lease_until < "+fencedwrite.ClockUTC+" FROM refund_jobs WHERE id = ?", job.ID).Scan(&expired); err != nil || !expired {
+		t.Fatalf("the lease has not expired on the database clock (%v)", err)
+	}
+	lb, err := e.d.Client().RefundJob.Takeover(ctx, job.ID, fencedwrite.ClaimOptions{Holder: "worker-b.example/202"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.RefundJob.Apply(ctx, lb.ManualReview("not found after the lag window", "{}", ""), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ops.Resolve(ctx, operator.Resolution{JobID: job.ID, As: operator.AsReconcile, Reason: "ask again", Operator: "alice", SeenAttempt: 2}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.ops.Job(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ op, holder string }{{"claim", "worker-a.example/101"}, {"takeover", "worker-b.example/202"}, {"resolution", "alice"}}
+	if len(v.Attempts) != len(want) {
+		t.Fatalf("attempts: %+v", v.Attempts)
+	}
+	for i, w := range want {
+		a := v.Attempts[i]
+		if a.Attempt != int64(i+1) || a.Op != w.op || a.Holder != w.holder || a.ClaimedAt == nil || (a.LeaseUntil == nil) != (w.op == "resolution") {
+			t.Errorf("attempt %d: %+v, want %s by %s", i+1, a, w.op, w.holder)
+		}
+	}
+	if !v.Attempts[1].LeaseUntil.Equal(lb.LeaseUntil()) || !v.Attempts[1].ClaimedAt.Equal(lb.ClaimedAt()) {
+		t.Errorf("the takeover's lease %v from %v, its lease says %v from %v", v.Attempts[1].LeaseUntil, v.Attempts[1].ClaimedAt, lb.LeaseUntil(), lb.ClaimedAt())
+	}
+	var kinds []operator.EventKind
+	for _, ev := range v.Timeline {
+		kinds = append(kinds, ev.Kind)
+	}
+	if !slices.Contains(kinds, operator.EventClaimed) || !slices.Contains(kinds, operator.EventTakenOver) {
+		t.Errorf("the timeline lacks the claim or the takeover: %v", kinds)
+	}
 }

@@ -229,6 +229,10 @@ func (s *Service) apply(ctx context.Context, j *ent.RefundJob, as Action, e audi
 	e.StateBefore, e.AttemptBefore, e.StateAfter, e.AttemptAfter = string(j.State), j.Attempt, res.State, res.Attempt
 	then = append(then, extra...)
 	then = append(then, func(ctx context.Context, tx *ent.Tx) error {
+		// The attempts log names who took the attempt: the operator who
+		// resolved (the approver of an approved request).
+		return tx.RefundJob.RecordResolution(ctx, j.ID, res.Attempt, e.Operator)
+	}, func(ctx context.Context, tx *ent.Tx) error {
 		id, err := audit.Record(ctx, tx, e)
 		res.AuditID = id
 		return err

@@ -87,6 +87,11 @@ type Config struct {
 	// SkewMargin covers clock differences between us and the provider, in
 	// the idempotency key's window.
 	SkewMargin time.Duration
+	// Holder names this process in the attempts log (which process held
+	// each attempt it claims or takes over): printable ASCII, at most
+	// fencedwrite.MaxHolderLen characters. Empty means
+	// fencedwrite.DefaultHolder ("hostname/pid").
+	Holder string
 	// PendingDelay, RetryDelay and LagPoll are how long a rescheduled job
 	// waits: after a pending answer, after a refusal to process (rate
 	// limited, key in use, failed lookup), and at least, inside the
@@ -315,8 +320,15 @@ func (c Config) validate() error {
 			bad(name, "must be positive, got %v", d)
 		}
 	}
+	if c.Holder != "" {
+		if err := fencedwrite.ValidHolder(c.Holder); err != nil {
+			bad("Holder", "%s", err.Error())
+		}
+	}
 	if c.Provider != nil {
-		if err := c.claimOptions().Validate(); err != nil {
+		o := c.claimOptions()
+		o.Holder = "" // checked above, under its own name
+		if err := o.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -326,7 +338,7 @@ func (c Config) validate() error {
 // claimOptions are the claims' options: the lease, and the key's window
 // from the provider's declared retention.
 func (c Config) claimOptions() fencedwrite.ClaimOptions {
-	o := fencedwrite.ClaimOptions{Lease: c.Lease, ProviderTimeout: c.ProviderTimeout, SkewMargin: c.SkewMargin}
+	o := fencedwrite.ClaimOptions{Lease: c.Lease, ProviderTimeout: c.ProviderTimeout, SkewMargin: c.SkewMargin, Holder: c.Holder}
 	if c.Provider != nil {
 		o.KeyRetention = c.Provider.Capabilities().KeyRetention
 	}

@@ -34,6 +34,8 @@ func TestNewNamesEveryBadField(t *testing.T) {
 		WriteBackConns:  65,
 		// A share of the budget, not a number of tokens.
 		ReconcileReserve: 2,
+		// A holder that would forge a line of the attempts log's pages.
+		Holder: "worker-a/1\nworker-b/2",
 	})
 	if err == nil {
 		t.Fatal("New accepted a config with no DB, no provider and negative durations")
@@ -43,7 +45,7 @@ func TestNewNamesEveryBadField(t *testing.T) {
 	}
 	for _, field := range []string{"worker.Config.DB", "worker.Config.Provider", "worker.Config.BudgetName", "worker.Config.BudgetRate",
 		"worker.Config.BudgetBurst", "worker.Config.Workers", "worker.Config.ScanInterval", "worker.Config.ProviderTimeout",
-		"worker.Config.WriteBackBatch", "worker.Config.WriteBackConns", "worker.Config.ReconcileReserve"} {
+		"worker.Config.WriteBackBatch", "worker.Config.WriteBackConns", "worker.Config.ReconcileReserve", "worker.Config.Holder"} {
 		if !strings.Contains(err.Error(), field+":") {
 			t.Errorf("the error does not name %s: %v", field, err)
 		}

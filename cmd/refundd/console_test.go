@@ -120,8 +120,9 @@ func TestRunServesTheConsole(t *testing.T) {
 	if code, _ := get(t, addr, "/webhooks"); code != http.StatusNotFound {
 		t.Errorf("/webhooks on the console: %d, want 404", code)
 	}
-	// Signed in, the dashboard shows this process's counters and the
-	// fleet's budget, which the worker opened.
+	// Signed in, the dashboard shows the fleet's takeovers (the attempts
+	// log), this process's counters and the fleet's budget, which the
+	// worker opened.
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
 	resp, err = c.Get("http://" + addr + "/login")
@@ -140,7 +141,8 @@ func TestRunServesTheConsole(t *testing.T) {
 	}
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`<span id="who">rita</span>`, "takeovers <strong>0</strong>", "reconcile share", `id="budget"`} {
+	for _, want := range []string{`<span id="who">rita</span>`, "Takeovers, whole fleet, last 1h", "This process only, since it started",
+		"stale writes refused by the fence <strong>0</strong>", "takeovers by this process 0", "reconcile share", `id="budget"`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the dashboard (%d) lacks %q", resp.StatusCode, want)
 		}

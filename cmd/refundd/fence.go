@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/fencekit/fencekit/internal/term"
 	"github.com/fencekit/fencekit/migrations"
 )
 
@@ -124,7 +125,7 @@ func printFenceReport(out io.Writer, mode migrations.FenceMode, groups []migrati
 		// The account, the program name and the statement are the
 		// writer's: printed inert, so that an ESC sequence or a newline in
 		// them cannot rewrite the operator's screen or forge a row.
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Count, inert(g.Account), inert(prog), inert(g.Rule), inert(g.Shape),
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Count, term.Inert(g.Account), term.Inert(prog), term.Inert(g.Rule), term.Inert(g.Shape),
 			g.First.Format(time.DateTime), g.Last.Format(time.DateTime), strings.Join(rows, ","))
 	}
 	return w.Flush()

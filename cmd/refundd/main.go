@@ -45,6 +45,7 @@ import (
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/chaos"
 	"github.com/fencekit/fencekit/internal/scratchdb"
+	"github.com/fencekit/fencekit/internal/term"
 	"github.com/fencekit/fencekit/migrations"
 )
 
@@ -66,7 +67,7 @@ func main() {
 func printError(w io.Writer, err error) {
 	lines := strings.Split(err.Error(), "\n")
 	for i, l := range lines {
-		lines[i] = inert(l)
+		lines[i] = term.Inert(l)
 	}
 	fmt.Fprintln(w, "refundd: "+strings.Join(lines, "\n  "))
 }

@@ -10,12 +10,9 @@ import (
 	"net/http"
 	"os"
 	"os/user"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
@@ -23,6 +20,7 @@ import (
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/money"
+	"github.com/fencekit/fencekit/internal/term"
 	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/operator"
 	"github.com/fencekit/fencekit/provider"
@@ -311,8 +309,8 @@ func printJobs(out io.Writer, p operator.JobsPage) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tOPERATION KEY\tPAYMENT\tAMOUNT\tSTATE\tATTEMPT\tNEXT\tPROVIDER REFUND\tREASON")
 	for _, j := range p.Jobs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", j.ID, inert(j.OperationKey), inert(j.PaymentRef), inert(j.Amount.String()), j.State, j.Attempt, next(j),
-			orDash(inert(j.ProviderRefundID)), orDash(inert(j.Reason)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", j.ID, term.Inert(j.OperationKey), term.Inert(j.PaymentRef), term.Inert(j.Amount.String()), j.State, j.Attempt, next(j),
+			orDash(term.Inert(j.ProviderRefundID)), orDash(term.Inert(j.Reason)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -324,8 +322,8 @@ func printQueue(out io.Writer, p operator.QueuePage) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tOPERATION KEY\tPAYMENT\tAMOUNT\tIN REVIEW SINCE\tAGE\tATTEMPT\tREASON")
 	for _, it := range p.Items {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", it.ID, inert(it.OperationKey), inert(it.PaymentRef), inert(it.Amount.String()), it.Since.Format(tf),
-			it.Age.Truncate(time.Second), it.Attempt, orDash(inert(it.Reason)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", it.ID, term.Inert(it.OperationKey), term.Inert(it.PaymentRef), term.Inert(it.Amount.String()), it.Since.Format(tf),
+			it.Age.Truncate(time.Second), it.Attempt, orDash(term.Inert(it.Reason)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -337,7 +335,7 @@ func printDepartures(out io.Writer, p operator.DeparturesPage) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LEFT AT\tID\tOPERATION KEY\tBY\tACTION\tNOW\tWHY")
 	for _, d := range p.Departures {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s@%d\t%s\n", d.At.Format(tf), d.JobID, inert(d.OperationKey), inert(d.Operator), d.Action, d.StateAfter, d.AttemptAfter, inert(d.Why))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s@%d\t%s\n", d.At.Format(tf), d.JobID, term.Inert(d.OperationKey), term.Inert(d.Operator), d.Action, d.StateAfter, d.AttemptAfter, term.Inert(d.Why))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -358,10 +356,10 @@ func printNext(out io.Writer, n int, cursor string) error {
 // approval requests, each in the view's deterministic order.
 func printJob(out io.Writer, v *operator.JobView) error {
 	w := &errWriter{w: out}
-	w.printf("job %d  %s  %s at attempt %d\n", v.ID, inert(v.OperationKey), v.State, v.Attempt)
-	w.printf("  request      payment %s, %s\n", inert(v.PaymentRef), inert(v.Amount.String()))
+	w.printf("job %d  %s  %s at attempt %d\n", v.ID, term.Inert(v.OperationKey), v.State, v.Attempt)
+	w.printf("  request      payment %s, %s\n", term.Inert(v.PaymentRef), term.Inert(v.Amount.String()))
 	w.printf("  next         %s\n", next(v.JobSummary))
-	w.printf("  provider id  %s\n", orDash(inert(v.ProviderRefundID)))
+	w.printf("  provider id  %s\n", orDash(term.Inert(v.ProviderRefundID)))
 	if v.LeaseUntil != nil && v.State == "running" {
 		w.printf("  lease until  %s\n", v.LeaseUntil.Format(tf))
 	}
@@ -372,13 +370,13 @@ func printJob(out io.Writer, v *operator.JobView) error {
 		if f.v != "" {
 			lines := strings.Split(f.v, "\n")
 			for i := range lines {
-				lines[i] = inert(lines[i])
+				lines[i] = term.Inert(lines[i])
 			}
 			w.printf("  %-12s %s\n", f.label, strings.Join(lines, "\n               "))
 		}
 	}
 	if v.Ledger != nil {
-		w.printf("  ledger       %s %s\n", v.Ledger.Status, inert(v.Ledger.ProviderRefundID))
+		w.printf("  ledger       %s %s\n", v.Ledger.Status, term.Inert(v.Ledger.ProviderRefundID))
 	} else {
 		w.printf("  ledger       none\n")
 	}
@@ -392,11 +390,20 @@ func printJob(out io.Writer, v *operator.JobView) error {
 		if e.Attempt != 0 {
 			attempt = fmt.Sprintf("@%d", e.Attempt)
 		}
-		w.printf("  %s  %-8s %-4s %s\n", at, e.Kind, attempt, inert(e.Text))
+		w.printf("  %s  %-8s %-4s %s\n", at, e.Kind, attempt, term.Inert(e.Text))
 	}
 	w.printf("attempts (%d)\n", len(v.Attempts))
 	for _, a := range v.Attempts {
-		w.printf("  @%d %s, evidence %v\n", a.Attempt, a.StartedBy, a.Evidence)
+		// Which process (or operator) held the attempt, from the attempts
+		// log; "-" for an attempt taken before the log existed.
+		held := fmt.Sprintf("%-10s %s", orDash(a.Op), orDash(term.Inert(a.Holder)))
+		if a.ClaimedAt != nil {
+			held += " at " + a.ClaimedAt.Format(tf)
+		}
+		if a.LeaseUntil != nil {
+			held += ", lease until " + a.LeaseUntil.Format(tf)
+		}
+		w.printf("  @%d %s; %s, evidence %v\n", a.Attempt, held, term.Inert(a.StartedBy), a.Evidence)
 	}
 	w.printf("evidence (%d)\n", len(v.Evidence))
 	for _, e := range v.Evidence {
@@ -404,20 +411,20 @@ func printJob(out io.Writer, v *operator.JobView) error {
 		if e.ProcessedAt != nil {
 			processed = "processed"
 		}
-		w.printf("  #%d %s %s %s %s attempt=%d %s: %s\n", e.ID, e.ReceivedAt.Format(tf), e.Source, e.Status, orDash(inert(e.ProviderRefundID)), e.Attempt, processed, oneLine(e.Payload))
+		w.printf("  #%d %s %s %s %s attempt=%d %s: %s\n", e.ID, e.ReceivedAt.Format(tf), e.Source, e.Status, orDash(term.Inert(e.ProviderRefundID)), e.Attempt, processed, oneLine(e.Payload))
 	}
 	w.printf("audit (%d)\n", len(v.Audit))
 	for _, a := range v.Audit {
-		by := inert(a.Operator)
+		by := term.Inert(a.Operator)
 		if a.RequestedBy != "" {
-			by += fmt.Sprintf(" (approving request %d of %s)", a.ApprovalID, inert(a.RequestedBy))
+			by += fmt.Sprintf(" (approving request %d of %s)", a.ApprovalID, term.Inert(a.RequestedBy))
 		}
 		override := ""
 		if a.Override {
 			override = " OVERRIDE"
 		}
 		w.printf("  #%d %s %s %s by %s%s: %s@%d -> %s@%d %s: %s\n", a.ID, a.RecordedAt.Format(tf), a.Action, a.Outcome, by, override,
-			a.StateBefore, a.AttemptBefore, a.StateAfter, a.AttemptAfter, orDash(inert(a.RefundID)), oneLine(a.Reason))
+			a.StateBefore, a.AttemptBefore, a.StateAfter, a.AttemptAfter, orDash(term.Inert(a.RefundID)), oneLine(a.Reason))
 	}
 	if len(v.Approvals) > 0 {
 		w.printf("approval requests (%d)\n", len(v.Approvals))
@@ -577,37 +584,9 @@ func approve(ctx context.Context, dsn string, f approveFlags, out io.Writer) err
 
 // oneLine is s on one line, inert in a terminal, at most 120 bytes.
 func oneLine(s string) string {
-	s = inert(strings.Join(strings.Fields(s), " "))
+	s = term.Inert(strings.Join(strings.Fields(s), " "))
 	if len(s) > 120 {
 		s = s[:117] + "..."
 	}
 	return s
-}
-
-// inert makes text that providers, webhooks or other operators wrote safe
-// to print on an operator's terminal: control characters (ESC sequences
-// can erase or rewrite lines, CR and LF can forge a row), Unicode format
-// characters (bidi overrides reorder what is read), line separators and
-// invalid UTF-8 are printed escaped as Go quotes them ("\x1b", "\u202e").
-func inert(s string) string {
-	if !strings.ContainsFunc(s, unsafeRune) && utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unsafeRune(r):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }

@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencekit/fencekit/evidence"
+	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 )
@@ -291,6 +294,46 @@ func TestAttackerTextIsInertInTheTerminal(t *testing.T) {
 		}
 		if !strings.Contains(out, `lookup lag\x1b[2K`) {
 			t.Errorf("refundd %v does not show the reason's control characters escaped:\n%s", args, out)
+		}
+	}
+}
+
+// refundd jobs -id N says which process held each attempt, after a takeover
+// moved the job on: the claim's holder and the takeover's, with when and
+// the lease.
+func TestJobsShowsEachAttemptsHolder(t *testing.T) {
+	t.Parallel()
+	c := cli{t: t, dsn: migratedDSN(t)}
+	c.must("enqueue", "-key", "held-1", "-payment", "pay-1", "-amount", "10.01", "-currency", "EUR")
+	cl, err := openClient(c.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if _, err := cl.RefundJob.Claim(ctx, 1, fencedwrite.ClaimOptions{Lease: time.Microsecond, Holder: "worker-a.example/101"}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("mysql", c.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var expired bool
+	if err := raw.QueryRow("SELECT lease_until < " + fencedwrite.ClockUTC + " FROM refund_jobs WHERE id = 1").Scan(&expired); err != nil || !expired {
+		t.Fatalf("the lease has not expired on the database clock (%v)", err)
+	}
+	l, err := cl.RefundJob.Takeover(ctx, 1, fencedwrite.ClaimOptions{Holder: "worker-b.example/202"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := c.must("jobs", "-id", "1")
+	for _, want := range []string{
+		"@1 claim      worker-a.example/101 at ",
+		fmt.Sprintf("@2 takeover   worker-b.example/202 at %s, lease until %s; takeover by worker-b.example/202", l.ClaimedAt().Format(tf), l.LeaseUntil().Format(tf)),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("jobs -id 1 lacks %q:\n%s", want, out)
 		}
 	}
 }

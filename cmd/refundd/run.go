@@ -38,6 +38,8 @@ type runFlags struct {
 	keyRetention, lookupLag, skewMargin                  time.Duration
 	lockWait                                             time.Duration
 	pendingDelay, retryDelay, lagPoll                    time.Duration
+	// holder names this process in the attempts log (-holder).
+	holder string
 	// hooks, not a flag, are the worker's hooks: refundd chaos-agent's
 	// (internal/chaos) for the processes of the chaos fleet, none for run.
 	hooks worker.Hooks
@@ -85,6 +87,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.pendingDelay, "pending-delay", worker.DefaultPendingDelay, "how long after a pending answer the refund is reconciled")
 	fs.DurationVar(&f.retryDelay, "retry-delay", worker.DefaultRetryDelay, "how long a job waits after a refusal to process (rate limited, key in use, failed lookup)")
 	fs.DurationVar(&f.lagPoll, "lag-poll", worker.DefaultLagPoll, "the least wait inside the provider's lookup-lag window")
+	fs.StringVar(&f.holder, "holder", fencedwrite.DefaultHolder(), "this process's name in the attempts log (which process held each attempt it claims or takes over): printable ASCII, at most 255 characters")
 	f.console.register(fs)
 	f.dispatch.register(fs, true)
 }
@@ -105,6 +108,9 @@ func (f runFlags) check(secret string) error {
 	}
 	if f.httpTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-http-timeout must be positive, got %v", f.httpTimeout))
+	}
+	if err := fencedwrite.ValidHolder(f.holder); err != nil {
+		errs = append(errs, fmt.Errorf("-holder %q: %w", f.holder, err))
 	}
 	if err := f.console.check(f.listen, f.operatorListen, f.noWebhooks); err != nil {
 		errs = append(errs, err)
@@ -197,6 +203,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		ScanInterval:     f.scan,
 		ProviderTimeout:  f.timeout,
 		SkewMargin:       f.skewMargin,
+		Holder:           f.holder,
 		PendingDelay:     f.pendingDelay,
 		RetryDelay:       f.retryDelay,
 		LagPoll:          f.lagPoll,

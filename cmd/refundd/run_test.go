@@ -137,7 +137,7 @@ func TestRunServersBoundEveryRequest(t *testing.T) {
 
 // refundd run refuses to start, naming the flag, without a webhook secret
 // (unless -no-webhooks), with a provider URL that is not an absolute
-// http(s) URL, and with another outbound budget than the fleet's (unless
+// http(s) URL, with a -holder the attempts log would refuse, and with another outbound budget than the fleet's (unless
 // -change-budget, which it logs).
 func TestRunRefusesToStart(t *testing.T) {
 	dsn := migratedDSN(t)
@@ -177,6 +177,12 @@ func TestRunRefusesToStart(t *testing.T) {
 		t.Run(fmt.Sprintf("with the provider lookups %q", l), func(t *testing.T) {
 			t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec")
 			refused(t, []string{"-provider-lookups"}, "-provider-url", srv.URL(), "-provider-lookups", l)
+		})
+	}
+	for _, h := range []string{"", "worker-a/1\nworker-b/2", "w\x1b[2J", strings.Repeat("h", 256)} {
+		t.Run(fmt.Sprintf("with the holder %.20q", h), func(t *testing.T) {
+			t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec")
+			refused(t, []string{"-holder"}, "-provider-url", srv.URL(), "-holder", h)
 		})
 	}
 	for _, tc := range []struct {

@@ -22,7 +22,11 @@ const (
 	DefaultConfirmTimeout = 5 * time.Second
 	// DefaultPublishAttempts is how many times a publish is sent before
 	// Publish gives up on it (ErrNotConfirmed): the scan finds its job.
-	DefaultPublishAttempts = 3
+	// Eight attempts wait about 11 s in all (0.1 s doubling, at most 5 s):
+	// long enough for a quorum queue declared a moment ago to elect its
+	// leader on a busy broker, which nacks until then (three, 0.3 s in all,
+	// ran out under load).
+	DefaultPublishAttempts = 8
 	// DefaultReconnectDelay is the first wait after a lost connection; it
 	// doubles on every failed dial, up to DefaultReconnectMax.
 	DefaultReconnectDelay = 100 * time.Millisecond

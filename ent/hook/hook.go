@@ -45,6 +45,18 @@ func (f RefundJobFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, e
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RefundJobMutation", m)
 }
 
+// The RefundJobAttemptFunc type is an adapter to allow the use of ordinary
+// function as RefundJobAttempt mutator.
+type RefundJobAttemptFunc func(context.Context, *ent.RefundJobAttemptMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RefundJobAttemptFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RefundJobAttemptMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RefundJobAttemptMutation", m)
+}
+
 // Condition is a hook condition function.
 type Condition func(context.Context, ent.Mutation) bool
 

@@ -120,11 +120,40 @@ var (
 			},
 		},
 	}
+	// RefundJobAttemptsColumns holds the columns for the "refund_job_attempts" table.
+	RefundJobAttemptsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "job_id", Type: field.TypeInt64},
+		{Name: "attempt", Type: field.TypeInt64},
+		{Name: "op", Type: field.TypeEnum, Enums: []string{"claim", "takeover", "resolution"}},
+		{Name: "holder", Type: field.TypeString, SchemaType: map[string]string{"mysql": "varchar(255)"}},
+		{Name: "claimed_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "lease_until", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// RefundJobAttemptsTable holds the schema information for the "refund_job_attempts" table.
+	RefundJobAttemptsTable = &schema.Table{
+		Name:       "refund_job_attempts",
+		Columns:    RefundJobAttemptsColumns,
+		PrimaryKey: []*schema.Column{RefundJobAttemptsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "refund_job_attempts_job",
+				Unique:  true,
+				Columns: []*schema.Column{RefundJobAttemptsColumns[1], RefundJobAttemptsColumns[2]},
+			},
+			{
+				Name:    "refund_job_attempts_op",
+				Unique:  false,
+				Columns: []*schema.Column{RefundJobAttemptsColumns[3], RefundJobAttemptsColumns[5]},
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		RefundObservationsTable,
 		RefundsTable,
 		RefundJobsTable,
+		RefundJobAttemptsTable,
 	}
 )
 
@@ -137,5 +166,8 @@ func init() {
 	}
 	RefundJobsTable.Annotation = &entsql.Annotation{
 		Table: "refund_jobs",
+	}
+	RefundJobAttemptsTable.Annotation = &entsql.Annotation{
+		Table: "refund_job_attempts",
 	}
 }

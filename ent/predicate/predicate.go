@@ -14,3 +14,6 @@ type Refund func(*sql.Selector)
 
 // RefundJob is the predicate function for refundjob builders.
 type RefundJob func(*sql.Selector)
+
+// RefundJobAttempt is the predicate function for refundjobattempt builders.
+type RefundJobAttempt func(*sql.Selector)

@@ -128,6 +128,14 @@ func (RefundJob) Indexes() []ent.Index {
 func (RefundJob) Annotations() []schema.Annotation {
 	return []schema.Annotation{
 		entsql.Annotation{Table: "refund_jobs"},
-		fencedwrite.Job("operation_key", "payment_ref", "amount_minor", "currency"),
+		fenced(),
 	}
+}
+
+// fenced is the job table's annotation: the conventional names, and the
+// attempts log (RefundJobAttempt).
+func fenced() fencedwrite.Annotation {
+	a := fencedwrite.Job("operation_key", "payment_ref", "amount_minor", "currency")
+	a.Attempts = "refund_job_attempts"
+	return a
 }

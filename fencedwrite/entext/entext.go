@@ -60,6 +60,9 @@ func (*Extension) Hooks() []gen.Hook {
 				if _, err := fenced(n); err != nil {
 					errs = append(errs, err)
 				}
+				if table := attemptsOf(n); table != "" {
+					errs = append(errs, checkAttempts(g, n, table)...)
+				}
 			}
 			if err := errors.Join(errs...); err != nil {
 				return err
@@ -163,6 +166,78 @@ func fenced(n *gen.Type) (*Spec, error) {
 	return spec, nil
 }
 
+// attemptsOf returns the attempts log that n's Fenced annotation names,
+// or "".
+func attemptsOf(n *gen.Type) string {
+	raw, ok := n.Annotations[fencedwrite.Annotation{}.Name()]
+	if !ok || raw == nil {
+		return ""
+	}
+	var a struct {
+		Attempts string `json:"attempts"`
+	}
+	if buf, err := json.Marshal(raw); err == nil && json.Unmarshal(buf, &a) == nil {
+		return a.Attempts
+	}
+	return "" // fenced reports the undecodable annotation
+}
+
+// attemptsColumns are the attempts log's columns and their types.
+var attemptsColumns = []struct {
+	name     string
+	typ      field.Type
+	nullable bool
+}{
+	{"job_id", field.TypeInt64, false},
+	{"attempt", field.TypeInt64, false},
+	{"op", field.TypeEnum, false},
+	{"holder", field.TypeString, false},
+	{"claimed_at", field.TypeTime, false},
+	{"lease_until", field.TypeTime, true},
+}
+
+// checkAttempts checks that the attempts log named by fenced node n is an
+// entity of the graph with the log's columns, each immutable, and an op
+// enum that holds every operation.
+func checkAttempts(g *gen.Graph, n *gen.Type, table string) []error {
+	c := checker{n: n}
+	var log *gen.Type
+	for _, m := range g.Nodes {
+		if m.Table() == table {
+			log = m
+		}
+	}
+	if log == nil {
+		c.errf("Attempts", "names table %q, which no schema of the graph has", table)
+		return c.errs
+	}
+	for _, want := range attemptsColumns {
+		var f *gen.Field
+		for _, g := range log.Fields {
+			if g.StorageKey() == want.name {
+				f = g
+			}
+		}
+		switch {
+		case f == nil:
+			c.errf("Attempts", "table %q lacks the column %q", table, want.name)
+		case f.Type.Type != want.typ:
+			c.errf("Attempts", "column %q of %q must be a %s", want.name, table, want.typ)
+		case !f.Immutable:
+			c.errf("Attempts", "column %q of %q must be immutable: the log is append-only", want.name, table)
+		case f.Optional != want.nullable:
+			c.errf("Attempts", "column %q of %q must be %s", want.name, table, map[bool]string{true: "Optional", false: "required"}[want.nullable])
+		case want.typ == field.TypeEnum:
+			for _, v := range []string{fencedwrite.AttemptClaim, fencedwrite.AttemptTakeover, fencedwrite.AttemptResolution} {
+				if !slices.Contains(f.EnumValues(), v) {
+					c.errf("Attempts", "enum %q of %q lacks the value %q", want.name, table, v)
+				}
+			}
+		}
+	}
+	return c.errs
+}
+
 type checker struct {
 	n    *gen.Type
 	errs []error
@@ -250,7 +325,7 @@ func goOp(op fencedrt.Op) string {
 		"OpFail": fencedrt.OpFail, "OpWakeUp": fencedrt.OpWakeUp, "OpResolveSucceeded": fencedrt.OpResolveSucceeded,
 		"OpResolveReconcile": fencedrt.OpResolveReconcile, "OpResolveRefund": fencedrt.OpResolveRefund,
 		"OpClaimSendMany": fencedrt.OpClaimSendMany, "OpClaimReconcileMany": fencedrt.OpClaimReconcileMany, "OpTakeoverMany": fencedrt.OpTakeoverMany,
-		"OpCompleteMany": fencedrt.OpCompleteMany,
+		"OpCompleteMany": fencedrt.OpCompleteMany, "OpRecordClaims": fencedrt.OpRecordClaims, "OpRecordResolution": fencedrt.OpRecordResolution,
 	} {
 		if o == op {
 			return "fencedrt." + name
@@ -273,6 +348,7 @@ func goParam(p fencedrt.Param) string {
 		"ParamKeyWindow": fencedrt.ParamKeyWindow, "ParamProviderRef": fencedrt.ParamProviderRef, "ParamNextAction": fencedrt.ParamNextAction,
 		"ParamDelay": fencedrt.ParamDelay, "ParamLastError": fencedrt.ParamLastError, "ParamReason": fencedrt.ParamReason,
 		"ParamEvidence": fencedrt.ParamEvidence, "ParamKey": fencedrt.ParamKey, "ParamLimit": fencedrt.ParamLimit,
+		"ParamAttemptOp": fencedrt.ParamAttemptOp, "ParamHolder": fencedrt.ParamHolder,
 	} {
 		if q == p {
 			return "fencedrt." + name

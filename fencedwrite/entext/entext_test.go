@@ -129,6 +129,9 @@ func TestAnnotationMistakesAreNamed(t *testing.T) {
 		`annotation field LeaseUntil: column "lease_until" must be Optional and Nillable`,
 		`annotation field Writer: names column "writer_attempt", which the schema does not have`,
 		`annotation field Params: names column "amount_minor", which the schema does not have`,
+		`annotation field Attempts: enum "op" of "job_attempts" lacks the value "resolution"`,
+		`annotation field Attempts: column "holder" of "job_attempts" must be immutable: the log is append-only`,
+		`annotation field Attempts: table "job_attempts" lacks the column "lease_until"`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

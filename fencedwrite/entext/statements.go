@@ -234,6 +234,24 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 			stmts = append(stmts, many(st))
 		}
 	}
+	if a.Attempts != "" {
+		// The attempts log's rows are written after the fenced UPDATEs, in
+		// the same transaction: each reads the attempt back from its job,
+		// which the transaction holds locked and has just moved, so the
+		// row records exactly the attempt that commits with it.
+		cols := "(`job_id`, `attempt`, `op`, `holder`, `claimed_at`, `lease_until`)"
+		log := quote(a.Attempts)
+		stmts = append(stmts,
+			Stmt{Op: fencedrt.OpRecordClaims, Name: "RecordClaims",
+				Params: []fencedrt.Param{fencedrt.ParamAttemptOp, fencedrt.ParamHolder, fencedrt.ParamNow, fencedrt.ParamLeaseUntil, fencedrt.ParamIDs},
+				SQL: fmt.Sprintf("INSERT INTO %s %s SELECT j.%s, j.%s, ?, ?, ?, ? FROM %s j FORCE INDEX (PRIMARY) WHERE j.%[3]s IN (?) AND j.%[6]s = '%[7]s'",
+					log, cols, pk, quote(a.Token), t, quote(a.State), fencedwrite.StateRunning)},
+			Stmt{Op: fencedrt.OpRecordResolution, Name: "RecordResolution",
+				Params: []fencedrt.Param{fencedrt.ParamHolder, fencedrt.ParamID, fencedrt.ParamNewAttempt},
+				SQL: fmt.Sprintf("INSERT INTO %s %s SELECT j.%s, j.%s, '%s', ?, %s, NULL FROM %s j FORCE INDEX (PRIMARY) WHERE j.%[3]s = ? AND j.%[4]s = ?",
+					log, cols, pk, quote(a.Token), fencedwrite.AttemptResolution, clock, t)},
+		)
+	}
 	return stmts, compared
 }
 

@@ -135,7 +135,10 @@ func claimTx(ctx context.Context, tx dialect.Tx, t *Table, op Op, id int64, o fe
 	if err != nil {
 		return Claimed{}, err
 	}
-	return c, moveClaims(ctx, tx, t, next, []Claimed{c}, jobs[0].attempt)
+	if err := moveClaims(ctx, tx, t, next, []Claimed{c}, jobs[0].attempt); err != nil {
+		return Claimed{}, err
+	}
+	return c, recordClaims(ctx, tx, t, op, o.Holder, []Claimed{c})
 }
 
 // ClaimDue claims up to limit due ready jobs, oldest first, in one short
@@ -282,6 +285,11 @@ func batchTx(ctx context.Context, tx dialect.Tx, t *Table, scan, op Op, limit in
 		if moved[c.ID] {
 			claimed = append(claimed, c)
 		}
+	}
+	// One statement records the whole batch's attempts, whatever the
+	// number of groups.
+	if err := recordClaims(ctx, tx, t, op, o.Holder, claimed); err != nil {
+		return nil, err
 	}
 	return claimed, nil
 }

@@ -22,6 +22,13 @@ const (
 	OpReadKey      Op = "read key" // the request parameters a key was registered with, then whether the archive holds its job
 	OpInsert       Op = "insert"
 
+	// The attempts log (fencedwrite.Annotation.Attempts), where the table
+	// keeps one: a claim's or takeover's rows, one INSERT … SELECT for all
+	// the jobs of the transaction (the attempt read back from each job
+	// under the claim's row lock), and an operator resolution's row.
+	OpRecordClaims     Op = "record claims"
+	OpRecordResolution Op = "record resolution"
+
 	OpClaimSend        Op = "claim"           // ready → running, attempt+1, will send
 	OpClaimReconcile   Op = "claim reconcile" // ready → running, attempt+1, will reconcile
 	OpTakeover         Op = "takeover"        // running → running, attempt+1, reconcile
@@ -113,8 +120,10 @@ const (
 	ParamLastError   Param = "last error"
 	ParamReason      Param = "reason"
 	ParamEvidence    Param = "evidence"
-	ParamKey         Param = "key"   // the operation key
-	ParamLimit       Param = "limit" // how many rows a batch locks at most
+	ParamKey         Param = "key"        // the operation key
+	ParamLimit       Param = "limit"      // how many rows a batch locks at most
+	ParamAttemptOp   Param = "attempt op" // fencedwrite.AttemptClaim or AttemptTakeover
+	ParamHolder      Param = "holder"     // the process (or operator) that took the attempt
 )
 
 // RequestParam names the request parameter stored in column col (Enqueue).

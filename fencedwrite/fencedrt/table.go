@@ -41,7 +41,10 @@ type TableSpec struct {
 	// Request are the request's columns, the key first, in the order the
 	// claims' locking reads return them.
 	Request []string
-	Stmts   map[Op]Stmt
+	// Attempts is the attempts log's table, "" when the table keeps none;
+	// then it declares OpRecordClaims and OpRecordResolution.
+	Attempts string
+	Stmts    map[Op]Stmt
 }
 
 // Table is a checked TableSpec. Build it with MustTable.
@@ -112,6 +115,17 @@ func NewTable(spec TableSpec) (*Table, error) {
 			return nil, fmt.Errorf("fenced table %s: statement %q is missing", spec.Name, op)
 		}
 	}
+	for _, op := range []Op{OpRecordClaims, OpRecordResolution} {
+		s, ok := spec.Stmts[op]
+		switch {
+		case spec.Attempts == "" && ok:
+			return nil, fmt.Errorf("fenced table %s: statement %q without an attempts log", spec.Name, op)
+		case spec.Attempts != "" && !ok:
+			return nil, fmt.Errorf("fenced table %s: statement %q is missing", spec.Name, op)
+		case ok && !strings.HasPrefix(s.SQL, "INSERT INTO `"+spec.Attempts+"` "):
+			return nil, fmt.Errorf("fenced table %s: statement %q must insert into the attempts log %s", spec.Name, op, spec.Attempts)
+		}
+	}
 	for op, s := range spec.Stmts {
 		if err := spec.check(op, s); err != nil {
 			return nil, fmt.Errorf("fenced table %s: statement %q: %w", spec.Name, op, err)
@@ -130,10 +144,13 @@ func (spec TableSpec) check(op Op, s Stmt) error {
 		}
 	}
 	one, many := single(op)
+	if op == OpRecordClaims {
+		many = true // one row per job of the claim's transaction
+	}
 	if slices.ContainsFunc(s.Params, isList) != many {
 		return fmt.Errorf("only the many-row statements take lists (%q, %q)", ParamIDs, Each(ParamProviderRef))
 	}
-	if many {
+	if many && one != "" {
 		op = one
 	}
 	tr, ok := Transitions[op]
@@ -208,7 +225,8 @@ func paramsOf(s Stmt, frag string) []Param {
 func knownParam(p Param) bool {
 	switch p {
 	case ParamID, ParamIDs, ParamAttempt, ParamWriter, ParamNewAttempt, ParamLeaseUntil, ParamNow, ParamKeyWindow,
-		ParamProviderRef, ParamNextAction, ParamDelay, ParamLastError, ParamReason, ParamEvidence, ParamKey, ParamLimit:
+		ParamProviderRef, ParamNextAction, ParamDelay, ParamLastError, ParamReason, ParamEvidence, ParamKey, ParamLimit,
+		ParamAttemptOp, ParamHolder:
 		return true
 	}
 	if one, ok := eachOf(p); ok {

@@ -87,6 +87,24 @@ func TestTableRefusesUnfencedOrMisboundStatements(t *testing.T) {
 		}), "must set provider_refund_id per row"},
 		"a many-row claim without attempt+1":               {edit(fencedrt.OpClaimSendMany, noAttemptPlusOne), "attempt+1 is true in the state machine but false"},
 		"a many-row claim declaring the row's own attempt": {edit(fencedrt.OpClaimReconcileMany, selfDeclaredWriter), "declare the writer attempt"},
+		"attempts recorded into another table": {edit(fencedrt.OpRecordClaims, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, "INSERT INTO `refund_job_attempts` ", "INSERT INTO `refund_audit` ", 1)
+		}), "must insert into the attempts log refund_job_attempts"},
+		"the claims' attempts recorded one job only": {edit(fencedrt.OpRecordClaims, func(s *fencedrt.Stmt) {
+			s.SQL = strings.Replace(s.SQL, "IN (?)", "= ?", 1)
+			s.Params[len(s.Params)-1] = fencedrt.ParamID
+		}), "only the many-row statements take lists"},
+		"an attempts log without its statements": {func() fencedrt.TableSpec {
+			spec := good
+			spec.Stmts = maps.Clone(good.Stmts)
+			delete(spec.Stmts, fencedrt.OpRecordResolution)
+			return spec
+		}(), `statement "record resolution" is missing`},
+		"attempts statements without a log": {func() fencedrt.TableSpec {
+			spec := good
+			spec.Attempts = ""
+			return spec
+		}(), "without an attempts log"},
 	} {
 		_, err := fencedrt.NewTable(tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

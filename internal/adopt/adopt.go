@@ -24,10 +24,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/fencekit/fencekit/fencedwrite"
 )
@@ -156,35 +153,6 @@ func contains(list []string, s string) bool {
 }
 
 func quote(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
-
-// inert is s with control and Unicode format characters and invalid UTF-8
-// escaped as Go quotes them ("\n", "\x1b", "\u202e"): names the team chose
-// (columns, triggers, foreign keys) are printed in the plan's SQL comments
-// and in refusals, where a newline would end the comment and put a
-// statement of the name's into the plan, and an ESC sequence would rewrite
-// the engineer's terminal.
-func inert(s string) string {
-	if !strings.ContainsFunc(s, unsafeRune) && utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unsafeRune(r):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
-}
 
 // binary is col compared byte for byte, whatever its collation.
 func binary(col string) string { return "CAST(" + quote(col) + " AS BINARY)" }

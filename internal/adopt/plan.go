@@ -17,6 +17,7 @@ import (
 	atlasmysql "ariga.io/atlas/sql/mysql"
 	"ariga.io/atlas/sql/schema"
 
+	"github.com/fencekit/fencekit/internal/term"
 	"github.com/fencekit/fencekit/migrations"
 )
 
@@ -152,7 +153,7 @@ type planner struct {
 }
 
 func (pl *planner) refuse(format string, args ...any) {
-	pl.refusals = append(pl.refusals, inert(fmt.Sprintf(format, args...)))
+	pl.refusals = append(pl.refusals, term.Inert(fmt.Sprintf(format, args...)))
 }
 
 func (pl *planner) plan() error {
@@ -982,7 +983,7 @@ func (pl *planner) duplicates(idx *schema.Index) error {
 func (pl *planner) createTables() (Step, error) {
 	s := Step{
 		Name: "create-tables",
-		What: "creates fencekit's companion tables: the key registry, the ledger (refunds), the observation log, the provider budgets, the fence's mode, " +
+		What: "creates fencekit's companion tables: the key registry, the ledger (refunds), the observation log, the attempts log, the provider budgets, the fence's mode, " +
 			"changes and violations, and the archive (LIKE refund_jobs, so it has the team's columns too)",
 		Locks:    "none on refund_jobs (CREATE TABLE … LIKE reads its definition under a short metadata lock)",
 		Rollback: "DROP TABLE each created table (they are new and hold only what the backfills wrote)",
@@ -1193,10 +1194,10 @@ func (p *Plan) Format(w io.Writer, batch int) error {
 	var b strings.Builder
 	// Every comment goes through inert: what it says may carry names the
 	// team chose, and a newline in one would end the comment.
-	fmt.Fprintf(&b, "-- refundd adopt: the plan for %s on %s\n", inert(p.Database), inert(p.Server))
+	fmt.Fprintf(&b, "-- refundd adopt: the plan for %s on %s\n", term.Inert(p.Database), term.Inert(p.Server))
 	fmt.Fprintf(&b, "-- refund_jobs: %d rows, id %d to %d; backfills in batches of %d ids, each its own transaction\n", p.Rows, p.MinID, p.MaxID, batch)
 	for _, n := range p.Notes {
-		fmt.Fprintf(&b, "-- NOTE: %s\n", inert(n))
+		fmt.Fprintf(&b, "-- NOTE: %s\n", term.Inert(n))
 	}
 	if len(p.Steps) == 0 {
 		b.WriteString("-- nothing to do: the database is adopted\n")
@@ -1206,11 +1207,11 @@ func (p *Plan) Format(w io.Writer, batch int) error {
 		if !s.Online {
 			online = "NOT ONLINE: writes to refund_jobs wait for this step"
 		}
-		fmt.Fprintf(&b, "\n-- Step %d/%d: %s (%s)\n--   What: %s\n--   Locks: %s\n", i+1, len(p.Steps), s.Name, online, inert(s.What), inert(s.Locks))
+		fmt.Fprintf(&b, "\n-- Step %d/%d: %s (%s)\n--   What: %s\n--   Locks: %s\n", i+1, len(p.Steps), s.Name, online, term.Inert(s.What), term.Inert(s.Locks))
 		if e := expected(s, p.Rows, batch); e != "" {
 			fmt.Fprintf(&b, "--   Expected: %s\n", e)
 		}
-		fmt.Fprintf(&b, "--   Roll back: %s\n", inert(s.Rollback))
+		fmt.Fprintf(&b, "--   Roll back: %s\n", term.Inert(s.Rollback))
 		for _, q := range s.SQL {
 			if s.routines && strings.HasPrefix(q, "CREATE") {
 				fmt.Fprintf(&b, "DELIMITER //\n%s//\nDELIMITER ;\n", q)

@@ -40,7 +40,10 @@ const (
 	DefaultSessionIdle   = 30 * time.Minute
 	DefaultSessionMaxAge = 12 * time.Hour
 	DefaultSLO           = time.Hour
-	DefaultPageSize      = 50
+	// TakeoverWindow is how far back the dashboard counts the fleet's
+	// takeovers and claims in the attempts log.
+	TakeoverWindow  = time.Hour
+	DefaultPageSize = 50
 	// MaxBody bounds a request's body: the console's forms are small.
 	MaxBody = 64 << 10
 	// MaxCounted bounds each per-state count of the dashboard, so that a

@@ -318,6 +318,11 @@ func TestDashboardQueriesUseIndexes(t *testing.T) {
 			}
 		}
 	}
+	for _, a := range dbtest.Explain(t, raw, countAttempts, "takeover", -TakeoverWindow.Microseconds()) {
+		if a.Table == "refund_job_attempts" && a.Key != "refund_job_attempts_op" {
+			t.Errorf("%s does not read the attempts log's (op, claimed_at) index: %+v", countAttempts, a)
+		}
+	}
 	for _, a := range dbtest.Explain(t, raw, jobAge, 1) {
 		if a.Key != "PRIMARY" && a.Table == "refund_jobs" {
 			t.Errorf("%s: %+v", jobAge, a)
@@ -420,7 +425,9 @@ func TestDecline(t *testing.T) {
 }
 
 // The dashboard counts jobs by state, finds the oldest unfinished job and
-// compares its age with the SLO, and shows this process's counters.
+// compares its age with the SLO, counts the fleet's takeovers over the last
+// hour from the attempts log, and shows this process's counters labelled
+// as such.
 func TestDashboard(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *Config) {
@@ -431,14 +438,18 @@ func TestDashboard(t *testing.T) {
 	})
 	first, _ := f.reviewJob("dash-1", false, "r", "{}")
 	f.reviewJob("dash-2", false, "r", "{}")
+	f.takenOver("dash-3", "worker-a/1", "worker-b/2") // another process's takeover: not in this process's counters
 	a := f.agent("192.0.2.1:1000")
 	a.signIn("vic")
 	body := a.do("GET", "/", nil).Body.String()
 	for _, want := range []string{
 		`<td><span class="state manual_review">manual_review</span></td><td class="num">2</td>`,
 		`<td><span class="state ready">ready</span></td><td class="num">0</td>`,
+		`<td><span class="state running">running</span></td><td class="num">1</td>`,
 		fmt.Sprintf(`job <a href="/jobs/%d">%d</a>`, first, first), "<strong>over the SLO</strong>",
-		"takeovers <strong>3</strong>", "stale writes refused by the fence <strong>3</strong> (complete 2) (reschedule 1)",
+		"Takeovers, whole fleet, last 1h", `<p class="big">1</p>`, "against 3 claim(s), by every process (the attempts log)",
+		"This process only, since it started",
+		"stale writes refused by the fence <strong>3</strong> (complete 2) (reschedule 1); takeovers by this process 3",
 		"reconcile share <strong>25.0%</strong>",
 	} {
 		if !strings.Contains(body, want) {
@@ -612,6 +623,32 @@ func TestAttackerFieldsAreTextOnEveryPage(t *testing.T) {
 		}
 		if (path == "/approvals" || strings.HasPrefix(path, "/jobs/")) && !strings.Contains(body, "re_&#34;&#39;&gt;&lt;svg/onload=alert(1)&gt;") {
 			t.Errorf("%s does not show the refund id as text", path)
+		}
+	}
+}
+
+// The job's page says which process held each attempt: after a takeover
+// moved the row on, the claim's holder and the takeover's both show, with
+// when and until when; an operator's resolution shows the operator.
+func TestJobPageNamesEachAttemptsHolder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	id, taker := f.takenOver("held-1", "worker-a.example/101", "worker-b.example/202")
+	a := f.agent("192.0.2.1:1000")
+	a.signIn("vic")
+	rw := a.do("GET", fmt.Sprintf("/jobs/%d", id), nil)
+	body := rw.Body.String()
+	if rw.Code != http.StatusOK {
+		t.Fatalf("the job page: %d", rw.Code)
+	}
+	for _, want := range []string{
+		`<tr class="attempt" id="attempt-1"><td>1</td><td class="op">claim</td><td class="mono holder">worker-a.example/101</td>`,
+		`<tr class="attempt" id="attempt-2"><td>2</td><td class="op">takeover</td><td class="mono holder">worker-b.example/202</td>`,
+		"<td>" + taker.ClaimedAt().UTC().Format(stampFormat) + "</td><td>" + taker.LeaseUntil().UTC().Format(stampFormat) + "</td>",
+		"claim by worker-a.example/101", "taken_over", "takeover by worker-b.example/202, leased until " + taker.LeaseUntil().Format(operator.TimeFormat),
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the job page lacks %q", want)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/operator"
 )
@@ -42,7 +43,13 @@ type budgetView struct {
 }
 
 type dashData struct {
-	AsOf             time.Time
+	AsOf time.Time
+	// Takeovers and Claims count the fleet's takeovers and claims over the
+	// last Window, from the attempts log (every process's, this one's
+	// included).
+	Window           time.Duration
+	Takeovers        stateCount
+	Claims           stateCount
 	Cap              int
 	States           []stateCount
 	Review           stateCount
@@ -71,6 +78,10 @@ var (
 	jobAge       = "SELECT TIMESTAMPDIFF(MICROSECOND, created_at, " + fencedwrite.ClockUTC + ") FROM refund_jobs WHERE id = ?"
 	budgetRow    = "SELECT tokens, capacity, rate, TIMESTAMPDIFF(MICROSECOND, refilled_at, " + fencedwrite.ClockUTC + ") FROM provider_budgets WHERE name = ?"
 	databaseTime = "SELECT " + fencedwrite.ClockUTC
+	// The fleet's claims or takeovers since a moment (microseconds before
+	// the database clock), on the attempts log's (op, claimed_at) index.
+	countAttempts = fmt.Sprintf("SELECT COUNT(*) FROM (SELECT 1 FROM %s WHERE op = ? AND claimed_at >= TIMESTAMPADD(MICROSECOND, ?, %s) LIMIT %d) capped",
+		ent.RefundJobAttemptsTable, fencedwrite.ClockUTC, MaxCounted+1)
 )
 
 var (
@@ -135,6 +146,20 @@ func (c *Console) readDash(ctx context.Context) (dashData, error) {
 		d.States = append(d.States, sc)
 		if s == fencedwrite.StateManualReview {
 			d.Review = sc
+		}
+	}
+	d.Window = TakeoverWindow
+	for _, sc := range []*stateCount{{Name: fencedwrite.AttemptTakeover}, {Name: fencedwrite.AttemptClaim}} {
+		if err := c.queryRow(ctx, countAttempts, []any{sc.Name, -d.Window.Microseconds()}, &sc.N); err != nil {
+			return d, err
+		}
+		if sc.N > MaxCounted {
+			sc.N, sc.More = MaxCounted, true
+		}
+		if sc.Name == fencedwrite.AttemptTakeover {
+			d.Takeovers = *sc
+		} else {
+			d.Claims = *sc
 		}
 	}
 	for _, s := range unfinishedStates {

@@ -244,3 +244,28 @@ func (a *agent) signIn(name string) {
 		a.t.Fatalf("sign in as %s: %d %s", name, rw.Code, rw.Body)
 	}
 }
+
+// takenOver enqueues key's job, claims it as process a with a lease that
+// has expired by the database clock when it returns, and takes it over as
+// process b; it returns the job's id and b's lease.
+func (f *fixture) takenOver(key, a, b string) (int64, *ent.RefundJobLease) {
+	f.t.Helper()
+	ctx := context.Background()
+	req := ent.RefundJobEnqueue{OperationKey: key, PaymentRef: "pay-" + key, AmountMinor: 1250, Currency: "EUR"}
+	job, _, err := f.client.RefundJob.Enqueue(ctx, req, ledger.Open(req))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.db.Client().RefundJob.Claim(ctx, job.ID, fencedwrite.ClaimOptions{Lease: time.Microsecond, Holder: a}); err != nil {
+		f.t.Fatal(err)
+	}
+	var expired bool
+	if err := f.db.RawDB().QueryRow("SELECT lease_until < "+fencedwrite.ClockUTC+" FROM refund_jobs WHERE id = ?", job.ID).Scan(&expired); err != nil || !expired {
+		f.t.Fatalf("the lease of %s has not expired on the database clock (%v)", key, err)
+	}
+	l, err := f.db.Client().RefundJob.Takeover(ctx, job.ID, fencedwrite.ClaimOptions{Lease: time.Hour, Holder: b})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return job.ID, l
+}

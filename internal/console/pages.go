@@ -14,16 +14,19 @@ import (
 
 var pageNames = []string{"login", "error", "reload", "dashboard", "queue", "search", "job", "approvals"}
 
+// stampFormat is how the pages print a time: UTC, milliseconds.
+const stampFormat = "2006-01-02 15:04:05.000 UTC"
+
 var funcs = template.FuncMap{
 	"stamp": func(v any) string {
 		switch t := v.(type) {
 		case time.Time:
-			return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+			return t.UTC().Format(stampFormat)
 		case *time.Time:
 			if t == nil {
 				return ""
 			}
-			return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+			return t.UTC().Format(stampFormat)
 		}
 		return fmt.Sprint(v)
 	},

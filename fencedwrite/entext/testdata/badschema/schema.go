@@ -4,6 +4,7 @@ package badschema
 
 import (
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/field"
 
@@ -28,5 +29,29 @@ func (Job) Fields() []ent.Field {
 
 // Annotations of the Job.
 func (Job) Annotations() []schema.Annotation {
-	return []schema.Annotation{fencedwrite.Job("operation_key", "amount_minor")}
+	a := fencedwrite.Job("operation_key", "amount_minor")
+	a.Attempts = "job_attempts"
+	return []schema.Annotation{a}
+}
+
+// JobAttempt is Job's attempts log, with mistakes.
+type JobAttempt struct {
+	ent.Schema
+}
+
+// Fields of the JobAttempt.
+func (JobAttempt) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int64("job_id").Immutable(),
+		field.Int64("attempt").Immutable(),
+		field.Enum("op").Values("claim", "takeover").Immutable(), // no resolution
+		field.String("holder"),                                   // mutable
+		field.Time("claimed_at").Immutable(),
+		// no lease_until
+	}
+}
+
+// Annotations of the JobAttempt.
+func (JobAttempt) Annotations() []schema.Annotation {
+	return []schema.Annotation{entsql.Annotation{Table: "job_attempts"}}
 }

@@ -1,0 +1,19 @@
+package term
+
+import "testing"
+
+func TestInert(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain text, ünïcode 12.50 €", "plain text, ünïcode 12.50 €"},
+		{"a\nb\rc\td", `a\nb\rc\td`},
+		{"\x1b[2Jcleared", `\x1b[2Jcleared`},
+		{"evil\u202etxt.exe", `evil\u202etxt.exe`},
+		{"line\u2028sep", `line\u2028sep`},
+		{"bad \xff byte", `bad \xff byte`},
+		{"a real \uFFFD stays", "a real \uFFFD stays"},
+	} {
+		if got := Inert(tc.in); got != tc.want {
+			t.Errorf("Inert(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,2 @@
+-- Create "refund_job_attempts" table
+CREATE TABLE `refund_job_attempts` (`id` bigint NOT NULL AUTO_INCREMENT, `job_id` bigint NOT NULL, `attempt` bigint NOT NULL, `op` enum('claim','takeover','resolution') NOT NULL, `holder` varchar(255) NOT NULL, `claimed_at` datetime(6) NOT NULL, `lease_until` datetime(6) NULL, PRIMARY KEY (`id`), INDEX `refund_job_attempts_op` (`op`, `claimed_at`), UNIQUE INDEX `refund_job_attempts_job` (`job_id`, `attempt`)) CHARSET utf8mb4 COLLATE utf8mb4_bin;
