@@ -18,7 +18,11 @@
 --      from running (same attempt), wake-up ready -> ready (same attempt, only
 --      sooner), operator resolution manual_review -> succeeded | ready (+1).
 --   4. succeeded and failed rows never change again, in any column.
---   5. The request's identity and parameters never change.
+--   5. The request's identity and parameters never change. Text is compared
+--      byte for byte (CAST(… AS BINARY)): utf8mb4_bin pads with spaces, so
+--      'k' = 'k ' in the tables' collation, and a key with a trailing space
+--      is another idempotency key at the provider. The same holds for the
+--      columns a write may not change and for every lookup of a request.
 --   6. `key_first_used_at` is set once, by a claim that sends, never moved; `last_send_at`
 --      only moves forward, by a claim that sends. Neither lies in the future.
 --   7. Rows are deleted only through CALL refund_jobs_archive(cutoff): terminal, last
@@ -221,8 +225,8 @@ END//
 CREATE TRIGGER `refund_jobs_keys_registered` BEFORE INSERT ON `refund_jobs_keys` FOR EACH ROW
 BEGIN
   DECLARE now DATETIME(6) DEFAULT TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00');
-  IF NOT EXISTS (SELECT 1 FROM `refund_jobs` j WHERE j.`operation_key` = NEW.`operation_key` AND j.`payment_ref` = NEW.`payment_ref` AND j.`amount_minor` = NEW.`amount_minor` AND j.`currency` = NEW.`currency` LOCK IN SHARE MODE)
-     AND NOT EXISTS (SELECT 1 FROM `refund_jobs_archive` a WHERE a.`operation_key` = NEW.`operation_key` AND a.`payment_ref` = NEW.`payment_ref` AND a.`amount_minor` = NEW.`amount_minor` AND a.`currency` = NEW.`currency` LOCK IN SHARE MODE) THEN
+  IF NOT EXISTS (SELECT 1 FROM `refund_jobs` j WHERE j.`operation_key` = NEW.`operation_key` AND CAST(j.`operation_key` AS BINARY) = CAST(NEW.`operation_key` AS BINARY) AND j.`payment_ref` = NEW.`payment_ref` AND CAST(j.`payment_ref` AS BINARY) = CAST(NEW.`payment_ref` AS BINARY) AND j.`amount_minor` = NEW.`amount_minor` AND j.`currency` = NEW.`currency` AND CAST(j.`currency` AS BINARY) = CAST(NEW.`currency` AS BINARY) LOCK IN SHARE MODE)
+     AND NOT EXISTS (SELECT 1 FROM `refund_jobs_archive` a WHERE a.`operation_key` = NEW.`operation_key` AND CAST(a.`operation_key` AS BINARY) = CAST(NEW.`operation_key` AS BINARY) AND a.`payment_ref` = NEW.`payment_ref` AND CAST(a.`payment_ref` AS BINARY) = CAST(NEW.`payment_ref` AS BINARY) AND a.`amount_minor` = NEW.`amount_minor` AND a.`currency` = NEW.`currency` AND CAST(a.`currency` AS BINARY) = CAST(NEW.`currency` AS BINARY) LOCK IN SHARE MODE) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs_keys: a key is registered only together with its job';
   END IF;
   SET NEW.`registered_at` = now, NEW.`job_created_at` = now;
@@ -262,7 +266,7 @@ BEGIN
     DECLARE CONTINUE HANDLER FOR 1062 SET known = TRUE;
     INSERT INTO `refund_jobs_keys` (`operation_key`, `payment_ref`, `amount_minor`, `currency`, `registered_at`) VALUES (NEW.`operation_key`, NEW.`payment_ref`, NEW.`amount_minor`, NEW.`currency`, NEW.`created_at`);
   END;
-  IF known AND (NOT EXISTS (SELECT 1 FROM `refund_jobs_keys` k WHERE k.`operation_key` = NEW.`operation_key` AND k.`payment_ref` = NEW.`payment_ref` AND k.`amount_minor` = NEW.`amount_minor` AND k.`currency` = NEW.`currency` LOCK IN SHARE MODE)
+  IF known AND (NOT EXISTS (SELECT 1 FROM `refund_jobs_keys` k WHERE k.`operation_key` = NEW.`operation_key` AND CAST(k.`operation_key` AS BINARY) = CAST(NEW.`operation_key` AS BINARY) AND k.`payment_ref` = NEW.`payment_ref` AND CAST(k.`payment_ref` AS BINARY) = CAST(NEW.`payment_ref` AS BINARY) AND k.`amount_minor` = NEW.`amount_minor` AND k.`currency` = NEW.`currency` AND CAST(k.`currency` AS BINARY) = CAST(NEW.`currency` AS BINARY) LOCK IN SHARE MODE)
                 OR EXISTS (SELECT 1 FROM `refund_jobs_archive` a WHERE a.`operation_key` = NEW.`operation_key` LOCK IN SHARE MODE)) THEN
     CALL `refund_jobs_fence_refuse`('insert', NEW.`id`, 'refund_jobs: a key takes one job, ever (archived or not)', 1062, NULL, NEW.`state`, NULL, NEW.`attempt`, NEW.`writer_attempt`, NULL);
   END IF;
@@ -286,7 +290,7 @@ CREATE TRIGGER `refund_jobs_fence` BEFORE UPDATE ON `refund_jobs` FOR EACH ROW
 main: BEGIN
   DECLARE utc DATETIME(6) DEFAULT IF(BINARY @@session.time_zone = '+00:00', SYSDATE(6), NULL);
   IF utc IS NOT NULL AND NEW.`writer_attempt` = OLD.`attempt`
-     AND NEW.`id` <=> OLD.`id` AND NEW.`operation_key` <=> OLD.`operation_key` AND NEW.`payment_ref` <=> OLD.`payment_ref` AND NEW.`amount_minor` <=> OLD.`amount_minor` AND NEW.`currency` <=> OLD.`currency` AND NEW.`created_at` <=> OLD.`created_at`
+     AND NEW.`id` <=> OLD.`id` AND CAST(NEW.`operation_key` AS BINARY) <=> CAST(OLD.`operation_key` AS BINARY) AND CAST(NEW.`payment_ref` AS BINARY) <=> CAST(OLD.`payment_ref` AS BINARY) AND NEW.`amount_minor` <=> OLD.`amount_minor` AND CAST(NEW.`currency` AS BINARY) <=> CAST(OLD.`currency` AS BINARY) AND NEW.`created_at` <=> OLD.`created_at`
      AND ((OLD.`state` = 'ready' AND NEW.`state` = 'running' AND NEW.`attempt` = OLD.`attempt` + 1
            AND OLD.`next_run_at` <= utc AND NEW.`lease_until` IS NOT NULL
            AND ((NEW.`next_action` = 'refund' AND OLD.`next_action` = 'refund'
@@ -316,7 +320,7 @@ main: BEGIN
     SET msg = CONCAT('refund_jobs#', OLD.`id`, ': an UPDATE must declare the attempt it holds: SET writer_attempt = ', OLD.`attempt`);
   ELSEIF NEW.`writer_attempt` <> OLD.`attempt` THEN
     SET msg = CONCAT('refund_jobs#', OLD.`id`, ': stale writer declares attempt ', NEW.`writer_attempt`, ', row is at ', OLD.`attempt`);
-  ELSEIF NOT (NEW.`id` <=> OLD.`id` AND NEW.`operation_key` <=> OLD.`operation_key` AND NEW.`payment_ref` <=> OLD.`payment_ref` AND NEW.`amount_minor` <=> OLD.`amount_minor` AND NEW.`currency` <=> OLD.`currency` AND NEW.`created_at` <=> OLD.`created_at`) THEN
+  ELSEIF NOT (NEW.`id` <=> OLD.`id` AND CAST(NEW.`operation_key` AS BINARY) <=> CAST(OLD.`operation_key` AS BINARY) AND CAST(NEW.`payment_ref` AS BINARY) <=> CAST(OLD.`payment_ref` AS BINARY) AND NEW.`amount_minor` <=> OLD.`amount_minor` AND CAST(NEW.`currency` AS BINARY) <=> CAST(OLD.`currency` AS BINARY) AND NEW.`created_at` <=> OLD.`created_at`) THEN
     SET msg = CONCAT('refund_jobs#', OLD.`id`, ': the id, the request and its creation time never change');
   ELSEIF NEW.`attempt` <> OLD.`attempt` AND NEW.`attempt` <> OLD.`attempt` + 1 THEN
     SET msg = CONCAT('refund_jobs#', OLD.`id`, ': attempt may only stay or grow by one, not go ', OLD.`attempt`, ' -> ', NEW.`attempt`);
@@ -351,8 +355,8 @@ main: BEGIN
       END IF;
     ELSEIF OLD.`state` = 'ready' AND NEW.`state` = 'ready' THEN
       IF NEW.`attempt` <> OLD.`attempt` OR NEW.`next_run_at` > OLD.`next_run_at`
-         OR NOT (NEW.`next_action` <=> OLD.`next_action` AND NEW.`lease_until` <=> OLD.`lease_until` AND NEW.`provider_refund_id` <=> OLD.`provider_refund_id`
-                 AND NEW.`last_error` <=> OLD.`last_error` AND NEW.`review_reason` <=> OLD.`review_reason` AND NEW.`review_evidence` <=> OLD.`review_evidence`) THEN
+         OR NOT (NEW.`next_action` <=> OLD.`next_action` AND NEW.`lease_until` <=> OLD.`lease_until` AND CAST(NEW.`provider_refund_id` AS BINARY) <=> CAST(OLD.`provider_refund_id` AS BINARY)
+                 AND CAST(NEW.`last_error` AS BINARY) <=> CAST(OLD.`last_error` AS BINARY) AND CAST(NEW.`review_reason` AS BINARY) <=> CAST(OLD.`review_reason` AS BINARY) AND CAST(NEW.`review_evidence` AS BINARY) <=> CAST(OLD.`review_evidence` AS BINARY)) THEN
         SET rule = 'a wake-up only makes a job due sooner';
       END IF;
     ELSEIF OLD.`state` = 'manual_review' AND NEW.`state` IN ('succeeded', 'ready') THEN
@@ -378,7 +382,7 @@ main: BEGIN
   END IF;
   IF msg IS NOT NULL THEN
     CALL `refund_jobs_fence_refuse`('update', OLD.`id`, msg, 0, OLD.`state`, NEW.`state`, OLD.`attempt`, NEW.`attempt`, NEW.`writer_attempt`,
-      CONCAT_WS(',', IF(NEW.`id` <=> OLD.`id`, NULL, 'id'), IF(NEW.`operation_key` <=> OLD.`operation_key`, NULL, 'operation_key'), IF(NEW.`payment_ref` <=> OLD.`payment_ref`, NULL, 'payment_ref'), IF(NEW.`amount_minor` <=> OLD.`amount_minor`, NULL, 'amount_minor'), IF(NEW.`currency` <=> OLD.`currency`, NULL, 'currency'), IF(NEW.`state` <=> OLD.`state`, NULL, 'state'), IF(NEW.`attempt` <=> OLD.`attempt`, NULL, 'attempt'), IF(NEW.`writer_attempt` <=> OLD.`writer_attempt`, NULL, 'writer_attempt'), IF(NEW.`lease_until` <=> OLD.`lease_until`, NULL, 'lease_until'), IF(NEW.`next_action` <=> OLD.`next_action`, NULL, 'next_action'), IF(NEW.`next_run_at` <=> OLD.`next_run_at`, NULL, 'next_run_at'), IF(NEW.`provider_refund_id` <=> OLD.`provider_refund_id`, NULL, 'provider_refund_id'), IF(NEW.`key_first_used_at` <=> OLD.`key_first_used_at`, NULL, 'key_first_used_at'), IF(NEW.`last_send_at` <=> OLD.`last_send_at`, NULL, 'last_send_at'), IF(NEW.`last_error` <=> OLD.`last_error`, NULL, 'last_error'), IF(NEW.`review_reason` <=> OLD.`review_reason`, NULL, 'review_reason'), IF(NEW.`review_evidence` <=> OLD.`review_evidence`, NULL, 'review_evidence'), IF(NEW.`created_at` <=> OLD.`created_at`, NULL, 'created_at'), IF(NEW.`updated_at` <=> OLD.`updated_at`, NULL, 'updated_at')));
+      CONCAT_WS(',', IF(NEW.`id` <=> OLD.`id`, NULL, 'id'), IF(CAST(NEW.`operation_key` AS BINARY) <=> CAST(OLD.`operation_key` AS BINARY), NULL, 'operation_key'), IF(CAST(NEW.`payment_ref` AS BINARY) <=> CAST(OLD.`payment_ref` AS BINARY), NULL, 'payment_ref'), IF(NEW.`amount_minor` <=> OLD.`amount_minor`, NULL, 'amount_minor'), IF(CAST(NEW.`currency` AS BINARY) <=> CAST(OLD.`currency` AS BINARY), NULL, 'currency'), IF(NEW.`state` <=> OLD.`state`, NULL, 'state'), IF(NEW.`attempt` <=> OLD.`attempt`, NULL, 'attempt'), IF(NEW.`writer_attempt` <=> OLD.`writer_attempt`, NULL, 'writer_attempt'), IF(NEW.`lease_until` <=> OLD.`lease_until`, NULL, 'lease_until'), IF(NEW.`next_action` <=> OLD.`next_action`, NULL, 'next_action'), IF(NEW.`next_run_at` <=> OLD.`next_run_at`, NULL, 'next_run_at'), IF(CAST(NEW.`provider_refund_id` AS BINARY) <=> CAST(OLD.`provider_refund_id` AS BINARY), NULL, 'provider_refund_id'), IF(NEW.`key_first_used_at` <=> OLD.`key_first_used_at`, NULL, 'key_first_used_at'), IF(NEW.`last_send_at` <=> OLD.`last_send_at`, NULL, 'last_send_at'), IF(CAST(NEW.`last_error` AS BINARY) <=> CAST(OLD.`last_error` AS BINARY), NULL, 'last_error'), IF(CAST(NEW.`review_reason` AS BINARY) <=> CAST(OLD.`review_reason` AS BINARY), NULL, 'review_reason'), IF(CAST(NEW.`review_evidence` AS BINARY) <=> CAST(OLD.`review_evidence` AS BINARY), NULL, 'review_evidence'), IF(NEW.`created_at` <=> OLD.`created_at`, NULL, 'created_at'), IF(NEW.`updated_at` <=> OLD.`updated_at`, NULL, 'updated_at')));
   END IF;
   SET NEW.`writer_attempt` = NULL;
   -- A wake-up of a job already due changes nothing, and says so (0 changed
@@ -395,7 +399,7 @@ CREATE TRIGGER `refund_jobs_no_delete` BEFORE DELETE ON `refund_jobs` FOR EACH R
 BEGIN
   DECLARE msg VARCHAR(255);
   IF OLD.`state` NOT IN ('succeeded', 'failed') OR NOT (OLD.`updated_at` < TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') - INTERVAL 30 DAY)
-     OR NOT EXISTS (SELECT 1 FROM `refund_jobs_archive` a WHERE a.`id` = OLD.`id` AND a.`operation_key` = OLD.`operation_key`
+     OR NOT EXISTS (SELECT 1 FROM `refund_jobs_archive` a WHERE a.`id` = OLD.`id` AND a.`operation_key` = OLD.`operation_key` AND CAST(a.`operation_key` AS BINARY) = CAST(OLD.`operation_key` AS BINARY)
                     AND a.`state` = OLD.`state` AND a.`attempt` = OLD.`attempt` LOCK IN SHARE MODE) THEN
     SET msg = CONCAT('refund_jobs#', OLD.`id`, ': only archived terminal jobs 30 days old are deleted (CALL refund_jobs_archive)');
     CALL `refund_jobs_fence_refuse`('delete', OLD.`id`, msg, 0, OLD.`state`, NULL, OLD.`attempt`, NULL, NULL, NULL);
@@ -404,7 +408,7 @@ END//
 
 CREATE TRIGGER `refund_jobs_archive_only_old_terminal` BEFORE INSERT ON `refund_jobs_archive` FOR EACH ROW
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM `refund_jobs` j WHERE j.`id` = NEW.`id` AND j.`operation_key` = NEW.`operation_key`
+  IF NOT EXISTS (SELECT 1 FROM `refund_jobs` j WHERE j.`id` = NEW.`id` AND j.`operation_key` = NEW.`operation_key` AND CAST(j.`operation_key` AS BINARY) = CAST(NEW.`operation_key` AS BINARY)
                  AND j.`state` IN ('succeeded', 'failed') AND j.`state` = NEW.`state`
                  AND j.`attempt` = NEW.`attempt` AND j.`updated_at` < TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') - INTERVAL 30 DAY LOCK IN SHARE MODE) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_jobs_archive: only terminal jobs 30 days old are archived (CALL refund_jobs_archive)';

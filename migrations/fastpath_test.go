@@ -427,7 +427,7 @@ func TestFenceFastPathsAcceptOnlyWhatTheRulesAccept(t *testing.T) {
 	for _, m := range []struct{ trigger, drop, with, caseName string }{
 		{"refund_jobs_fence", "AND NEW.`lease_until` IS NOT NULL", "", "claim without a lease"},
 		{"refund_jobs_fence", "AND (NEW.`state` <> 'succeeded' OR NEW.`provider_refund_id` IS NOT NULL)", "", "complete without the refund id"},
-		{"refunds_follow_job", "AND j.`provider_refund_id` = NEW.`provider_refund_id`", "", "ledger: refunded with another refund id"},
+		{"refunds_follow_job", "AND CAST(j.`provider_refund_id` AS BINARY) = CAST(NEW.`provider_refund_id` AS BINARY)", "", "ledger: refunded with another refund id"},
 		// The review's columns: a zombie, the session's clock, the stamps.
 		{"refund_jobs_fence", "NEW.`writer_attempt` = OLD.`attempt`", "TRUE", "fail by a zombie"},
 		{"refund_jobs_fence", "OLD.`next_run_at` <= utc", "OLD.`next_run_at` <= UTC_TIMESTAMP(6)", "claim of a job not due on a session clock two hours ahead"},

@@ -16,6 +16,7 @@ import (
 	"ariga.io/atlas/sql/migrate"
 	atlasmysql "ariga.io/atlas/sql/mysql"
 	"ariga.io/atlas/sql/schema"
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/fencekit/fencekit/internal/term"
 	"github.com/fencekit/fencekit/migrations"
@@ -227,11 +228,44 @@ func (pl *planner) plan() error {
 // the schema, so no copy of one can wait on the new table), and a table
 // with the shadow's or the old table's name that an interrupted copy did
 // not leave.
+// autoincNote warns of the deadlock the online copy's triggers add on a
+// server whose innodb_autoinc_lock_mode is not 2 (interleaved; MySQL 8's
+// default, MariaDB's is 1). The triggers write the shadow, whose id is
+// AUTO_INCREMENT: an insert there inside a legacy UPDATE or DELETE, or an
+// INSERT … SELECT, takes the shadow's table-level AUTO-INC lock until that
+// statement ends, and a legacy INSERT's trigger waits for it. A legacy
+// statement that goes on locking rows after its trigger fired (an UPDATE
+// of many rows, or of a column with no index, which scans the table) and
+// reaches the row that INSERT holds closes a cycle: InnoDB rolls one of
+// the two back (error 1213), as it does any deadlock, and nothing else.
+// TestOnlineCopyLosesNoLegacyWrite sees it on MariaDB 10.11 (mode 1).
+func (pl *planner) autoincNote(steps string) error {
+	var mode sql.NullInt64
+	if err := pl.conn.QueryRowContext(pl.ctx, "SELECT @@innodb_autoinc_lock_mode").Scan(&mode); err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1193 { // unknown system variable: not InnoDB's AUTO-INC locking
+			return nil
+		}
+		return fmt.Errorf("adopt: read innodb_autoinc_lock_mode: %w", err)
+	}
+	if mode.Valid && mode.Int64 != 2 {
+		pl.p.Notes = append(pl.p.Notes, fmt.Sprintf("this server's innodb_autoinc_lock_mode is %d, not 2: while %s copies the table online, "+
+			"a legacy UPDATE or DELETE that locks many rows (or scans the table: a WHERE on a column with no index) and a legacy INSERT "+
+			"may deadlock on the shadow table's AUTO-INC lock, which the copy's triggers take; InnoDB then rolls one of the two back "+
+			"(error 1213: retry it, as after any deadlock; nothing is lost). innodb_autoinc_lock_mode = 2 (MySQL 8's default, "+
+			"a restart on MariaDB) has no such lock; -blocking-copy has no triggers", mode.Int64, steps))
+	}
+	return nil
+}
+
 func (pl *planner) copyChecks() error {
 	if len(pl.copying) == 0 {
 		return nil
 	}
 	steps := strings.Join(pl.copying, " and ")
+	if err := pl.autoincNote(steps); err != nil {
+		return err
+	}
 	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT TRIGGER_NAME, ACTION_TIMING, EVENT_MANIPULATION FROM information_schema.TRIGGERS "+
 		"WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = ? ORDER BY TRIGGER_NAME", Table)
 	if err != nil {

@@ -231,12 +231,20 @@ func IsTriggerRefusal(err error, want string) bool {
 // the test fails either way); on TiDB information_schema.DATA_LOCK_WAITS;
 // on MySQL performance_schema.data_lock_waits.
 func AwaitLockWait(raw *sql.DB, prefix string, stop <-chan struct{}) bool {
+	return AwaitLockWaitIn(raw, "", prefix, stop)
+}
+
+// AwaitLockWaitIn is AwaitLockWait for the statements of one database
+// (schema), so that a test running beside others with the same statements
+// waits for its own (on TiDB: any lock wait).
+func AwaitLockWaitIn(raw *sql.DB, schema, prefix string, stop <-chan struct{}) bool {
 	var version string
 	_ = raw.QueryRow("SELECT VERSION()").Scan(&version)
-	query, args := "SELECT COUNT(*) FROM performance_schema.data_lock_waits w JOIN performance_schema.events_statements_current s ON s.THREAD_ID = w.REQUESTING_THREAD_ID WHERE s.SQL_TEXT LIKE CONCAT(?, '%')", []any{prefix}
+	query, args := "SELECT COUNT(*) FROM performance_schema.data_lock_waits w JOIN performance_schema.events_statements_current s ON s.THREAD_ID = w.REQUESTING_THREAD_ID "+
+		"WHERE s.SQL_TEXT LIKE CONCAT(?, '%') AND (? = '' OR s.CURRENT_SCHEMA = ?)", []any{prefix, schema, schema}
 	switch {
 	case strings.Contains(version, "MariaDB"):
-		query = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND TIME_MS > 50 AND INFO LIKE CONCAT(?, '%')"
+		query = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Query', 'Execute') AND TIME_MS > 50 AND INFO LIKE CONCAT(?, '%') AND (? = '' OR DB = ?)"
 	case strings.Contains(version, "TiDB"):
 		query, args = "SELECT COUNT(*) FROM information_schema.DATA_LOCK_WAITS", nil
 	}
