@@ -39,15 +39,12 @@ func TestFenceComparesTheRequestByteForByte(t *testing.T) {
 		for _, col := range []string{"operation_key", "payment_ref"} {
 			pad := col + " = CONCAT(" + col + ", ' ')"
 			id := newJob(t, db, "k"+zone+col)
-			//fencelint:allow a claim that also changes the request: the fence's refusal is the test's subject
 			refused(t, conn, "the request and its creation time never change",
 				"UPDATE refund_jobs SET state = 'running', attempt = 1, writer_attempt = 0, lease_until = "+clock+" + INTERVAL 30 SECOND, "+
 					"key_first_used_at = "+clock+", last_send_at = "+clock+", "+pad+" WHERE id = ? AND state = 'ready' AND attempt = 0", id)
 			claim(t, conn, id, 0)
-			//fencelint:allow a completion that also changes the request: the fence's refusal is the test's subject
 			refused(t, conn, "the request and its creation time never change",
 				"UPDATE refund_jobs SET state = 'succeeded', provider_refund_id = 're_1', lease_until = NULL, writer_attempt = 1, "+pad+" WHERE id = ? AND state = 'running' AND attempt = 1", id)
-			//fencelint:allow the holder changing the request alone: the fence's refusal is the test's subject
 			refused(t, conn, "the request and its creation time never change",
 				"UPDATE refund_jobs SET writer_attempt = 1, "+pad+" WHERE id = ? AND state = 'running' AND attempt = 1", id)
 			var key, payment string
@@ -90,7 +87,6 @@ func TestLedgerFollowsItsJobByteForByte(t *testing.T) {
 		refused(t, conn, "opened with its job, for the same request", open, key+" ", "pay-1")
 		refused(t, conn, "opened with its job, for the same request", open, key, "pay-1 ")
 		mustExec(t, conn, open, key, "pay-1")
-		//fencelint:allow the ledger's identity changed: the fence's refusal is the test's subject
 		refused(t, conn, "the request and its creation time never change", "UPDATE refunds SET payment_ref = 'pay-1 ' WHERE operation_key = ?", key)
 		claim(t, conn, id, 0)
 		mustExec(t, conn, "UPDATE refund_jobs SET state = 'succeeded', provider_refund_id = 're_1', lease_until = NULL, writer_attempt = 1 WHERE id = ? AND state = 'running' AND attempt = 1", id)
