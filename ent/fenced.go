@@ -521,8 +521,10 @@ func (l *RefundJobLease) Complete(providerRefundID string) *RefundJobTransition 
 // on the database clock), with the given next action: reconcile after a
 // pending or unknown outcome; refund only when the provider certainly did
 // not execute the request. providerRefundID, when not empty, is saved (the
-// provider revealed it, on a pending answer say); lastError, when not empty,
-// is recorded.
+// provider revealed it, on a pending answer say); when empty, a refund id
+// learnt on an earlier attempt is kept, never erased (the reconcile's "not
+// found, refund id known" rule needs it). lastError, when not empty, is
+// recorded.
 func (l *RefundJobLease) Reschedule(next refundjob.NextAction, after time.Duration, providerRefundID, lastError string) *RefundJobTransition {
 	const op = fencedrt.OpReschedule
 	if t := l.check(op); t != nil {
