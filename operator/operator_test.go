@@ -147,6 +147,20 @@ func TestResolveSucceededVerifiesTheRefundWithTheProvider(t *testing.T) {
 		e.refusedAndUnchanged(t, j, "alice")
 	})
 
+	t.Run("a refund of the same payment for another operation is refused", func(t *testing.T) {
+		// Two refunds of one payment, same amount and currency: only the
+		// reference (the operation key, the provider's idempotency key)
+		// tells them apart.
+		other := e.refundAt(t, provider.RefundRequest{OperationKey: "k-sibling", PaymentRef: "pay-1", AmountMinor: 100, Currency: "EUR"})
+		j := e.review(t, ent.RefundJobEnqueue{OperationKey: "k-reference", PaymentRef: "pay-1", AmountMinor: 100, Currency: "EUR"}, "r", "ev")
+		_, err := resolve(j, other)
+		var m *operator.MismatchError
+		if !errors.Is(err, operator.ErrRefundMismatch) || !errors.As(err, &m) || m.Field != "reference" || m.Got != "k-sibling" || m.Want != "k-reference" {
+			t.Fatalf("resolve k-reference with k-sibling's refund %q: %v, want a reference mismatch", other, err)
+		}
+		e.refusedAndUnchanged(t, j, "alice")
+	})
+
 	t.Run("an amount that differs is refused", func(t *testing.T) {
 		id := e.refundAt(t, provider.RefundRequest{OperationKey: "k-amount", PaymentRef: "pay-1", AmountMinor: 400, Currency: "EUR"})
 		j := e.review(t, ent.RefundJobEnqueue{OperationKey: "k-amount", PaymentRef: "pay-1", AmountMinor: 500, Currency: "EUR"}, "r", "ev")
