@@ -13,22 +13,57 @@ import (
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 )
 
-// Query builders: squirrel, goqu, gorm and Ent's dialect/sql. A builder of
-// a write of a fenced table, whose table name is a constant, is turned into
-// the SQL it would send, and that statement is judged like any other:
-// unfenced unless its WHERE clause provably holds the state and attempt
-// equalities (squirrel.Eq{"state": …, "attempt": …}, goqu.Ex{…},
-// gorm's Where("state = ? AND attempt = ?", …), sql.EQ(…), …).
+// The builders unit (builderState): writes of a fenced table made with a
+// query builder. It lives in builders.go, builders_libs.go (gocraft/dbr,
+// uptrace/bun, xorm) and ent.go (entBuilder); a newcomer can read and
+// change it without the rest of the checker.
 //
-// squirrel, goqu and Ent's builders are followed from their constructor
-// (squirrel.Update("refund_jobs")) through the chain of calls, and through
-// a local variable that holds the builder in the same function. A WHERE
-// added only on some paths (inside an if) does not prove the fence, but
-// whatever it adds is judged (an OR, a lease check). A builder that goes
-// elsewhere (returned, passed on) cannot be proven unless its visible part
-// is fenced. gorm is followed back from its writing methods (Update,
-// Updates, UpdateColumn(s), Save, Create with an upsert clause, Delete with
-// -delete) through the chain that leads to them.
+// What it judges. A builder of a write of a fenced table, whose table name
+// is a constant, is turned into a model of the statement it would send
+// (bmodel), rendered as SQL and judged like any other: unfenced unless its
+// WHERE clause provably holds the state and attempt equalities
+// (squirrel.Eq{"state": …, "attempt": …}, goqu.Ex{…}, gorm's
+// Where("state = ? AND attempt = ?", …), sql.EQ(…), …).
+//
+//   - squirrel, goqu, Ent's dialect/sql, dbr and bun are followed from
+//     their constructor (squirrel.Update("refund_jobs")) through the chain
+//     of calls, and through a local variable that holds the builder in the
+//     same function. A WHERE added only on some paths (inside an if) does
+//     not prove the fence, but whatever it adds is judged (an OR, a lease
+//     check). A builder that goes elsewhere (returned, passed on) cannot be
+//     proven unless its visible part is fenced.
+//   - gorm and xorm are followed back from their writing methods (gorm's
+//     Update, Updates, UpdateColumn(s), Save, Create with an upsert clause;
+//     xorm's Update; Delete with -delete) through the chain that leads to
+//     them, and through local variables assigned once (as far as the walk
+//     has seen them when it meets the writing call).
+//   - Ent's generated generic update and upsert builders of a fenced entity
+//     (RefundJobClient.UpdateOneID, RefundJobCreate.OnConflict, …) are
+//     reported at their use, outside the generated package (entBuilder).
+//
+// Inputs: the calls and selector expressions met by the checker's walk,
+// with the walk's stack of enclosing nodes; the package's type
+// information and package; the configuration of fenced tables; and,
+// through the narrow builderHost interface, what the checker's other units
+// know: the value of constant strings and the run-time text of string
+// expressions (the flow unit's evaluator), the variable an identifier
+// denotes and its assignments, what a function returns (summaries and
+// facts).
+//
+// Outputs: findings only, reported through builderHost.add, each message
+// prefixed with the builder ("squirrel.Update: …", "gorm DB.Save: …").
+// The unit exports no facts and no other unit reads its state.
+//
+// How it plugs into the checker: newChecker makes one builderState per
+// pass, with the checker as its host (checker.builders). The checker calls
+// it at three points, its whole API:
+//
+//   - entBuilder(sel), for each selector expression of the walk;
+//   - builderCall(call, fn, stack), for each call of a named function or
+//     method (fn): it starts a model at a constructor, or at gorm's and
+//     xorm's writing methods;
+//   - judgeBuilders(), once, from settle after the walk of every file: it
+//     follows the builders held in variables and judges every model.
 
 const (
 	squirrelPath = "github.com/Masterminds/squirrel"
@@ -62,15 +97,45 @@ type bmodel struct {
 	kind    string // library: squirrel, goqu, ent, gorm
 }
 
-// builderUse is a builder held in a local variable, followed after the
-// walk.
-// builderState is the query builders (squirrel, goqu, gorm, Ent's
-// dialect/sql) of the package.
-type builderState struct {
-	builders   []*builderUse
-	gormWrites []*bmodel
+// builderHost is what the builders unit asks of the rest of the checker:
+// the evaluation of expressions (the flow unit) and the findings. The
+// checker implements it.
+type builderHost interface {
+	// static is the value of a constant string expression.
+	static(e ast.Expr) (string, bool)
+	// evalExpr is the SQL text a string expression may hold at run time.
+	evalExpr(e ast.Expr) ([]template, bool)
+	// objVar is the variable an identifier denotes or declares, or nil.
+	objVar(id *ast.Ident) *types.Var
+	// varDefs are the assignments of a variable seen by the walk.
+	varDefs(v *types.Var) []def
+	// returnsOf is what a function returns as its first result: from the
+	// summary of a function of the package, or from the fact of an
+	// imported one.
+	returnsOf(fn *types.Func) ([]template, bool)
+	// add reports a finding.
+	add(pos token.Pos, msg string)
 }
 
+// builderState is the builders unit: the query builders (squirrel, goqu,
+// gorm, Ent's dialect/sql, dbr, bun, xorm, Ent's generic builders) of the
+// package, and what it needs to judge them.
+type builderState struct {
+	host builderHost
+	info *types.Info
+	pkg  *types.Package
+	cfg  *sqlcheck.Config
+
+	uses       []*builderUse // followed from their constructor (squirrel, goqu, Ent, dbr, bun)
+	gormWrites []*bmodel     // followed back from their writing method (gorm, xorm)
+}
+
+func newBuilderState(host builderHost, info *types.Info, pkg *types.Package, cfg *sqlcheck.Config) *builderState {
+	return &builderState{host: host, info: info, pkg: pkg, cfg: cfg}
+}
+
+// builderUse is a builder, held in a local variable (v, declared by def in
+// block; followed after the walk) or not (v nil).
 type builderUse struct {
 	m     *bmodel
 	v     *types.Var
@@ -80,32 +145,32 @@ type builderUse struct {
 
 // builderCall starts a model at a builder's constructor (squirrel, goqu,
 // Ent's dialect/sql) or at gorm's writing method.
-func (c *checker) builderCall(call *ast.CallExpr, fn *types.Func, stack []ast.Node) {
+func (b *builderState) builderCall(call *ast.CallExpr, fn *types.Func, stack []ast.Node) {
 	if fn.Pkg() == nil {
 		return
 	}
 	switch fn.Pkg().Path() {
 	case squirrelPath, goquPath, entSQLPath, dbrPath, dbr1Path, bunPath:
 	case gormPath:
-		c.gormWrite(call, fn, stack)
+		b.gormWrite(call, fn, stack)
 		return
 	case xormPath, xorm0Path:
-		c.xormWrite(call, fn)
+		b.xormWrite(call, fn)
 		return
 	default:
 		return
 	}
-	m := c.builderCtor(call, fn)
-	if m == nil || m.kind != bunLib && c.cfg.Table(m.table) == nil {
+	m := b.builderCtor(call, fn)
+	if m == nil || m.kind != bunLib && b.cfg.Table(m.table) == nil {
 		return // bun's table comes later, from Model or Table
 	}
-	end, parent := c.applyChain(m, call, stack, len(stack)-1, false)
-	c.builderFate(m, end, parent, stack)
+	end, parent := b.applyChain(m, call, stack, len(stack)-1, false)
+	b.builderFate(m, end, parent, stack)
 }
 
 // builderCtor recognises a constructor of a write builder with a constant
 // table.
-func (c *checker) builderCtor(call *ast.CallExpr, fn *types.Func) *bmodel {
+func (b *builderState) builderCtor(call *ast.CallExpr, fn *types.Func) *bmodel {
 	var verb string
 	if fn.Pkg().Path() == bunPath {
 		return bunCtor(call, fn)
@@ -115,7 +180,7 @@ func (c *checker) builderCtor(call *ast.CallExpr, fn *types.Func) *bmodel {
 		if verb == "" || len(call.Args) != 1 {
 			return nil
 		}
-		t, ok := c.static(call.Args[0])
+		t, ok := b.host.static(call.Args[0])
 		if !ok {
 			return nil
 		}
@@ -152,13 +217,13 @@ func (c *checker) builderCtor(call *ast.CallExpr, fn *types.Func) *bmodel {
 		}
 		m.kind, m.lib, m.paren = "goqu", "goqu."+fn.Name(), true
 		if recv := fn.Signature().Recv(); recv != nil && typeName(recv.Type()) == "SelectDataset" {
-			tableArg = c.goquFrom(call)
+			tableArg = b.goquFrom(call)
 		}
 	}
 	if tableArg == nil {
 		return nil
 	}
-	t, ok := c.goquIdent(tableArg)
+	t, ok := b.goquIdent(tableArg)
 	if !ok {
 		return nil
 	}
@@ -167,7 +232,7 @@ func (c *checker) builderCtor(call *ast.CallExpr, fn *types.Func) *bmodel {
 }
 
 // goquFrom finds the table of goqu.From("t").Update().
-func (c *checker) goquFrom(call *ast.CallExpr) ast.Expr {
+func (b *builderState) goquFrom(call *ast.CallExpr) ast.Expr {
 	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
 	if !ok {
 		return nil
@@ -176,21 +241,21 @@ func (c *checker) goquFrom(call *ast.CallExpr) ast.Expr {
 	if !ok || len(from.Args) != 1 {
 		return nil
 	}
-	if fn, ok := typeutil.Callee(c.pass.TypesInfo, from).(*types.Func); ok && fn.Name() == "From" {
+	if fn, ok := typeutil.Callee(b.info, from).(*types.Func); ok && fn.Name() == "From" {
 		return from.Args[0]
 	}
 	return nil
 }
 
 // goquIdent is the constant name of a table: "t", goqu.T("t"), goqu.I("t").
-func (c *checker) goquIdent(e ast.Expr) (string, bool) {
-	if s, ok := c.static(e); ok {
+func (b *builderState) goquIdent(e ast.Expr) (string, bool) {
+	if s, ok := b.host.static(e); ok {
 		return s, true
 	}
 	if call, ok := ast.Unparen(e).(*ast.CallExpr); ok && len(call.Args) == 1 {
-		if fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func); ok && fn.Pkg() != nil &&
+		if fn, ok := typeutil.Callee(b.info, call).(*types.Func); ok && fn.Pkg() != nil &&
 			fn.Pkg().Path() == goquPath && (fn.Name() == "T" || fn.Name() == "I") {
-			return c.static(call.Args[0])
+			return b.host.static(call.Args[0])
 		}
 	}
 	return "", false
@@ -199,7 +264,7 @@ func (c *checker) goquIdent(e ast.Expr) (string, bool) {
 // applyChain applies the method calls chained on e (found in stack from
 // index i down) to m. It returns the last expression of the chain and the
 // node that uses it.
-func (c *checker) applyChain(m *bmodel, e ast.Expr, stack []ast.Node, i int, cond bool) (ast.Expr, ast.Node) {
+func (b *builderState) applyChain(m *bmodel, e ast.Expr, stack []ast.Node, i int, cond bool) (ast.Expr, ast.Node) {
 	for i >= 1 {
 		sel, ok := stack[i].(*ast.SelectorExpr)
 		if !ok || sel.X != e {
@@ -209,8 +274,8 @@ func (c *checker) applyChain(m *bmodel, e ast.Expr, stack []ast.Node, i int, con
 		if !ok || call.Fun != sel {
 			break
 		}
-		fn, _ := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
-		if fn == nil || !c.builderMethod(m, fn, call, cond) {
+		fn, _ := typeutil.Callee(b.info, call).(*types.Func)
+		if fn == nil || !b.builderMethod(m, fn, call, cond) {
 			return call, nil // a terminal: Exec, ToSql, Query, Executor, …
 		}
 		e, i = call, i-2
@@ -223,7 +288,7 @@ func (c *checker) applyChain(m *bmodel, e ast.Expr, stack []ast.Node, i int, con
 
 // builderMethod applies one chained method. It returns false when the
 // method ends the chain (its result is not the builder).
-func (c *checker) builderMethod(m *bmodel, fn *types.Func, call *ast.CallExpr, cond bool) bool {
+func (b *builderState) builderMethod(m *bmodel, fn *types.Func, call *ast.CallExpr, cond bool) bool {
 	sig := fn.Signature()
 	if sig.Recv() == nil || sig.Results().Len() != 1 || typeName(sig.Results().At(0).Type()) != typeName(sig.Recv().Type()) {
 		return false
@@ -240,61 +305,61 @@ func (c *checker) builderMethod(m *bmodel, fn *types.Func, call *ast.CallExpr, c
 		switch fn.Name() {
 		case "Set":
 			if len(args) == 2 {
-				m.sets = append(m.sets, c.assign(args[0], args[1]))
+				m.sets = append(m.sets, b.assign(args[0], args[1]))
 			}
 		case "SetMap":
-			m.sets = append(m.sets, c.mapAssigns(arg(0))...)
+			m.sets = append(m.sets, b.mapAssigns(arg(0))...)
 		case "Where":
-			m.where = append(m.where, bterm{ts: c.squirrelPred(arg(0), len(args) > 1), cond: cond})
+			m.where = append(m.where, bterm{ts: b.squirrelPred(arg(0), len(args) > 1), cond: cond})
 		case "Suffix", "Prefix":
-			m.suffix = cat(cat(m.suffix, textTemplate(" ")), c.textOf(arg(0)))
+			m.suffix = cat(cat(m.suffix, textTemplate(" ")), b.textOf(arg(0)))
 		case "SuffixExpr", "PrefixExpr", "From", "FromSelect":
 			m.suffix = cat(m.suffix, holeTemplate)
 		case "Table", "Into":
-			c.retable(m, arg(0))
+			b.retable(m, arg(0))
 		}
 	case "goqu":
 		switch fn.Name() {
 		case "Set":
-			m.sets = append(m.sets, c.mapAssigns(arg(0))...)
+			m.sets = append(m.sets, b.mapAssigns(arg(0))...)
 		case "Where":
 			for _, a := range args {
-				m.where = append(m.where, bterm{ts: c.goquExpr(a), cond: cond})
+				m.where = append(m.where, bterm{ts: b.goquExpr(a), cond: cond})
 			}
 		case "ClearWhere":
 			m.where = nil
 		case "OnConflict":
-			if !c.isCall(arg(0), goquPath, "DoNothing") {
+			if !b.isCall(arg(0), goquPath, "DoNothing") {
 				m.upsert = true
 			}
 		case "From", "With", "WithRecursive", "FromQuery":
 			m.suffix = cat(m.suffix, holeTemplate)
 		case "Table", "Into":
-			c.retable(m, arg(0))
+			b.retable(m, arg(0))
 		}
 	case dbrLib:
-		c.dbrMethod(m, fn, args, cond)
+		b.dbrMethod(m, fn, args, cond)
 	case bunLib:
-		c.bunMethod(m, fn, args, cond)
+		b.bunMethod(m, fn, args, cond)
 	case "ent":
 		switch fn.Name() {
 		case "Set":
 			if len(args) == 2 {
-				m.sets = append(m.sets, c.assign(args[0], args[1]))
+				m.sets = append(m.sets, b.assign(args[0], args[1]))
 			}
 		case "Add":
-			if col, ok := c.static(arg(0)); ok {
+			if col, ok := b.host.static(arg(0)); ok {
 				m.sets = append(m.sets, textTemplate(quoteIdent(col)+" = "+quoteIdent(col)+" + ?"))
 			}
 		case "SetNull":
-			if col, ok := c.static(arg(0)); ok {
+			if col, ok := b.host.static(arg(0)); ok {
 				m.sets = append(m.sets, textTemplate(quoteIdent(col)+" = NULL"))
 			}
 		case "Where":
-			m.where = append(m.where, bterm{ts: c.entPred(arg(0)), cond: cond})
+			m.where = append(m.where, bterm{ts: b.entPred(arg(0)), cond: cond})
 		case "OnConflict":
 			for _, a := range args {
-				if !c.isCall(a, entSQLPath, "DoNothing") && !c.isCall(a, entSQLPath, "ConflictColumns") {
+				if !b.isCall(a, entSQLPath, "DoNothing") && !b.isCall(a, entSQLPath, "ConflictColumns") {
 					m.upsert = true
 				}
 			}
@@ -307,8 +372,8 @@ func (c *checker) builderMethod(m *bmodel, fn *types.Func, call *ast.CallExpr, c
 
 // retable changes the table of a builder: a non-constant or other table
 // ends the judgement.
-func (c *checker) retable(m *bmodel, e ast.Expr) {
-	if t, ok := c.goquIdent(e); ok {
+func (b *builderState) retable(m *bmodel, e ast.Expr) {
+	if t, ok := b.goquIdent(e); ok {
 		m.table = strings.ToLower(t)
 		return
 	}
@@ -318,13 +383,13 @@ func (c *checker) retable(m *bmodel, e ast.Expr) {
 // builderFate decides what happens to the builder after its chain: run
 // here (a terminal or a discarded value), stored in a local variable
 // (followed after the walk), or gone elsewhere.
-func (c *checker) builderFate(m *bmodel, end ast.Expr, parent ast.Node, stack []ast.Node) {
+func (b *builderState) builderFate(m *bmodel, end ast.Expr, parent ast.Node, stack []ast.Node) {
 	switch p := parent.(type) {
 	case nil, *ast.ExprStmt:
 	case *ast.AssignStmt:
-		if v, ok := c.localOf(p.Lhs, p.Rhs, end); ok {
+		if v, ok := b.localOf(p.Lhs, p.Rhs, end); ok {
 			if block, def := enclosingBlock(stack, p); block != nil {
-				c.builders = append(c.builders, &builderUse{m: m, v: v, block: block, def: def})
+				b.uses = append(b.uses, &builderUse{m: m, v: v, block: block, def: def})
 				return
 			}
 		}
@@ -334,9 +399,9 @@ func (c *checker) builderFate(m *bmodel, end ast.Expr, parent ast.Node, stack []
 		for _, n := range p.Names {
 			lhs = append(lhs, n)
 		}
-		if v, ok := c.localOf(lhs, p.Values, end); ok {
+		if v, ok := b.localOf(lhs, p.Values, end); ok {
 			if block, def := enclosingBlock(stack, p); block != nil {
-				c.builders = append(c.builders, &builderUse{m: m, v: v, block: block, def: def})
+				b.uses = append(b.uses, &builderUse{m: m, v: v, block: block, def: def})
 				return
 			}
 		}
@@ -344,11 +409,11 @@ func (c *checker) builderFate(m *bmodel, end ast.Expr, parent ast.Node, stack []
 	default:
 		m.escaped = true
 	}
-	c.builders = append(c.builders, &builderUse{m: m})
+	b.uses = append(b.uses, &builderUse{m: m})
 }
 
 // localOf returns the local variable that an assignment gives end to.
-func (c *checker) localOf(lhs, rhs []ast.Expr, end ast.Expr) (*types.Var, bool) {
+func (b *builderState) localOf(lhs, rhs []ast.Expr, end ast.Expr) (*types.Var, bool) {
 	if len(lhs) != len(rhs) {
 		return nil, false
 	}
@@ -360,8 +425,8 @@ func (c *checker) localOf(lhs, rhs []ast.Expr, end ast.Expr) (*types.Var, bool) 
 		if !ok {
 			return nil, false
 		}
-		v := c.objVar(id)
-		return v, v != nil && v.Parent() != c.pass.Pkg.Scope()
+		v := b.host.objVar(id)
+		return v, v != nil && v.Parent() != b.pkg.Scope()
 	}
 	return nil, false
 }
@@ -384,37 +449,37 @@ func enclosingBlock(stack []ast.Node, n ast.Node) (*ast.BlockStmt, ast.Stmt) {
 
 // judgeBuilders follows the builders held in variables, then judges every
 // builder.
-func (c *checker) judgeBuilders() {
-	for _, u := range c.builders {
+func (b *builderState) judgeBuilders() {
+	for _, u := range b.uses {
 		if u.v != nil {
-			c.followBuilder(u)
+			b.followBuilder(u)
 		}
-		c.judgeBuilder(u.m)
+		b.judgeBuilder(u.m)
 	}
-	for _, m := range c.gormWrites {
-		c.judgeBuilder(m)
+	for _, m := range b.gormWrites {
+		b.judgeBuilder(m)
 	}
 }
 
 // followBuilder applies the uses of a builder variable: v = v.Where(…)
 // extends it (unconditionally when the statement sits in the declaring
 // block), v.Where(…).Exec() runs it, anything else lets it escape.
-func (c *checker) followBuilder(u *builderUse) {
+func (b *builderState) followBuilder(u *builderUse) {
 	var stack []ast.Node
 	ast.Inspect(u.block, func(n ast.Node) bool {
 		if n == nil {
 			stack = stack[:len(stack)-1]
 			return true
 		}
-		if id, ok := n.(*ast.Ident); ok && c.pass.TypesInfo.Uses[id] == u.v && len(stack) > 0 {
-			c.builderVarUse(u, id, stack)
+		if id, ok := n.(*ast.Ident); ok && b.info.Uses[id] == u.v && len(stack) > 0 {
+			b.builderVarUse(u, id, stack)
 		}
 		stack = append(stack, n)
 		return true
 	})
 }
 
-func (c *checker) builderVarUse(u *builderUse, id *ast.Ident, stack []ast.Node) {
+func (b *builderState) builderVarUse(u *builderUse, id *ast.Ident, stack []ast.Node) {
 	if as, ok := stack[len(stack)-1].(*ast.AssignStmt); ok {
 		for _, l := range as.Lhs {
 			if l == id {
@@ -439,11 +504,11 @@ func (c *checker) builderVarUse(u *builderUse, id *ast.Ident, stack []ast.Node) 
 			cond = true
 		}
 	}
-	end, parent := c.applyChain(u.m, id, stack, len(stack)-1, cond)
+	end, parent := b.applyChain(u.m, id, stack, len(stack)-1, cond)
 	switch p := parent.(type) {
 	case nil, *ast.ExprStmt:
 	case *ast.AssignStmt:
-		if v, ok := c.localOf(p.Lhs, p.Rhs, end); ok && v == u.v {
+		if v, ok := b.localOf(p.Lhs, p.Rhs, end); ok && v == u.v {
 			return
 		}
 		u.m.escaped = true
@@ -454,13 +519,13 @@ func (c *checker) builderVarUse(u *builderUse, id *ast.Ident, stack []ast.Node) 
 
 // judgeBuilder renders the statement and judges it: the conditions on
 // every path must fence it; any condition may break it.
-func (c *checker) judgeBuilder(m *bmodel) {
-	tb := c.cfg.Table(m.table)
+func (b *builderState) judgeBuilder(m *bmodel) {
+	tb := b.cfg.Table(m.table)
 	if tb == nil {
 		return
 	}
 	if m.save {
-		c.add(m.pos, m.lib+": "+problemsMessage([]sqlcheck.Problem{{
+		b.host.add(m.pos, m.lib+": "+problemsMessage([]sqlcheck.Problem{{
 			Kind: sqlcheck.Unfenceable, Verb: "Save (an UPDATE by primary key, then an upsert when no row matched)", Table: *tb, Ref: tb.Name,
 		}}))
 		return
@@ -472,7 +537,7 @@ func (c *checker) judgeBuilder(m *bmodel) {
 	// condition together must not break it (an OR, a lease check).
 	var all, unfenced, sure []sqlcheck.Problem
 	for _, t := range m.render(true) {
-		for _, p := range judgeTemplate(t, c.cfg) {
+		for _, p := range judgeTemplate(t, b.cfg) {
 			if p.Kind == sqlcheck.Unfenced {
 				unfenced = append(unfenced, p)
 			} else {
@@ -481,7 +546,7 @@ func (c *checker) judgeBuilder(m *bmodel) {
 		}
 	}
 	for _, t := range m.render(false) {
-		for _, p := range judgeTemplate(t, c.cfg) {
+		for _, p := range judgeTemplate(t, b.cfg) {
 			if p.Kind == sqlcheck.Unfenced {
 				sure = append(sure, p)
 			}
@@ -497,7 +562,7 @@ func (c *checker) judgeBuilder(m *bmodel) {
 	}
 	ps := append(unfenced, all...)
 	if len(ps) > 0 {
-		c.add(m.pos, m.lib+": "+problemsMessage(ps))
+		b.host.add(m.pos, m.lib+": "+problemsMessage(ps))
 	}
 }
 
@@ -596,32 +661,32 @@ func quoteIdent(s string) string {
 }
 
 // textOf is the SQL text of a string argument.
-func (c *checker) textOf(e ast.Expr) []template {
+func (b *builderState) textOf(e ast.Expr) []template {
 	if e == nil {
 		return holeTemplate
 	}
-	ts, _ := c.evalExpr(e)
+	ts, _ := b.host.evalExpr(e)
 	return ts
 }
 
 // isCall reports whether e calls the named function of a package.
-func (c *checker) isCall(e ast.Expr, path, name string) bool {
+func (b *builderState) isCall(e ast.Expr, path, name string) bool {
 	call, ok := ast.Unparen(e).(*ast.CallExpr)
 	if !ok {
 		return false
 	}
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
+	fn, ok := typeutil.Callee(b.info, call).(*types.Func)
 	return ok && fn.Name() == name && fn.Pkg() != nil && fn.Pkg().Path() == path
 }
 
 // rawExpr returns the SQL text of a raw expression value:
 // squirrel.Expr("…"), goqu.L("…"), gorm.Expr("…"), sql.Expr("…").
-func (c *checker) rawExpr(e ast.Expr) ([]template, bool) {
+func (b *builderState) rawExpr(e ast.Expr) ([]template, bool) {
 	call, ok := ast.Unparen(e).(*ast.CallExpr)
 	if !ok || len(call.Args) == 0 {
 		return nil, false
 	}
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
+	fn, ok := typeutil.Callee(b.info, call).(*types.Func)
 	if !ok || fn.Pkg() == nil {
 		return nil, false
 	}
@@ -630,47 +695,47 @@ func (c *checker) rawExpr(e ast.Expr) ([]template, bool) {
 		fn.Pkg().Path() == goquPath && fn.Name() == "L",
 		fn.Pkg().Path() == gormPath && fn.Name() == "Expr",
 		fn.Pkg().Path() == entSQLPath && (fn.Name() == "Expr" || fn.Name() == "ExprP"):
-		return c.textOf(call.Args[0]), true
+		return b.textOf(call.Args[0]), true
 	}
 	return nil, false
 }
 
 // value renders a value compared or assigned: a raw expression's text,
 // NULL, or a placeholder.
-func (c *checker) value(e ast.Expr) []template {
+func (b *builderState) value(e ast.Expr) []template {
 	if e == nil {
 		return textTemplate("?")
 	}
-	if ts, ok := c.rawExpr(e); ok {
+	if ts, ok := b.rawExpr(e); ok {
 		return ts
 	}
-	if tv := c.pass.TypesInfo.Types[e]; tv.IsNil() {
+	if tv := b.info.Types[e]; tv.IsNil() {
 		return textTemplate("NULL")
 	}
 	return textTemplate("?")
 }
 
 // assign renders "col = value".
-func (c *checker) assign(col, val ast.Expr) []template {
-	name, ok := c.static(col)
+func (b *builderState) assign(col, val ast.Expr) []template {
+	name, ok := b.host.static(col)
 	if !ok {
 		return holeTemplate
 	}
-	return concat(textTemplate(quoteIdent(name)+" = "), c.value(val))
+	return concat(textTemplate(quoteIdent(name)+" = "), b.value(val))
 }
 
 // mapAssigns renders the assignments of a map or record literal.
-func (c *checker) mapAssigns(e ast.Expr) [][]template {
+func (b *builderState) mapAssigns(e ast.Expr) [][]template {
 	lit, ok := ast.Unparen(e).(*ast.CompositeLit)
 	if !ok {
 		return [][]template{holeTemplate}
 	}
-	if _, ok := c.pass.TypesInfo.TypeOf(lit).Underlying().(*types.Map); !ok {
+	if _, ok := b.info.TypeOf(lit).Underlying().(*types.Map); !ok {
 		return [][]template{textTemplate("`fencelint_columns` = ?")} // a struct: its fields
 	}
 	var out [][]template
-	for _, kv := range sortedPairs(c, lit) {
-		out = append(out, concat(textTemplate(quoteIdent(kv.key)+" = "), c.value(kv.value)))
+	for _, kv := range sortedPairs(b, lit) {
+		out = append(out, concat(textTemplate(quoteIdent(kv.key)+" = "), b.value(kv.value)))
 	}
 	return out
 }
@@ -682,14 +747,14 @@ type pair struct {
 
 // sortedPairs returns the constant keys of a map literal, sorted as the
 // libraries render them; a non-constant key gives the pair key "".
-func sortedPairs(c *checker, lit *ast.CompositeLit) []pair {
+func sortedPairs(b *builderState, lit *ast.CompositeLit) []pair {
 	var out []pair
 	for _, e := range lit.Elts {
 		kv, ok := e.(*ast.KeyValueExpr)
 		if !ok {
 			continue
 		}
-		k, _ := c.static(kv.Key)
+		k, _ := b.host.static(kv.Key)
 		out = append(out, pair{k, kv.Value})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].key < out[j].key })
@@ -698,8 +763,8 @@ func sortedPairs(c *checker, lit *ast.CompositeLit) []pair {
 
 // comparison renders the conditions of a map of columns to values: equal
 // (or IN for a slice, IS NULL for nil) by default, op otherwise.
-func (c *checker) comparison(lit *ast.CompositeLit, op, join string) []template {
-	pairs := sortedPairs(c, lit)
+func (b *builderState) comparison(lit *ast.CompositeLit, op, join string) []template {
+	pairs := sortedPairs(b, lit)
 	if len(pairs) == 0 {
 		return textTemplate("(1=1)")
 	}
@@ -711,13 +776,13 @@ func (c *checker) comparison(lit *ast.CompositeLit, op, join string) []template 
 		if i > 0 {
 			out = concat(out, textTemplate(join))
 		}
-		out = concat(out, c.compare(kv.key, op, kv.value))
+		out = concat(out, b.compare(kv.key, op, kv.value))
 	}
 	return out
 }
 
-func (c *checker) compare(col, op string, val ast.Expr) []template {
-	t := c.pass.TypesInfo.TypeOf(val)
+func (b *builderState) compare(col, op string, val ast.Expr) []template {
+	t := b.info.TypeOf(val)
 	if t != nil {
 		switch t.Underlying().(type) {
 		case *types.Slice, *types.Array:
@@ -731,25 +796,25 @@ func (c *checker) compare(col, op string, val ast.Expr) []template {
 			}
 		}
 	}
-	if tv := c.pass.TypesInfo.Types[val]; tv.IsNil() && (op == "=" || op == "<>") {
+	if tv := b.info.Types[val]; tv.IsNil() && (op == "=" || op == "<>") {
 		if op == "=" {
 			return textTemplate(quoteIdent(col) + " IS NULL")
 		}
 		return textTemplate(quoteIdent(col) + " IS NOT NULL")
 	}
-	return concat(textTemplate(quoteIdent(col)+" "+op+" "), c.value(val))
+	return concat(textTemplate(quoteIdent(col)+" "+op+" "), b.value(val))
 }
 
 // squirrelPred renders a squirrel Where predicate.
-func (c *checker) squirrelPred(e ast.Expr, hasArgs bool) []template {
+func (b *builderState) squirrelPred(e ast.Expr, hasArgs bool) []template {
 	if e == nil {
 		return holeTemplate
 	}
-	t := c.pass.TypesInfo.TypeOf(e)
+	t := b.info.TypeOf(e)
 	if t != nil && isString(t) {
-		return c.textOf(e)
+		return b.textOf(e)
 	}
-	if ts, ok := c.rawExpr(e); ok {
+	if ts, ok := b.rawExpr(e); ok {
 		return ts
 	}
 	lit, ok := ast.Unparen(e).(*ast.CompositeLit)
@@ -757,26 +822,26 @@ func (c *checker) squirrelPred(e ast.Expr, hasArgs bool) []template {
 		return holeTemplate
 	}
 	name := ""
-	if n, ok := c.pass.TypesInfo.TypeOf(lit).(*types.Named); ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == squirrelPath {
+	if n, ok := b.info.TypeOf(lit).(*types.Named); ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == squirrelPath {
 		name = n.Obj().Name()
-	} else if _, ok := c.pass.TypesInfo.TypeOf(lit).Underlying().(*types.Map); ok {
+	} else if _, ok := b.info.TypeOf(lit).Underlying().(*types.Map); ok {
 		name = "Eq" // a plain map is an Eq
 	}
 	switch name {
 	case "Eq":
-		return c.comparison(lit, "=", " AND ")
+		return b.comparison(lit, "=", " AND ")
 	case "NotEq":
-		return c.comparison(lit, "<>", " AND ")
+		return b.comparison(lit, "<>", " AND ")
 	case "Lt":
-		return c.comparison(lit, "<", " AND ")
+		return b.comparison(lit, "<", " AND ")
 	case "LtOrEq":
-		return c.comparison(lit, "<=", " AND ")
+		return b.comparison(lit, "<=", " AND ")
 	case "Gt":
-		return c.comparison(lit, ">", " AND ")
+		return b.comparison(lit, ">", " AND ")
 	case "GtOrEq":
-		return c.comparison(lit, ">=", " AND ")
+		return b.comparison(lit, ">=", " AND ")
 	case "Like", "NotLike", "ILike", "NotILike":
-		return c.comparison(lit, "LIKE", " AND ")
+		return b.comparison(lit, "LIKE", " AND ")
 	case "And", "Or":
 		sep := " AND "
 		if name == "Or" {
@@ -787,7 +852,7 @@ func (c *checker) squirrelPred(e ast.Expr, hasArgs bool) []template {
 			if i > 0 {
 				out = concat(out, textTemplate(sep))
 			}
-			out = concat(out, c.squirrelPred(el, false))
+			out = concat(out, b.squirrelPred(el, false))
 		}
 		return concat(out, textTemplate(")"))
 	}
@@ -795,17 +860,17 @@ func (c *checker) squirrelPred(e ast.Expr, hasArgs bool) []template {
 }
 
 // goquExpr renders a goqu expression.
-func (c *checker) goquExpr(e ast.Expr) []template {
+func (b *builderState) goquExpr(e ast.Expr) []template {
 	e = ast.Unparen(e)
-	if ts, ok := c.rawExpr(e); ok {
+	if ts, ok := b.rawExpr(e); ok {
 		return ts
 	}
 	if lit, ok := e.(*ast.CompositeLit); ok {
 		join := " AND "
-		if typeName(c.pass.TypesInfo.TypeOf(lit)) == "ExOr" {
+		if typeName(b.info.TypeOf(lit)) == "ExOr" {
 			join = " OR "
 		}
-		pairs := sortedPairs(c, lit)
+		pairs := sortedPairs(b, lit)
 		if len(pairs) == 0 {
 			return textTemplate("(1=1)")
 		}
@@ -817,21 +882,21 @@ func (c *checker) goquExpr(e ast.Expr) []template {
 			if i > 0 {
 				out = concat(out, textTemplate(join))
 			}
-			if op, ok := ast.Unparen(kv.value).(*ast.CompositeLit); ok && typeName(c.pass.TypesInfo.TypeOf(op)) == "Op" {
+			if op, ok := ast.Unparen(kv.value).(*ast.CompositeLit); ok && typeName(b.info.TypeOf(op)) == "Op" {
 				out = concat(out, textTemplate("("))
-				for j, o := range sortedPairs(c, op) {
+				for j, o := range sortedPairs(b, op) {
 					if j > 0 {
 						out = concat(out, textTemplate(" AND "))
 					}
 					if goquOp(o.key) == "" {
 						return holeTemplate
 					}
-					out = concat(out, c.compare(kv.key, goquOp(o.key), o.value))
+					out = concat(out, b.compare(kv.key, goquOp(o.key), o.value))
 				}
 				out = concat(out, textTemplate(")"))
 				continue
 			}
-			out = concat(out, c.compare(kv.key, "=", kv.value))
+			out = concat(out, b.compare(kv.key, "=", kv.value))
 		}
 		return concat(out, textTemplate(")"))
 	}
@@ -839,7 +904,7 @@ func (c *checker) goquExpr(e ast.Expr) []template {
 	if !ok {
 		return holeTemplate
 	}
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
+	fn, ok := typeutil.Callee(b.info, call).(*types.Func)
 	if !ok || fn.Pkg() == nil {
 		return holeTemplate
 	}
@@ -854,7 +919,7 @@ func (c *checker) goquExpr(e ast.Expr) []template {
 			if i > 0 {
 				out = concat(out, textTemplate(sep))
 			}
-			out = concat(out, c.goquExpr(a))
+			out = concat(out, b.goquExpr(a))
 		}
 		return concat(out, textTemplate(")"))
 	case fn.Pkg().Path() == goquExpPath || fn.Pkg().Path() == goquPath:
@@ -867,11 +932,11 @@ func (c *checker) goquExpr(e ast.Expr) []template {
 		if !ok || len(ident.Args) != 1 {
 			return holeTemplate
 		}
-		idFn, ok := typeutil.Callee(c.pass.TypesInfo, ident).(*types.Func)
+		idFn, ok := typeutil.Callee(b.info, ident).(*types.Func)
 		if !ok || idFn.Pkg() == nil || idFn.Pkg().Path() != goquPath || idFn.Name() != "C" && idFn.Name() != "I" {
 			return holeTemplate
 		}
-		col, ok := c.static(ident.Args[0])
+		col, ok := b.host.static(ident.Args[0])
 		if !ok {
 			return holeTemplate
 		}
@@ -886,7 +951,7 @@ func (c *checker) goquExpr(e ast.Expr) []template {
 		if len(call.Args) > 0 {
 			val = call.Args[0]
 		}
-		return concat(concat(textTemplate("("), c.compare(col, op, val)), textTemplate(")"))
+		return concat(concat(textTemplate("("), b.compare(col, op, val)), textTemplate(")"))
 	}
 	return holeTemplate
 }
@@ -921,23 +986,23 @@ func goquOp(name string) string {
 }
 
 // entPred renders a predicate of Ent's dialect/sql.
-func (c *checker) entPred(e ast.Expr) []template {
+func (b *builderState) entPred(e ast.Expr) []template {
 	call, ok := ast.Unparen(e).(*ast.CallExpr)
 	if !ok {
 		return holeTemplate
 	}
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
+	fn, ok := typeutil.Callee(b.info, call).(*types.Func)
 	if !ok || fn.Pkg() == nil || fn.Pkg().Path() != entSQLPath || fn.Signature().Recv() != nil {
 		return holeTemplate
 	}
 	ops := map[string]string{"EQ": "=", "NEQ": "<>", "GT": ">", "GTE": ">=", "LT": "<", "LTE": "<="}
 	switch name := fn.Name(); {
 	case ops[name] != "" && len(call.Args) == 2:
-		col, ok := c.static(call.Args[0])
+		col, ok := b.host.static(call.Args[0])
 		if !ok {
 			return holeTemplate
 		}
-		return c.compare(col, ops[name], call.Args[1])
+		return b.compare(col, ops[name], call.Args[1])
 	case name == "And" || name == "Or":
 		sep := " AND "
 		if name == "Or" {
@@ -948,17 +1013,17 @@ func (c *checker) entPred(e ast.Expr) []template {
 			if i > 0 {
 				out = concat(out, textTemplate(sep))
 			}
-			out = concat(out, c.entPred(a))
+			out = concat(out, b.entPred(a))
 		}
 		return concat(out, textTemplate(")"))
 	case name == "Not" && len(call.Args) == 1:
-		return concat(concat(textTemplate("(NOT ("), c.entPred(call.Args[0])), textTemplate("))"))
+		return concat(concat(textTemplate("(NOT ("), b.entPred(call.Args[0])), textTemplate("))"))
 	case name == "IsNull" || name == "NotNull":
-		if col, ok := c.static(call.Args[0]); ok {
+		if col, ok := b.host.static(call.Args[0]); ok {
 			return textTemplate(quoteIdent(col) + map[string]string{"IsNull": " IS NULL", "NotNull": " IS NOT NULL"}[name])
 		}
 	case name == "ExprP" && len(call.Args) > 0:
-		return c.textOf(call.Args[0])
+		return b.textOf(call.Args[0])
 	}
 	return holeTemplate
 }
@@ -978,8 +1043,8 @@ func typeName(t types.Type) string {
 }
 
 // constInt returns the value of an integer constant expression.
-func (c *checker) constInt(e ast.Expr) (int64, bool) {
-	tv := c.pass.TypesInfo.Types[e]
+func (b *builderState) constInt(e ast.Expr) (int64, bool) {
+	tv := b.info.Types[e]
 	if tv.Value == nil || tv.Value.Kind() != constant.Int {
 		return 0, false
 	}
@@ -995,10 +1060,10 @@ var gormWriters = map[string]string{
 
 // gormWrite models a gorm write from its method back through the chain
 // that leads to it.
-func (c *checker) gormWrite(call *ast.CallExpr, fn *types.Func, stack []ast.Node) {
+func (b *builderState) gormWrite(call *ast.CallExpr, fn *types.Func, stack []ast.Node) {
 	verb, ok := gormWriters[fn.Name()]
 	recv := fn.Signature().Recv()
-	if !ok || recv == nil || typeName(recv.Type()) != "DB" || verb == "DELETE" && !c.cfg.Delete {
+	if !ok || recv == nil || typeName(recv.Type()) != "DB" || verb == "DELETE" && !b.cfg.Delete {
 		return
 	}
 	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
@@ -1011,27 +1076,27 @@ func (c *checker) gormWrite(call *ast.CallExpr, fn *types.Func, stack []ast.Node
 	switch fn.Name() {
 	case "Update", "UpdateColumn":
 		if len(args) == 2 {
-			m.sets = append(m.sets, c.assign(args[0], args[1]))
+			m.sets = append(m.sets, b.assign(args[0], args[1]))
 		}
 	case "Updates", "UpdateColumns":
 		if len(args) == 1 {
-			m.sets = append(m.sets, c.mapAssigns(args[0])...)
-			g.arg = c.modelTable(c.pass.TypesInfo.TypeOf(args[0]))
+			m.sets = append(m.sets, b.mapAssigns(args[0])...)
+			g.arg = b.modelTable(b.info.TypeOf(args[0]))
 		}
 	case "Save":
 		m.save = true
 		if len(args) == 1 {
-			g.arg = c.modelTable(c.pass.TypesInfo.TypeOf(args[0]))
+			g.arg = b.modelTable(b.info.TypeOf(args[0]))
 		}
 	case "Create", "CreateInBatches", "Delete":
 		if len(args) > 0 {
-			g.arg = c.modelTable(c.pass.TypesInfo.TypeOf(args[0]))
+			g.arg = b.modelTable(b.info.TypeOf(args[0]))
 		}
 		if fn.Name() == "Delete" && len(args) > 1 {
-			m.where = append(m.where, bterm{ts: c.gormCond(args[1], args[2:])})
+			m.where = append(m.where, bterm{ts: b.gormCond(args[1], args[2:])})
 		}
 	}
-	c.gormReceiver(m, g, sel.X, 0)
+	b.gormReceiver(m, g, sel.X, 0)
 	for i, j := 0, len(g.terms)-1; i < j; i, j = i+1, j-1 {
 		g.terms[i], g.terms[j] = g.terms[j], g.terms[i]
 	}
@@ -1056,7 +1121,7 @@ func (c *checker) gormWrite(call *ast.CallExpr, fn *types.Func, stack []ast.Node
 	if len(m.where) > 0 && m.where[0].or {
 		m.where[0].or = false
 	}
-	c.gormWrites = append(c.gormWrites, m)
+	b.gormWrites = append(b.gormWrites, m)
 }
 
 // gormChain collects what the calls before a gorm write set.
@@ -1068,22 +1133,22 @@ type gormChain struct {
 
 // gormReceiver walks back from x, the receiver of a gorm call: chained
 // calls, and local variables assigned once.
-func (c *checker) gormReceiver(m *bmodel, g *gormChain, x ast.Expr, depth int) {
+func (b *builderState) gormReceiver(m *bmodel, g *gormChain, x ast.Expr, depth int) {
 	if depth > maxDepth {
 		return
 	}
 	x = ast.Unparen(x)
 	switch x := x.(type) {
 	case *ast.Ident:
-		v := c.objVar(x)
+		v := b.host.objVar(x)
 		if v == nil {
 			return
 		}
-		if ds := c.defs[v]; len(ds) == 1 && ds[0].expr != nil && !ds[0].add {
-			c.gormReceiver(m, g, ds[0].expr, depth+1)
+		if ds := b.host.varDefs(v); len(ds) == 1 && ds[0].expr != nil && !ds[0].add {
+			b.gormReceiver(m, g, ds[0].expr, depth+1)
 		}
 	case *ast.CallExpr:
-		fn, ok := typeutil.Callee(c.pass.TypesInfo, x).(*types.Func)
+		fn, ok := typeutil.Callee(b.info, x).(*types.Func)
 		sel, ok2 := ast.Unparen(x.Fun).(*ast.SelectorExpr)
 		if !ok || !ok2 || fn.Pkg() == nil || fn.Pkg().Path() != gormPath || fn.Signature().Recv() == nil {
 			return
@@ -1092,7 +1157,7 @@ func (c *checker) gormReceiver(m *bmodel, g *gormChain, x ast.Expr, depth int) {
 		switch fn.Name() {
 		case "Table":
 			if g.table == "" && len(args) > 0 {
-				if t, ok := c.static(args[0]); ok {
+				if t, ok := b.host.static(args[0]); ok {
 					g.table = strings.ToLower(t)
 				} else {
 					g.table = "\x00"
@@ -1100,11 +1165,11 @@ func (c *checker) gormReceiver(m *bmodel, g *gormChain, x ast.Expr, depth int) {
 			}
 		case "Model":
 			if g.model == "" && len(args) == 1 {
-				g.model = c.modelTable(c.pass.TypesInfo.TypeOf(args[0]))
+				g.model = b.modelTable(b.info.TypeOf(args[0]))
 			}
 		case "Where", "Or", "Not":
 			if len(args) > 0 {
-				ts := c.gormCond(args[0], args[1:])
+				ts := b.gormCond(args[0], args[1:])
 				if fn.Name() == "Not" {
 					ts = concat(concat(textTemplate("NOT ("), ts), textTemplate(")"))
 				}
@@ -1114,19 +1179,19 @@ func (c *checker) gormReceiver(m *bmodel, g *gormChain, x ast.Expr, depth int) {
 			g.terms = append(g.terms, bterm{ts: holeTemplate})
 		case "Clauses":
 			for _, a := range args {
-				c.gormClause(g, a)
+				b.gormClause(g, a)
 			}
 		case "Raw", "Exec":
 			return
 		}
-		c.gormReceiver(m, g, sel.X, depth+1)
+		b.gormReceiver(m, g, sel.X, depth+1)
 	}
 }
 
 // gormClause notes an upsert clause: clause.OnConflict{…} that does
 // more than nothing.
-func (c *checker) gormClause(g *gormChain, e ast.Expr) {
-	t := c.pass.TypesInfo.TypeOf(e)
+func (b *builderState) gormClause(g *gormChain, e ast.Expr) {
+	t := b.info.TypeOf(e)
 	if t == nil || typeName(t) != "OnConflict" {
 		return
 	}
@@ -1143,7 +1208,7 @@ func (c *checker) gormClause(g *gormChain, e ast.Expr) {
 			continue
 		}
 		if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "DoNothing" {
-			if tv := c.pass.TypesInfo.Types[kv.Value]; tv.Value != nil && tv.Value.Kind() == constant.Bool && constant.BoolVal(tv.Value) {
+			if tv := b.info.Types[kv.Value]; tv.Value != nil && tv.Value.Kind() == constant.Bool && constant.BoolVal(tv.Value) {
 				nothing = true
 			}
 		}
@@ -1156,20 +1221,20 @@ func (c *checker) gormClause(g *gormChain, e ast.Expr) {
 // gormCond renders a gorm condition: SQL text (a lone column name with one
 // argument is an equality), a map of columns, or raw SQL. A struct
 // condition is unknown: gorm leaves out its zero fields.
-func (c *checker) gormCond(q ast.Expr, args []ast.Expr) []template {
-	t := c.pass.TypesInfo.TypeOf(q)
+func (b *builderState) gormCond(q ast.Expr, args []ast.Expr) []template {
+	t := b.info.TypeOf(q)
 	if t != nil && isString(t) {
-		if s, ok := c.static(q); ok && len(args) == 1 && isPlainName(s) {
-			return c.compare(s, "=", args[0])
+		if s, ok := b.host.static(q); ok && len(args) == 1 && isPlainName(s) {
+			return b.compare(s, "=", args[0])
 		}
-		return c.textOf(q)
+		return b.textOf(q)
 	}
-	if ts, ok := c.rawExpr(q); ok {
+	if ts, ok := b.rawExpr(q); ok {
 		return ts
 	}
 	if lit, ok := ast.Unparen(q).(*ast.CompositeLit); ok {
-		if _, ok := c.pass.TypesInfo.TypeOf(lit).Underlying().(*types.Map); ok {
-			return c.comparison(lit, "=", " AND ")
+		if _, ok := b.info.TypeOf(lit).Underlying().(*types.Map); ok {
+			return b.comparison(lit, "=", " AND ")
 		}
 	}
 	return holeTemplate
@@ -1193,7 +1258,7 @@ func isWord(b byte) bool {
 
 // modelTable is the table of a gorm model type: its TableName method's
 // constant result, else gorm's default naming (snake case, plural).
-func (c *checker) modelTable(t types.Type) string {
+func (b *builderState) modelTable(t types.Type) string {
 	for t != nil {
 		switch u := t.(type) {
 		case *types.Pointer:
@@ -1218,7 +1283,7 @@ func (c *checker) modelTable(t types.Type) string {
 	for _, mt := range []types.Type{n, types.NewPointer(n)} {
 		if sel := types.NewMethodSet(mt).Lookup(n.Obj().Pkg(), "TableName"); sel != nil {
 			if fn, ok := sel.Obj().(*types.Func); ok {
-				if rs, ok := c.returnsOf(fn); ok && len(rs) == 1 {
+				if rs, ok := b.host.returnsOf(fn); ok && len(rs) == 1 {
 					if text, ok := rs[0].static(); ok {
 						return strings.ToLower(text)
 					}

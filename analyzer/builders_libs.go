@@ -36,7 +36,7 @@ func dbrCtor(name string) string {
 }
 
 // dbrMethod applies one chained method of dbr's UpdateStmt or DeleteStmt.
-func (c *checker) dbrMethod(m *bmodel, fn *types.Func, args []ast.Expr, cond bool) {
+func (b *builderState) dbrMethod(m *bmodel, fn *types.Func, args []ast.Expr, cond bool) {
 	arg := func(i int) ast.Expr {
 		if i < len(args) {
 			return args[i]
@@ -46,54 +46,54 @@ func (c *checker) dbrMethod(m *bmodel, fn *types.Func, args []ast.Expr, cond boo
 	switch fn.Name() {
 	case "Set":
 		if len(args) == 2 {
-			m.sets = append(m.sets, c.assign(args[0], args[1]))
+			m.sets = append(m.sets, b.assign(args[0], args[1]))
 		}
 	case "SetMap":
-		m.sets = append(m.sets, c.mapAssigns(arg(0))...)
+		m.sets = append(m.sets, b.mapAssigns(arg(0))...)
 	case "Where":
-		m.where = append(m.where, bterm{ts: c.dbrPred(arg(0)), cond: cond})
+		m.where = append(m.where, bterm{ts: b.dbrPred(arg(0)), cond: cond})
 	}
 }
 
 // dbrPred renders a dbr condition: SQL text, dbr.Expr(text, …),
 // dbr.Eq/Neq/Gt/Gte/Lt/Lte(col, v), dbr.And/Or(conds…). Anything else is
 // a hole.
-func (c *checker) dbrPred(e ast.Expr) []template {
+func (b *builderState) dbrPred(e ast.Expr) []template {
 	if e == nil {
 		return holeTemplate
 	}
-	if t := c.pass.TypesInfo.TypeOf(e); t != nil && isString(t) {
-		return c.textOf(e)
+	if t := b.info.TypeOf(e); t != nil && isString(t) {
+		return b.textOf(e)
 	}
 	call, ok := ast.Unparen(e).(*ast.CallExpr)
 	if !ok {
 		return holeTemplate
 	}
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
+	fn, ok := typeutil.Callee(b.info, call).(*types.Func)
 	if !ok || fn.Pkg() == nil || !isDBRPath(fn.Pkg().Path()) || fn.Signature().Recv() != nil {
 		return holeTemplate
 	}
 	ops := map[string]string{"Eq": " = ", "Neq": " != ", "Gt": " > ", "Gte": " >= ", "Lt": " < ", "Lte": " <= "}
 	switch name := fn.Name(); {
 	case name == "Expr" && len(call.Args) > 0:
-		return c.textOf(call.Args[0])
+		return b.textOf(call.Args[0])
 	case ops[name] != "" && len(call.Args) == 2:
-		col, ok := c.static(call.Args[0])
+		col, ok := b.host.static(call.Args[0])
 		if !ok {
 			return holeTemplate
 		}
 		op := ops[name]
-		if t := c.pass.TypesInfo.TypeOf(call.Args[1]); t != nil && (name == "Eq" || name == "Neq") && !stringish(t) {
+		if t := b.info.TypeOf(call.Args[1]); t != nil && (name == "Eq" || name == "Neq") && !stringish(t) {
 			switch t.Underlying().(type) {
 			case *types.Slice, *types.Array: // Eq(col, []T): col IN (…)
 				op = map[string]string{"Eq": " IN ", "Neq": " NOT IN "}[name]
 				return textTemplate(quoteIdent(col) + op + "(?)")
 			}
 		}
-		if tv := c.pass.TypesInfo.Types[call.Args[1]]; tv.IsNil() {
+		if tv := b.info.Types[call.Args[1]]; tv.IsNil() {
 			return textTemplate(quoteIdent(col) + map[string]string{"Eq": " IS NULL", "Neq": " IS NOT NULL"}[name])
 		}
-		return concat(textTemplate(quoteIdent(col)+op), c.value(call.Args[1]))
+		return concat(textTemplate(quoteIdent(col)+op), b.value(call.Args[1]))
 	case (name == "And" || name == "Or") && !call.Ellipsis.IsValid():
 		sep := " AND "
 		if name == "Or" {
@@ -104,7 +104,7 @@ func (c *checker) dbrPred(e ast.Expr) []template {
 			if i > 0 {
 				out = concat(out, textTemplate(sep))
 			}
-			out = concat(concat(concat(out, textTemplate("(")), c.dbrPred(a)), textTemplate(")"))
+			out = concat(concat(concat(out, textTemplate("(")), b.dbrPred(a)), textTemplate(")"))
 		}
 		return concat(out, textTemplate(")"))
 	}
@@ -165,7 +165,7 @@ func bunText(m *bmodel, ts []template) []template {
 }
 
 // bunMethod applies one chained method of bun's UpdateQuery/DeleteQuery.
-func (c *checker) bunMethod(m *bmodel, fn *types.Func, args []ast.Expr, cond bool) {
+func (b *builderState) bunMethod(m *bmodel, fn *types.Func, args []ast.Expr, cond bool) {
 	arg := func(i int) ast.Expr {
 		if i < len(args) {
 			return args[i]
@@ -174,26 +174,26 @@ func (c *checker) bunMethod(m *bmodel, fn *types.Func, args []ast.Expr, cond boo
 	}
 	switch fn.Name() {
 	case "Model":
-		if t := c.pass.TypesInfo.TypeOf(arg(0)); t != nil {
+		if t := b.info.TypeOf(arg(0)); t != nil {
 			m.table, m.alias = bunTable(t)
 		}
 	case "Table":
 		m.alias = ""
-		c.retable(m, arg(0))
+		b.retable(m, arg(0))
 	case "TableExpr", "ModelTableExpr", "With", "WithRecursive":
 		m.table = ""
 	case "Set":
-		m.sets = append(m.sets, bunText(m, c.textOf(arg(0))))
+		m.sets = append(m.sets, bunText(m, b.textOf(arg(0))))
 	case "SetColumn":
-		if col, ok := c.static(arg(0)); ok {
-			m.sets = append(m.sets, concat(textTemplate(quoteIdent(col)+" = "), bunText(m, c.textOf(arg(1)))))
+		if col, ok := b.host.static(arg(0)); ok {
+			m.sets = append(m.sets, concat(textTemplate(quoteIdent(col)+" = "), bunText(m, b.textOf(arg(1)))))
 		} else {
 			m.sets = append(m.sets, holeTemplate)
 		}
 	case "Where":
-		m.where = append(m.where, bterm{ts: bunText(m, c.textOf(arg(0))), cond: cond})
+		m.where = append(m.where, bterm{ts: bunText(m, b.textOf(arg(0))), cond: cond})
 	case "WhereOr":
-		m.where = append(m.where, bterm{ts: bunText(m, c.textOf(arg(0))), cond: cond, or: true})
+		m.where = append(m.where, bterm{ts: bunText(m, b.textOf(arg(0))), cond: cond, or: true})
 	case "WherePK":
 		m.where = append(m.where, bterm{ts: textTemplate("`fencelint_pk` = ?"), cond: cond})
 	case "WhereGroup", "Apply":
@@ -277,9 +277,9 @@ const (
 func isXormPath(path string) bool { return path == xormPath || path == xorm0Path }
 
 // xormWrite models a write of xorm's chain ending at call.
-func (c *checker) xormWrite(call *ast.CallExpr, fn *types.Func) {
+func (b *builderState) xormWrite(call *ast.CallExpr, fn *types.Func) {
 	verb := map[string]string{"Update": "UPDATE", "Delete": "DELETE"}[fn.Name()]
-	if verb == "" || fn.Signature().Recv() == nil || verb == "DELETE" && !c.cfg.Delete {
+	if verb == "" || fn.Signature().Recv() == nil || verb == "DELETE" && !b.cfg.Delete {
 		return
 	}
 	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
@@ -290,14 +290,14 @@ func (c *checker) xormWrite(call *ast.CallExpr, fn *types.Func) {
 	g := &gormChain{}
 	if len(call.Args) > 0 {
 		bean := call.Args[0]
-		t := c.pass.TypesInfo.TypeOf(bean)
+		t := b.info.TypeOf(bean)
 		if t != nil {
 			if _, isMap := t.Underlying().(*types.Map); isMap {
 				if verb == "UPDATE" {
-					m.sets = append(m.sets, c.mapAssigns(bean)...)
+					m.sets = append(m.sets, b.mapAssigns(bean)...)
 				}
 			} else {
-				g.arg = c.xormTable(t)
+				g.arg = b.xormTable(t)
 				if verb == "UPDATE" {
 					m.sets = append(m.sets, textTemplate("`fencelint_columns` = ?"))
 				}
@@ -306,11 +306,11 @@ func (c *checker) xormWrite(call *ast.CallExpr, fn *types.Func) {
 	}
 	if verb == "UPDATE" && len(call.Args) > 1 || verb == "DELETE" && len(call.Args) > 0 && g.arg != "" {
 		// Condition beans (and Delete's bean): their non-zero fields.
-		if verb == "UPDATE" || !c.zeroBean(call.Args[0]) {
+		if verb == "UPDATE" || !b.zeroBean(call.Args[0]) {
 			m.where = append(m.where, bterm{ts: holeTemplate})
 		}
 	}
-	c.xormReceiver(m, g, sel.X, 0)
+	b.xormReceiver(m, g, sel.X, 0)
 	for i, j := 0, len(g.terms)-1; i < j; i, j = i+1, j-1 {
 		g.terms[i], g.terms[j] = g.terms[j], g.terms[i]
 	}
@@ -327,12 +327,12 @@ func (c *checker) xormWrite(call *ast.CallExpr, fn *types.Func) {
 	if len(m.where) > 0 && m.where[0].or {
 		m.where[0].or = false
 	}
-	c.gormWrites = append(c.gormWrites, m)
+	b.gormWrites = append(b.gormWrites, m)
 }
 
 // zeroBean reports whether e is a composite literal with no fields set
 // (new(Job), &Job{}): it adds no condition.
-func (c *checker) zeroBean(e ast.Expr) bool {
+func (b *builderState) zeroBean(e ast.Expr) bool {
 	e = ast.Unparen(e)
 	if u, ok := e.(*ast.UnaryExpr); ok {
 		e = ast.Unparen(u.X)
@@ -343,8 +343,8 @@ func (c *checker) zeroBean(e ast.Expr) bool {
 
 // xormTable is the table of an xorm bean: its TableName method's constant,
 // else xorm's default SnakeMapper (snake case, singular).
-func (c *checker) xormTable(t types.Type) string {
-	table := c.modelTable(t) // TableName, or gorm's plural naming
+func (b *builderState) xormTable(t types.Type) string {
+	table := b.modelTable(t) // TableName, or gorm's plural naming
 	if table == "" || table == "\x00" {
 		return table
 	}
@@ -363,21 +363,21 @@ func (c *checker) xormTable(t types.Type) string {
 
 // xormReceiver walks back from x, the receiver of an xorm call: chained
 // calls, and local variables assigned once.
-func (c *checker) xormReceiver(m *bmodel, g *gormChain, x ast.Expr, depth int) {
+func (b *builderState) xormReceiver(m *bmodel, g *gormChain, x ast.Expr, depth int) {
 	if depth > maxDepth {
 		return
 	}
 	switch x := ast.Unparen(x).(type) {
 	case *ast.Ident:
-		v := c.objVar(x)
+		v := b.host.objVar(x)
 		if v == nil {
 			return
 		}
-		if ds := c.defs[v]; len(ds) == 1 && ds[0].expr != nil && !ds[0].add {
-			c.xormReceiver(m, g, ds[0].expr, depth+1)
+		if ds := b.host.varDefs(v); len(ds) == 1 && ds[0].expr != nil && !ds[0].add {
+			b.xormReceiver(m, g, ds[0].expr, depth+1)
 		}
 	case *ast.CallExpr:
-		fn, ok := typeutil.Callee(c.pass.TypesInfo, x).(*types.Func)
+		fn, ok := typeutil.Callee(b.info, x).(*types.Func)
 		sel, ok2 := ast.Unparen(x.Fun).(*ast.SelectorExpr)
 		if !ok || !ok2 || fn.Pkg() == nil || !isXormPath(fn.Pkg().Path()) || fn.Signature().Recv() == nil {
 			return
@@ -392,46 +392,46 @@ func (c *checker) xormReceiver(m *bmodel, g *gormChain, x ast.Expr, depth int) {
 		switch fn.Name() {
 		case "Table":
 			if g.table == "" && len(args) == 1 {
-				if t, ok := c.static(args[0]); ok {
+				if t, ok := b.host.static(args[0]); ok {
 					g.table = strings.ToLower(t)
-				} else if tt := c.pass.TypesInfo.TypeOf(args[0]); tt != nil && !isString(tt) {
-					g.table = c.xormTable(tt)
+				} else if tt := b.info.TypeOf(args[0]); tt != nil && !isString(tt) {
+					g.table = b.xormTable(tt)
 				} else {
 					g.table = "\x00"
 				}
 			}
 		case "Where", "And", "Or":
 			ts := holeTemplate
-			if t := c.pass.TypesInfo.TypeOf(arg(0)); t != nil && isString(t) {
-				ts = c.textOf(arg(0))
+			if t := b.info.TypeOf(arg(0)); t != nil && isString(t) {
+				ts = b.textOf(arg(0))
 			}
 			g.terms = append(g.terms, bterm{ts: ts, or: fn.Name() == "Or"})
 		case "ID":
 			g.terms = append(g.terms, bterm{ts: textTemplate("`fencelint_pk` = ?")})
 		case "In", "NotIn":
-			if col, ok := c.static(arg(0)); ok {
+			if col, ok := b.host.static(arg(0)); ok {
 				op := map[string]string{"In": " IN (?)", "NotIn": " NOT IN (?)"}[fn.Name()]
 				g.terms = append(g.terms, bterm{ts: textTemplate(quoteIdent(col) + op)})
 			} else {
 				g.terms = append(g.terms, bterm{ts: holeTemplate})
 			}
 		case "SetExpr":
-			col, ok := c.static(arg(0))
+			col, ok := b.host.static(arg(0))
 			if !ok {
 				m.sets = append(m.sets, holeTemplate)
-			} else if t := c.pass.TypesInfo.TypeOf(arg(1)); t != nil && isString(t) {
-				m.sets = append(m.sets, concat(textTemplate(quoteIdent(col)+" = "), c.textOf(arg(1))))
+			} else if t := b.info.TypeOf(arg(1)); t != nil && isString(t) {
+				m.sets = append(m.sets, concat(textTemplate(quoteIdent(col)+" = "), b.textOf(arg(1))))
 			} else {
 				m.sets = append(m.sets, concat(textTemplate(quoteIdent(col)+" = "), holeTemplate))
 			}
 		case "Incr", "Decr":
-			if col, ok := c.static(arg(0)); ok {
+			if col, ok := b.host.static(arg(0)); ok {
 				op := map[string]string{"Incr": " + ?", "Decr": " - ?"}[fn.Name()]
 				m.sets = append(m.sets, textTemplate(quoteIdent(col)+" = "+quoteIdent(col)+op))
 			}
 		case "SQL", "Exec", "Query":
 			return
 		}
-		c.xormReceiver(m, g, sel.X, depth+1)
+		b.xormReceiver(m, g, sel.X, depth+1)
 	}
 }

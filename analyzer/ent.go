@@ -18,13 +18,13 @@ var (
 // entity: XClient.Update/UpdateOne/UpdateOneID, XUpdate.Modify and
 // XUpdateOne.Modify (and XClient.Delete* with -delete). The Ent package is
 // recognised by shape, so the analyzer does not depend on Ent.
-func (c *checker) entBuilder(se *ast.SelectorExpr) {
+func (b *builderState) entBuilder(se *ast.SelectorExpr) {
 	name := se.Sel.Name
 	upsert := name == "OnConflict" || name == "OnConflictColumns"
-	if !entUpdaters[name] && name != "Modify" && !upsert && !(c.cfg.Delete && entDeleters[name]) {
+	if !entUpdaters[name] && name != "Modify" && !upsert && !(b.cfg.Delete && entDeleters[name]) {
 		return
 	}
-	sel := c.pass.TypesInfo.Selections[se]
+	sel := b.info.Selections[se]
 	if sel == nil {
 		return
 	}
@@ -37,7 +37,7 @@ func (c *checker) entBuilder(se *ast.SelectorExpr) {
 		return
 	}
 	pkg := named.Obj().Pkg()
-	if pkg == c.pass.Pkg {
+	if pkg == b.pkg {
 		return // the generated package implements the fenced API with them
 	}
 	typ := named.Obj().Name()
@@ -63,16 +63,16 @@ func (c *checker) entBuilder(se *ast.SelectorExpr) {
 		return
 	}
 	table := entTable(pkg, entity)
-	if c.cfg.Table(table) == nil {
+	if b.cfg.Table(table) == nil {
 		return
 	}
 	if upsert {
-		c.add(se.Sel.Pos(), what+" makes an upsert, which writes existing "+table+" rows and cannot be fenced: enqueue with "+
+		b.host.add(se.Sel.Pos(), what+" makes an upsert, which writes existing "+table+" rows and cannot be fenced: enqueue with "+
 			entity+"Client.Create alone, and change a row through the fenced API (a "+entity+"Lease from Claim/Takeover, applied with "+
 			entity+"Client.Apply)")
 		return
 	}
-	c.add(se.Sel.Pos(), entMessage(what, entity, table))
+	b.host.add(se.Sel.Pos(), entMessage(what, entity, table))
 }
 
 func entMessage(what, entity, table string) string {

@@ -42,6 +42,10 @@ func newFlowState() flowState {
 	}
 }
 
+// varDefs returns the assignments of v seen by the walk (for the builders
+// unit, through builderHost).
+func (c *checker) varDefs(v *types.Var) []def { return c.defs[v] }
+
 // wrapperState is what makes wrappers and their calls visible: function
 // declarations, function literals bound to a local variable (and such
 // variables used other than as a callee), and the sink sites.

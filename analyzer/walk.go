@@ -23,8 +23,11 @@ import (
 //     evaluator;
 //   - wrapperState (eval.go): function declarations, bound literals and
 //     sink sites, from which wrappers' summaries and facts are computed;
-//   - builderState (builders.go): query builders of the libraries;
 //   - walkPos (walk.go): where the walk is.
+//
+// The builders unit (builderState, builders.go) is a separate value that
+// the walk calls into (builderCall, entBuilder, judgeBuilders); it reaches
+// back only through the narrow builderHost interface.
 //
 // The call forms' state is built with SSA (callGraph, callforms.go).
 type checker struct {
@@ -36,8 +39,9 @@ type checker struct {
 	sqlStrings
 	flowState
 	wrapperState
-	builderState
 	walkPos
+
+	builders *builderState
 }
 
 // sqlStrings is the state of the constant strings of the package.
@@ -91,7 +95,7 @@ type globalConst struct {
 type useCount struct{ all, fragment int }
 
 func newChecker(pass *analysis.Pass, o *options) *checker {
-	return &checker{
+	c := &checker{
 		pass: pass,
 		cfg:  o.sql,
 		opts: o,
@@ -103,6 +107,8 @@ func newChecker(pass *analysis.Pass, o *options) *checker {
 		flowState:    newFlowState(),
 		wrapperState: newWrapperState(),
 	}
+	c.builders = newBuilderState(c, pass.TypesInfo, pass.Pkg, o.sql)
+	return c
 }
 
 func (c *checker) add(pos token.Pos, msg string) {
@@ -203,7 +209,7 @@ func (c *checker) walk() {
 					}
 					return false
 				case *ast.SelectorExpr:
-					c.entBuilder(n)
+					c.builders.entBuilder(n)
 				case *ast.CallExpr:
 					c.call(n, stack)
 				}
@@ -750,7 +756,7 @@ func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 	if !ok {
 		return
 	}
-	c.builderCall(call, fn, stack)
+	c.builders.builderCall(call, fn, stack)
 	if i := c.sinkQueryIndex(fn); i >= 0 {
 		// An any parameter (xorm, bun's variadic any) holds a query only
 		// when a string is passed; a spread slice (Exec(args...)) is not
@@ -873,7 +879,7 @@ func (c *checker) settle() {
 			needSites = true
 		}
 	}
-	c.judgeBuilders()
+	c.builders.judgeBuilders()
 	needSSA := len(c.locals) > 0 || needSites || c.fragmentTable && c.fragmentWrite
 	if needSSA {
 		c.runSSA(sites)
