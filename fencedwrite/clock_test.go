@@ -159,6 +159,14 @@ func TestDSNRefusesSettingsTheFenceReliesOn(t *testing.T) {
 		{"app@tcp(db:3306)/p?clientFoundRows=false", `dsn parameter "clientFoundRows": refused`},
 		{"app@tcp(db:3306)/p?timeTruncate=1ms", `dsn parameter "timeTruncate": refused`},
 		{"app@tcp(db:3306)/p?readTimeout=2s", "DSNOptions.ReadTimeout: must exceed LockWaitTimeout"},
+		// What the driver would answer only at the first query, in its
+		// own words ("default addr for network 'bogus' unknown", "dial
+		// foo: unknown network foo", "missing port in address").
+		{"app@bogus/p", `fenced dsn: dsn: cannot be read (want user:password@tcp(host:port)/database?params): default addr for network 'bogus' unknown`},
+		{"app@foo(db:3306)/p", `fenced dsn: dsn network: must be tcp or unix, not "foo"`},
+		{"app@udp(db:3306)/p", `fenced dsn: dsn network: must be tcp or unix, not "udp"`},
+		{"app@tcp(db:)/p", `fenced dsn: dsn address: must be host:port, not "db:"`},
+		{"nonsense", `fenced dsn: dsn: cannot be read`},
 	} {
 		_, err := fencedwrite.DSN(tc.dsn, fencedwrite.DSNOptions{})
 		if !errors.Is(err, fencedwrite.ErrInvalid) || err == nil || !strings.Contains(err.Error(), tc.want) {

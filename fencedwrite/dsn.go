@@ -3,6 +3,7 @@ package fencedwrite
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -134,9 +135,9 @@ func Config(dsn string, o DSNOptions) (*mysql.Config, error) {
 	if err := o.validate(); err != nil {
 		return nil, fmt.Errorf("fenced dsn: %w", err)
 	}
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("fenced dsn: parse: %w", err)
+		return nil, fmt.Errorf("fenced dsn: %w", err)
 	}
 	interpolate := true
 	for _, p := range params {
@@ -155,6 +156,28 @@ func Config(dsn string, o DSNOptions) (*mysql.Config, error) {
 	cfg.ReadTimeout = o.ReadTimeout
 	cfg.WriteTimeout = o.WriteTimeout
 	cfg.Params = sessionParams(o)
+	return cfg, nil
+}
+
+// ParseDSN reads dsn as the driver does and checks where it dials: tcp
+// (host:port) or a unix socket. It changes nothing else (the migration
+// account's plain pools use it as it is). The driver would otherwise
+// answer a typo only at the first query, in the dialer's words ("dial
+// foo: unknown network foo"); the driver also dials networks registered
+// with RegisterDialContext, and fencekit registers none.
+func ParseDSN(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fieldErr("dsn", "cannot be read (want user:password@tcp(host:port)/database?params): %v", err)
+	}
+	if cfg.Net != "tcp" && cfg.Net != "tcp4" && cfg.Net != "tcp6" && cfg.Net != "unix" {
+		return nil, fieldErr("dsn network", "must be tcp or unix, not %q", cfg.Net)
+	}
+	if cfg.Net != "unix" {
+		if _, port, err := net.SplitHostPort(cfg.Addr); err != nil || port == "" {
+			return nil, fieldErr("dsn address", "must be host:port, not %q", cfg.Addr)
+		}
+	}
 	return cfg, nil
 }
 

@@ -51,7 +51,7 @@ func TestBadSettingsNameTheField(t *testing.T) {
 			[]string{"DSNOptions.LockWaitTimeout: must be a whole number of seconds"}},
 		{errorOf(fencedwrite.DSN("root@tcp(127.0.0.1:3306)/x", fencedwrite.DSNOptions{LockWaitTimeout: 40 * time.Second})),
 			[]string{"DSNOptions.ReadTimeout: must exceed LockWaitTimeout"}},
-		{errorOf(fencedwrite.DSN("not a dsn", fencedwrite.DSNOptions{})), []string{"fenced dsn: parse"}},
+		{errorOf(fencedwrite.DSN("not a dsn", fencedwrite.DSNOptions{})), []string{"fenced dsn: dsn: cannot be read"}},
 		{fencedwrite.ClaimOptions{Lease: -time.Second, SkewMargin: -1}.Validate(),
 			[]string{"ClaimOptions.Lease: must be at least 1µs", "ClaimOptions.SkewMargin: must not be negative"}},
 		{fencedwrite.ClaimOptions{KeyRetention: time.Hour, SkewMargin: 2 * time.Hour}.Validate(),

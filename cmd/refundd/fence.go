@@ -11,8 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
+	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/term"
 	"github.com/fencekit/fencekit/migrations"
 )
@@ -41,7 +40,7 @@ func fenceCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 		positional = append(positional, fs.Args()...)
 		db, err := openMigrationDB(*dsn)
 		if err != nil {
-			return err
+			return fmt.Errorf("fence mode: -dsn: %w", err)
 		}
 		defer db.Close()
 		if len(positional) == 0 {
@@ -79,7 +78,7 @@ func fenceCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 		}
 		db, err := openMigrationDB(*dsn)
 		if err != nil {
-			return err
+			return fmt.Errorf("fence report: -dsn: %w", err)
 		}
 		defer db.Close()
 		mode, err := migrations.CurrentFenceMode(ctx, db)
@@ -134,9 +133,9 @@ func printFenceReport(out io.Writer, mode migrations.FenceMode, groups []migrati
 // openMigrationDB opens the migration account's pool for the fence's
 // commands: a plain client, which changes no session setting.
 func openMigrationDB(dsn string) (*sql.DB, error) {
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := fencedwrite.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse dsn: %w", err)
+		return nil, err
 	}
 	if cfg.DBName == "" {
 		return nil, fmt.Errorf("dsn: names no database")

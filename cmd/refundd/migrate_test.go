@@ -133,3 +133,24 @@ func TestMigrateCreateQuotesTheDatabaseName(t *testing.T) {
 		}
 	}
 }
+
+// A DSN the driver reads but cannot dial (a network that is not tcp or
+// unix, an address without a port) is refused by every command that takes
+// -dsn, naming the flag and the problem, before any connection: not in the
+// dialer's words at the first query ("dial foo: unknown network foo").
+func TestEveryCommandNamesABadDSNsNetwork(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range [][]string{{"migrate"}, {"adopt", "plan"}, {"fence", "report"}, {"fence", "mode"}, {"jobs"}, {"resolve", "-id", "1", "-as", "reconcile", "-reason", "r", "-operator", "alice"}, {"approve", "-list"}} {
+		for _, tc := range []struct{ dsn, want string }{
+			{"app@foo(127.0.0.1:3306)/x", `network: must be tcp or unix, not "foo"`},
+			{"app@tcp(127.0.0.1:)/x", `address: must be host:port, not "127.0.0.1:"`},
+			{"app@bogus/x", "dsn: cannot be read (want user:password@tcp(host:port)/database?params)"},
+		} {
+			args := append(slices.Clone(cmd), "-dsn", tc.dsn)
+			err := run(context.Background(), args, &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), "-dsn: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("refundd %s: %v, want -dsn named with %q", strings.Join(args, " "), err, tc.want)
+			}
+		}
+	}
+}
