@@ -235,22 +235,7 @@ func TestHelp(t *testing.T) {
 func TestFakeProviderServesRun(t *testing.T) {
 	t.Parallel()
 	dsn := migratedDSN(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"fakeprovider", "-addr", "127.0.0.1:0"}, pw) }()
-	t.Cleanup(func() {
-		cancel()
-		go io.Copy(io.Discard, pr) //nolint:errcheck // drain the last line
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := strings.Fields(strings.TrimPrefix(line, "fakeprovider: serving on "))[0]
+	url := startFake(t)
 	startRun(t, dsn, "-scan", "10ms", "-no-webhooks", "-provider-url", url)
 	c := cli{t: t, dsn: dsn}
 	c.must("enqueue", "-key", "fp-1", "-payment", "pay-fp", "-amount", "12.50", "-currency", "EUR")
@@ -266,6 +251,61 @@ func TestFakeProviderServesRun(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("refundd run never settled the refund through refundd fakeprovider:\n%s", c.must("jobs", "-id", "1"))
+		}
+	}
+}
+
+// startFake serves refundd fakeprovider with the given flags until the test
+// ends, and returns its URL.
+func startFake(t *testing.T, flags ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, append([]string{"fakeprovider", "-addr", "127.0.0.1:0"}, flags...), pw)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		go io.Copy(io.Discard, pr) //nolint:errcheck // drain the last line
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(strings.TrimPrefix(line, "fakeprovider: serving on "))[0]
+}
+
+// The fake provider's fault flags reach the provider refundd run talks to:
+// with every request refused (-rate-limit 1) the job is never sent, and
+// waits, ready, with the provider's answer as its last error; a rate
+// outside [0, 1] is refused by name.
+func TestFakeProviderFaultFlags(t *testing.T) {
+	t.Parallel()
+	if err := run(context.Background(), []string{"fakeprovider", "-addr", "127.0.0.1:0", "-cut", "1.5"}, io.Discard); err == nil || !strings.Contains(err.Error(), "-cut") {
+		t.Fatalf("fakeprovider -cut 1.5: %v, want -cut refused by name", err)
+	}
+	dsn := migratedDSN(t)
+	url := startFake(t, "-rate-limit", "1")
+	startRun(t, dsn, "-scan", "10ms", "-no-webhooks", "-provider-url", url)
+	c := cli{t: t, dsn: dsn}
+	c.must("enqueue", "-key", "fp-refused", "-payment", "pay-fp", "-amount", "1.00", "-currency", "EUR")
+	deadline := time.Now().Add(time.Minute)
+	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
+		s := c.must("jobs", "-id", "1")
+		if strings.Contains(s, "succeeded") {
+			t.Fatalf("a refund went through a provider that refuses every request:\n%s", s)
+		}
+		if strings.Contains(s, "last error   send refund: provider rate limited the request") && strings.Contains(s, "ready at attempt 1") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider's refusals never reached the job:\n%s", s)
 		}
 	}
 }
