@@ -78,7 +78,7 @@ func BenchmarkConsolePages(b *testing.B) {
 // its job): a claim each, 1% of them takeovers, so that the dashboard's
 // count of takeovers in the last hour and the job page's attempts read a
 // log of the table's size.
-func fillAttempts(b *testing.B, raw *sql.DB) {
+func fillAttempts(b testing.TB, raw *sql.DB) {
 	b.Helper()
 	if _, err := raw.Exec(`INSERT INTO refund_job_attempts (job_id, attempt, op, holder, claimed_at, lease_until)
 		SELECT id, attempt, IF(id % 100 = 7, 'takeover', 'claim'), CONCAT('bench-host/', id % 16), created_at + INTERVAL 1 SECOND,
@@ -89,7 +89,7 @@ func fillAttempts(b *testing.B, raw *sql.DB) {
 }
 
 // fill writes n jobs in one INSERT … SELECT over a generated sequence.
-func fill(b *testing.B, raw *sql.DB, n int) {
+func fill(b testing.TB, raw *sql.DB, n int) {
 	b.Helper()
 	const digits = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
 	q := fmt.Sprintf(`INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, state, attempt, lease_until,

@@ -78,10 +78,13 @@ var (
 	jobAge       = "SELECT TIMESTAMPDIFF(MICROSECOND, created_at, " + fencedwrite.ClockUTC + ") FROM refund_jobs WHERE id = ?"
 	budgetRow    = "SELECT tokens, capacity, rate, TIMESTAMPDIFF(MICROSECOND, refilled_at, " + fencedwrite.ClockUTC + ") FROM provider_budgets WHERE name = ?"
 	databaseTime = "SELECT " + fencedwrite.ClockUTC
-	// The fleet's claims or takeovers since a moment (microseconds before
-	// the database clock), on the attempts log's (op, claimed_at) index.
-	countAttempts = fmt.Sprintf("SELECT COUNT(*) FROM (SELECT 1 FROM %s WHERE op = ? AND claimed_at >= TIMESTAMPADD(MICROSECOND, ?, %s) LIMIT %d) capped",
-		ent.RefundJobAttemptsTable, fencedwrite.ClockUTC, MaxCounted+1)
+	// The fleet's claims or takeovers since a moment (the database clock,
+	// read once by databaseTime, less the window), a range of the attempts
+	// log's (op, claimed_at) index. Not the clock in the query: SYSDATE(6)
+	// is evaluated per row, so the optimizer reads every row of the op
+	// (BenchmarkConsolePages at 1M jobs: 434 ms a view, 25 ms without).
+	countAttempts = fmt.Sprintf("SELECT COUNT(*) FROM (SELECT 1 FROM %s WHERE op = ? AND claimed_at >= ? LIMIT %d) capped",
+		ent.RefundJobAttemptsTable, MaxCounted+1)
 )
 
 var (
@@ -150,7 +153,7 @@ func (c *Console) readDash(ctx context.Context) (dashData, error) {
 	}
 	d.Window = TakeoverWindow
 	for _, sc := range []*stateCount{{Name: fencedwrite.AttemptTakeover}, {Name: fencedwrite.AttemptClaim}} {
-		if err := c.queryRow(ctx, countAttempts, []any{sc.Name, -d.Window.Microseconds()}, &sc.N); err != nil {
+		if err := c.queryRow(ctx, countAttempts, []any{sc.Name, d.AsOf.Add(-d.Window)}, &sc.N); err != nil {
 			return d, err
 		}
 		if sc.N > MaxCounted {
