@@ -310,8 +310,16 @@ func TestBatchScansUseTheirIndexes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if plan := dbtest.Explain(t, e.raw, query, args...); plan[0].Key != index {
-			t.Errorf("%s uses key %q, want %s: %s", op, plan[0].Key, index, query)
+		// The scan of refund_jobs, beside the clock's derived table.
+		var key string
+		var found bool
+		for _, a := range dbtest.Explain(t, e.raw, query, args...) {
+			if a.Table == "refund_jobs" {
+				key, found = a.Key, true
+			}
+		}
+		if !found || key != index {
+			t.Errorf("%s uses key %q (read: %v), want %s: %s", op, key, found, index, query)
 		}
 	}
 }
