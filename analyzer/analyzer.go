@@ -179,7 +179,7 @@ func run(pass *analysis.Pass, o *options) (any, error) {
 	c.walk()
 	c.settle()
 	c.exportFacts()
-	return report(pass, b, append(c.findings, runtimeUses(pass, o.runtime)...)), nil
+	return report(pass, b, append(c.out.list, runtimeUses(pass, o.runtime)...)), nil
 }
 
 // inGoroot reports whether the package is part of the standard library.

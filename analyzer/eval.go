@@ -24,7 +24,6 @@ type flowState struct {
 	addrTaken map[*types.Var]bool
 	varBusy   map[*types.Var]bool
 	varBase   map[*types.Var][]template
-	embeds    map[*types.Var]*embedInfo
 
 	// Calls that take a strings.Builder or bytes.Buffer variable.
 	builderCalls map[*types.Var][]*ast.CallExpr
@@ -37,7 +36,6 @@ func newFlowState() flowState {
 		addrTaken:    map[*types.Var]bool{},
 		varBusy:      map[*types.Var]bool{},
 		varBase:      map[*types.Var][]template{},
-		embeds:       map[*types.Var]*embedInfo{},
 		builderCalls: map[*types.Var][]*ast.CallExpr{},
 	}
 }
@@ -171,7 +169,7 @@ func (ev *evaluator) eval(e ast.Expr, depth int) []template {
 
 func (ev *evaluator) evalVar(v *types.Var, depth int) []template {
 	c := ev.c
-	if e := c.embeds[v]; e != nil && e.text != "" {
+	if e := c.strs.embedded(v); e != nil && e.text != "" {
 		return textTemplate(e.text)
 	}
 	if v.Pkg() != c.pass.Pkg || v.IsField() {
@@ -290,7 +288,7 @@ func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
 		ev.flow = true // SSA follows the builder's control flow
 		return ev.builder(call, depth)
 	}
-	if text, ok := c.embedRead(call, fn); ok {
+	if text, ok := c.strs.embedRead(call, fn); ok {
 		return textTemplate(text)
 	}
 	if rs, ok := c.returnsOf(fn); ok {

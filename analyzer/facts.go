@@ -50,7 +50,7 @@ func (c *checker) exportFacts() {
 		return // nothing imports a command
 	}
 	for _, fi := range c.funcOrder {
-		if fi.fn == nil || !fi.fn.Exported() || !hasStringParam(fi.fn.Signature()) && !c.mentionTable {
+		if fi.fn == nil || !fi.fn.Exported() || !hasStringParam(fi.fn.Signature()) && !c.strs.mentionTable {
 			continue
 		}
 		s := c.summary(fi)

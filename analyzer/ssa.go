@@ -89,10 +89,10 @@ func (c *checker) runSSA(sites []*site) {
 		callGraph: newCallGraph(),
 	}
 	localIdents := map[ast.Expr]int{}
-	for i, l := range c.locals {
+	for i, l := range c.strs.locals {
 		localIdents[l.ident] = i
 	}
-	localVals := make([]ssa.Value, len(c.locals))
+	localVals := make([]ssa.Value, len(c.strs.locals))
 	siteCalls := map[token.Pos]*site{}
 	for _, st := range sites {
 		if st.flow || anyMentions(st.ts, c.cfg) {
@@ -121,7 +121,7 @@ func (c *checker) runSSA(sites []*site) {
 						s.returns[fn] = append(s.returns[fn], in.Results[0])
 					}
 				case *ssa.BinOp:
-					if in.Op == token.ADD && isString(in.Type()) && !c.astRoots[in.Pos()] {
+					if in.Op == token.ADD && isString(in.Type()) && !c.strs.astRoots[in.Pos()] {
 						roots = append(roots, root{v: in, pos: in.Pos()})
 					}
 				case *ssa.Go, *ssa.Defer:
@@ -139,7 +139,7 @@ func (c *checker) runSSA(sites []*site) {
 					s.calls = append(s.calls, in)
 					switch {
 					case isSSASprintf(in):
-						if !c.astRoots[in.Pos()] {
+						if !c.strs.astRoots[in.Pos()] {
 							roots = append(roots, root{v: in, pos: in.Pos()})
 						}
 					case isBuilderMethod(in.Call.StaticCallee(), "String"):
@@ -172,7 +172,7 @@ func (c *checker) runSSA(sites []*site) {
 
 	// Constants stored in locals: judged alone unless every path uses them
 	// as the head (or tail) of a longer string.
-	for i, l := range c.locals {
+	for i, l := range c.strs.locals {
 		if v := localVals[i]; v != nil && !s.alone(v, map[ssa.Value]bool{}) {
 			continue
 		}
@@ -644,7 +644,7 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 		}
 		if g, ok := x.X.(*ssa.Global); ok && x.Op == token.MUL {
 			if v, ok := g.Object().(*types.Var); ok {
-				if e := c.embeds[v]; e != nil && e.text != "" {
+				if e := c.strs.embedded(v); e != nil && e.text != "" {
 					return textTemplate(e.text)
 				}
 			}
@@ -883,7 +883,7 @@ func (s *ssaState) embedRead(call *ssa.Call, fn *types.Func) (string, bool) {
 		return "", false
 	}
 	v, _ := g.Object().(*types.Var)
-	e := s.c.embeds[v]
+	e := s.c.strs.embedded(v)
 	if e == nil {
 		return "", false
 	}

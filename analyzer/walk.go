@@ -2,10 +2,8 @@ package analyzer
 
 import (
 	"go/ast"
-	"go/constant"
 	"go/token"
 	"go/types"
-	"strings"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/types/typeutil"
@@ -31,36 +29,17 @@ import (
 //
 // The call forms' state is built with SSA (callGraph, callforms.go).
 type checker struct {
-	pass     *analysis.Pass
-	cfg      *sqlcheck.Config
-	opts     *options
-	findings []finding
+	pass *analysis.Pass
+	cfg  *sqlcheck.Config
+	opts *options
+	out  *findingList
 
-	sqlStrings
+	strs *sqlStrings
 	flowState
 	wrapperState
 	walkPos
 
 	builders *builderState
-}
-
-// sqlStrings is the state of the constant strings of the package.
-type sqlStrings struct {
-	notStatic map[ast.Expr]bool // memo of non-static concatenations
-
-	// Needs SSA to decide.
-	locals   []localConst // constants stored in a local variable
-	astRoots map[token.Pos]bool
-
-	// Package variables: unexported ones used only as fragments are judged
-	// in the longer strings.
-	globals    []globalConst
-	globalUses map[*types.Var]*useCount
-
-	// Lexical evidence that a run-time string may write a fenced table.
-	mentionTable, mentionWrite bool
-	// The same, among strings that may be parts of longer run-time strings.
-	fragmentTable, fragmentWrite bool
 }
 
 // walkPos is where the walk is: the enclosing function (declaration or
@@ -80,40 +59,31 @@ type outerFunc struct {
 	litDepth int
 }
 
-type localConst struct {
-	expr     ast.Expr
-	ident    *ast.Ident
-	problems []sqlcheck.Problem
-}
-
-type globalConst struct {
-	expr     ast.Expr
-	v        *types.Var
-	problems []sqlcheck.Problem
-}
-
-type useCount struct{ all, fragment int }
-
 func newChecker(pass *analysis.Pass, o *options) *checker {
 	c := &checker{
-		pass: pass,
-		cfg:  o.sql,
-		opts: o,
-		sqlStrings: sqlStrings{
-			notStatic:  map[ast.Expr]bool{},
-			astRoots:   map[token.Pos]bool{},
-			globalUses: map[*types.Var]*useCount{},
-		},
+		pass:         pass,
+		cfg:          o.sql,
+		opts:         o,
+		out:          &findingList{},
 		flowState:    newFlowState(),
 		wrapperState: newWrapperState(),
 	}
+	c.strs = newSQLStrings(pass, o.sql, c, c.out)
 	c.builders = newBuilderState(c, pass.TypesInfo, pass.Pkg, o.sql)
 	return c
 }
 
-func (c *checker) add(pos token.Pos, msg string) {
-	c.findings = append(c.findings, finding{pos: pos, msg: msg})
+// findingList is where every unit reports its findings, in the order
+// found (report sorts them by position).
+type findingList struct{ list []finding }
+
+func (l *findingList) add(pos token.Pos, msg string) {
+	l.list = append(l.list, finding{pos: pos, msg: msg})
 }
+
+func (l *findingList) addFinding(f finding) { l.list = append(l.list, f) }
+
+func (c *checker) add(pos token.Pos, msg string) { c.out.add(pos, msg) }
 
 // walk visits every file once: maximal static strings, sink calls, query
 // builders, Ent builder calls, uses of package string variables, and what
@@ -161,7 +131,7 @@ func (c *checker) walk() {
 					return false
 				}
 			case *ast.GenDecl:
-				c.embedDecl(n)
+				c.strs.embedDecl(n)
 			case *ast.GoStmt:
 				c.goDeferCall(n.Go, n.Call)
 			case *ast.DeferStmt:
@@ -188,11 +158,11 @@ func (c *checker) walk() {
 			case *ast.BasicLit, *ast.Ident, *ast.SelectorExpr, *ast.BinaryExpr, *ast.ParenExpr, *ast.CallExpr:
 				e := n.(ast.Expr)
 				if s, ok := c.static(e); ok {
-					c.staticExpr(e, s, stack)
+					c.strs.staticExpr(e, s, stack)
 					if call, ok := e.(*ast.CallExpr); ok {
-						c.astRoots[call.Lparen] = true
+						c.strs.astRoots[call.Lparen] = true
 					} else if be, ok := ast.Unparen(e).(*ast.BinaryExpr); ok && c.pass.TypesInfo.Types[be].Value == nil {
-						c.astRoots[be.OpPos] = true
+						c.strs.astRoots[be.OpPos] = true
 					}
 					return false
 				}
@@ -202,7 +172,7 @@ func (c *checker) walk() {
 				case *ast.Ident:
 					switch obj := c.pass.TypesInfo.Uses[n].(type) {
 					case *types.Var:
-						c.globalUse(n, obj, stack)
+						c.strs.globalUse(n, obj, stack)
 						c.litUse(n, obj, stack)
 					case *types.Func:
 						c.funcUse(n, obj, stack)
@@ -355,7 +325,7 @@ func (c *checker) valueSpec(vs *ast.ValueSpec) {
 		switch {
 		case len(vs.Values) == len(vs.Names):
 			c.defs[v] = append(c.defs[v], def{expr: vs.Values[i]})
-		case len(vs.Values) == 0 && c.embeds[v] == nil:
+		case len(vs.Values) == 0 && c.strs.embedded(v) == nil:
 			c.defs[v] = append(c.defs[v], def{expr: emptyString})
 		default:
 			c.defs[v] = append(c.defs[v], def{})
@@ -437,306 +407,9 @@ func (c *checker) funcUse(id *ast.Ident, fn *types.Func, stack []ast.Node) {
 	c.nonCallUse[fn.Origin()] = true
 }
 
-// static returns the value of e when it is a static string expression: a
-// Go string constant, or a concatenation / fmt.Sprintf whose parts are all
-// static. It runs on most nodes, so it avoids the Types map (keyed by
-// interface) where a cheaper lookup decides. A constant conversion such as
-// State("…") is not static itself: its operand is.
-func (c *checker) static(e ast.Expr) (string, bool) {
-	switch x := e.(type) {
-	case *ast.BasicLit:
-		if x.Kind != token.STRING {
-			return "", false
-		}
-		return c.constString(x)
-	case *ast.Ident:
-		return constOf(c.pass.TypesInfo.Uses[x])
-	case *ast.SelectorExpr:
-		return constOf(c.pass.TypesInfo.Uses[x.Sel])
-	case *ast.ParenExpr:
-		return c.static(x.X)
-	case *ast.BinaryExpr:
-		if x.Op != token.ADD || c.notStatic[x] {
-			return "", false
-		}
-		tv := c.pass.TypesInfo.Types[x]
-		if tv.Value != nil {
-			if tv.Value.Kind() == constant.String {
-				return constant.StringVal(tv.Value), true
-			}
-			return "", false
-		}
-		if tv.Type != nil && isString(tv.Type) {
-			if l, ok := c.static(x.X); ok {
-				if r, ok := c.static(x.Y); ok {
-					return l + r, true
-				}
-			}
-		}
-		c.notStatic[x] = true
-	case *ast.CallExpr:
-		if isSprintf(c.pass.TypesInfo, x) && !c.notStatic[x] {
-			if s, ok := c.staticSprintf(x); ok {
-				return s, true
-			}
-			c.notStatic[x] = true
-		}
-	}
-	return "", false
-}
-
-func (c *checker) constString(e ast.Expr) (string, bool) {
-	if tv := c.pass.TypesInfo.Types[e]; tv.Value != nil && tv.Value.Kind() == constant.String {
-		return constant.StringVal(tv.Value), true
-	}
-	return "", false
-}
-
-func constOf(obj types.Object) (string, bool) {
-	if k, ok := obj.(*types.Const); ok && k.Val().Kind() == constant.String {
-		return constant.StringVal(k.Val()), true
-	}
-	return "", false
-}
-
 func isString(t types.Type) bool {
 	b, ok := t.Underlying().(*types.Basic)
 	return ok && b.Info()&types.IsString != 0
-}
-
-// isBuilderWrite reports whether call writes into a strings.Builder or
-// bytes.Buffer (WriteString, or fmt.Fprintf to one): its strings are parts
-// of the builder's content, judged where that content is used.
-func (c *checker) isBuilderWrite(call *ast.CallExpr) bool {
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
-	if !ok {
-		return false
-	}
-	sig := fn.Type().(*types.Signature)
-	if sig.Recv() != nil {
-		return fn.Name() == "WriteString" && isBuilderType(sig.Recv().Type())
-	}
-	return fn.Name() == "Fprintf" && fn.Pkg() != nil && fn.Pkg().Path() == "fmt" &&
-		len(call.Args) > 0 && isBuilderType(c.pass.TypesInfo.TypeOf(call.Args[0]))
-}
-
-func isSprintf(info *types.Info, call *ast.CallExpr) bool {
-	fn, ok := typeutil.Callee(info, call).(*types.Func)
-	return ok && fn.Name() == "Sprintf" && fn.Pkg() != nil && fn.Pkg().Path() == "fmt"
-}
-
-func (c *checker) staticSprintf(call *ast.CallExpr) (string, bool) {
-	if len(call.Args) == 0 || call.Ellipsis.IsValid() {
-		return "", false
-	}
-	format, ok := c.static(call.Args[0])
-	if !ok {
-		return "", false
-	}
-	args := make([]any, 0, len(call.Args)-1)
-	for _, a := range call.Args[1:] {
-		tv := c.pass.TypesInfo.Types[a]
-		if tv.Value == nil {
-			if s, ok := c.static(a); ok {
-				args = append(args, s)
-				continue
-			}
-			return "", false
-		}
-		v, ok := goValue(tv.Value, tv.Type)
-		if !ok {
-			return "", false
-		}
-		args = append(args, v)
-	}
-	return sprintf(format, args), true
-}
-
-// goValue converts a constant to the value fmt would see at run time. A
-// constant of a type with methods (a String method, say) is not static.
-func goValue(v constant.Value, t types.Type) (any, bool) {
-	if t == nil {
-		return nil, false
-	}
-	t = types.Default(t)
-	if types.NewMethodSet(t).Len() > 0 || types.NewMethodSet(types.NewPointer(t)).Len() > 0 {
-		return nil, false
-	}
-	b, ok := t.Underlying().(*types.Basic)
-	if !ok {
-		return nil, false
-	}
-	switch {
-	case b.Info()&types.IsString != 0:
-		return constant.StringVal(v), true
-	case b.Info()&types.IsBoolean != 0:
-		return constant.BoolVal(v), true
-	case b.Kind() == types.Int32: // rune: %c must see a rune
-		i, _ := constant.Int64Val(v)
-		return int32(i), true
-	case b.Kind() == types.Uint8:
-		i, _ := constant.Uint64Val(v)
-		return uint8(i), true
-	case b.Info()&types.IsUnsigned != 0:
-		i, exact := constant.Uint64Val(v)
-		return i, exact
-	case b.Info()&types.IsInteger != 0:
-		i, exact := constant.Int64Val(v)
-		return i, exact
-	case b.Info()&types.IsFloat != 0:
-		f, _ := constant.Float64Val(v)
-		return f, true
-	}
-	return nil, false
-}
-
-// context is how a maximal static string is used.
-type context int
-
-const (
-	ctxAlone    context = iota // judged here
-	ctxFragment                // part of a longer run-time string
-	ctxLocal                   // stored in a local variable: SSA decides
-	ctxGlobal                  // stored in a package variable
-	ctxSkip                    // a constant declaration, or discarded
-)
-
-func (c *checker) context(e ast.Expr, stack []ast.Node) (context, *ast.Ident) {
-	if len(stack) == 0 {
-		return ctxAlone, nil
-	}
-	switch p := stack[len(stack)-1].(type) {
-	case *ast.BinaryExpr:
-		if p.Op == token.ADD {
-			return ctxFragment, nil
-		}
-	case *ast.CallExpr:
-		if isSprintf(c.pass.TypesInfo, p) || c.isBuilderWrite(p) {
-			return ctxFragment, nil
-		}
-	case *ast.AssignStmt:
-		if p.Tok == token.ADD_ASSIGN {
-			return ctxFragment, nil
-		}
-		if len(p.Lhs) != len(p.Rhs) {
-			return ctxAlone, nil
-		}
-		for i, r := range p.Rhs {
-			if r == e {
-				return c.storeContext(p.Lhs[i])
-			}
-		}
-	case *ast.ValueSpec:
-		if len(stack) >= 2 {
-			if gd, ok := stack[len(stack)-2].(*ast.GenDecl); ok && gd.Tok == token.CONST {
-				return ctxSkip, nil
-			}
-		}
-		if len(p.Names) != len(p.Values) {
-			return ctxAlone, nil
-		}
-		for i, v := range p.Values {
-			if v == e {
-				return c.storeContext(p.Names[i])
-			}
-		}
-	}
-	return ctxAlone, nil
-}
-
-func (c *checker) storeContext(lhs ast.Expr) (context, *ast.Ident) {
-	id, ok := ast.Unparen(lhs).(*ast.Ident)
-	if !ok {
-		return ctxAlone, nil
-	}
-	if id.Name == "_" {
-		return ctxSkip, nil
-	}
-	v, ok := c.pass.TypesInfo.ObjectOf(id).(*types.Var)
-	if !ok {
-		return ctxAlone, nil
-	}
-	if v.Parent() == c.pass.Pkg.Scope() {
-		return ctxGlobal, id
-	}
-	return ctxLocal, id
-}
-
-func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
-	mentions := c.cfg.Mentions(s)
-	write := c.cfg.MentionsWrite(s)
-	c.mentionTable = c.mentionTable || mentions
-	c.mentionWrite = c.mentionWrite || write
-	ctx, id := c.context(e, stack)
-	if ctx == ctxFragment || ctx == ctxLocal || ctx == ctxGlobal {
-		c.fragmentTable = c.fragmentTable || mentions
-		c.fragmentWrite = c.fragmentWrite || write
-	}
-	if !mentions || ctx == ctxFragment || ctx == ctxSkip {
-		return
-	}
-	var ps []sqlcheck.Problem
-	if ctx == ctxAlone && strings.Contains(s, "{{") && c.templateText(e, stack) {
-		ps = sqlcheck.CheckTemplate(templateParts(s), c.cfg)
-	} else {
-		ps = sqlcheck.Check(s, c.cfg)
-	}
-	if ctx == ctxAlone && len(ps) > 0 && c.inMessage(e, stack) {
-		ps = dropUnprovable(ps)
-	}
-	if len(ps) == 0 {
-		return
-	}
-	switch ctx {
-	case ctxLocal:
-		c.locals = append(c.locals, localConst{e, id, ps})
-	case ctxGlobal:
-		c.globals = append(c.globals, globalConst{e, c.pass.TypesInfo.ObjectOf(id).(*types.Var), ps})
-	default:
-		c.findings = append(c.findings, finding{pos: e.Pos(), msg: problemsMessage(ps), fixes: c.suggestFix(e, s, ps, stack)})
-	}
-}
-
-// inMessage reports whether e is an argument of a call that formats a
-// message (errors.New, fmt.Errorf, log.Printf, t.Fatalf, …).
-func (c *checker) inMessage(e ast.Expr, stack []ast.Node) bool {
-	if len(stack) == 0 {
-		return false
-	}
-	call, ok := stack[len(stack)-1].(*ast.CallExpr)
-	if !ok || call.Fun == e {
-		return false
-	}
-	return messageCall(typeutil.Callee(c.pass.TypesInfo, call))
-}
-
-// dropUnprovable drops what was judged by its tokens alone (the parser did
-// not read the text): in a message, it is prose.
-func dropUnprovable(ps []sqlcheck.Problem) []sqlcheck.Problem {
-	out := ps[:0]
-	for _, p := range ps {
-		if p.Kind != sqlcheck.Unprovable && !p.Unread {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// globalUse counts the uses of package string variables, and those that
-// only extend a longer string.
-func (c *checker) globalUse(id *ast.Ident, v *types.Var, stack []ast.Node) {
-	if v.Pkg() != c.pass.Pkg || v.Parent() != c.pass.Pkg.Scope() || !isString(v.Type()) {
-		return
-	}
-	u := c.globalUses[v]
-	if u == nil {
-		u = &useCount{}
-		c.globalUses[v] = u
-	}
-	u.all++
-	if ctx, _ := c.context(id, stack); ctx == ctxFragment {
-		u.fragment++
-	}
 }
 
 // call records sink calls (direct ones, and calls of wrappers in other
@@ -853,13 +526,7 @@ func isContext(t types.Type) bool {
 // summaries of its functions, the query builders, and with SSA the locals,
 // the run-time concatenations and the sinks.
 func (c *checker) settle() {
-	for _, g := range c.globals {
-		u := c.globalUses[g.v]
-		if !g.v.Exported() && u != nil && u.all > 0 && u.all == u.fragment {
-			continue // only ever the head of longer strings: judged there
-		}
-		c.add(g.expr.Pos(), problemsMessage(g.problems))
-	}
+	c.strs.judgeGlobals()
 	for _, call := range c.pending {
 		c.wrapperSite(call, nil)
 	}
@@ -880,49 +547,16 @@ func (c *checker) settle() {
 		}
 	}
 	c.builders.judgeBuilders()
-	needSSA := len(c.locals) > 0 || needSites || c.fragmentTable && c.fragmentWrite
+	needSSA := len(c.strs.locals) > 0 || needSites || c.strs.fragmentTable && c.strs.fragmentWrite
 	if needSSA {
 		c.runSSA(sites)
 	}
 }
 
-// templateText reports whether e is the text given to the Parse method of
-// a text/template or html/template Template: its actions are values
-// known at run time.
-func (c *checker) templateText(e ast.Expr, stack []ast.Node) bool {
-	call, ok := stack[len(stack)-1].(*ast.CallExpr)
-	if !ok || len(call.Args) != 1 || call.Args[0] != e {
-		return false
-	}
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
-	if !ok || fn.Name() != "Parse" || fn.Pkg() == nil || fn.Signature().Recv() == nil {
-		return false
-	}
-	p := fn.Pkg().Path()
-	return p == "text/template" || p == "html/template"
-}
+// static is the value of a constant string expression (the SQL text
+// unit's), for builderHost.
+func (c *checker) static(e ast.Expr) (string, bool) { return c.strs.static(e) }
 
-// templateParts splits a template's text at its actions ({{…}}), each a
-// hole.
-func templateParts(s string) []sqlcheck.Part {
-	var out []sqlcheck.Part
-	for {
-		i := strings.Index(s, "{{")
-		if i < 0 {
-			break
-		}
-		j := strings.Index(s[i:], "}}")
-		if j < 0 {
-			break
-		}
-		if i > 0 {
-			out = append(out, sqlcheck.Part{Text: s[:i]})
-		}
-		out = append(out, sqlcheck.Part{Hole: true})
-		s = s[i+j+2:]
-	}
-	if s != "" {
-		out = append(out, sqlcheck.Part{Text: s})
-	}
-	return out
-}
+// objVar is the variable an identifier denotes or declares, or nil, for
+// builderHost.
+func (c *checker) objVar(id *ast.Ident) *types.Var { return objVar(c.pass.TypesInfo, id) }
