@@ -158,7 +158,7 @@ func (s *ssaState) callees(ci ssa.CallInstruction) ([]callee, bool) {
 	cc := ci.Common()
 	c := s.c
 	if cc.IsInvoke() {
-		if c.sinkQueryIndex(cc.Method) >= 0 {
+		if c.sinks.sinkQueryIndex(cc.Method) >= 0 {
 			return nil, true
 		}
 		return s.implementations(cc.Value.Type(), cc.Method), false
@@ -376,7 +376,7 @@ func (s *ssaState) calleeSinks(k callee, walked bool) []template {
 	c := s.c
 	var out []template
 	if k.obj != nil && !walked {
-		if i := c.sinkQueryIndex(k.obj); i >= 0 {
+		if i := c.sinks.sinkQueryIndex(k.obj); i >= 0 {
 			return paramTemplate(i)
 		}
 		out = union(out, c.sinksOf(k.obj))
@@ -436,7 +436,7 @@ func (s *ssaState) formTemplates(ci ssa.CallInstruction, all bool) []template {
 	ks, walked := s.callees(ci)
 	if walked && all {
 		if cc := ci.Common(); cc.IsInvoke() {
-			if i := s.c.sinkQueryIndex(cc.Method); i >= 0 {
+			if i := s.c.sinks.sinkQueryIndex(cc.Method); i >= 0 {
 				ks = []callee{{obj: cc.Method}}
 			}
 		} else if fn := cc.StaticCallee(); fn != nil {

@@ -276,7 +276,7 @@ func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
 		}
 		return ev.sprintf(call.Args[0], call.Args[1:], depth)
 	case isStringsReplace(fn):
-		if marker, ok := c.sqlcSlice(call, fn); ok {
+		if marker, ok := c.sinks.sqlcSlice(call, fn); ok {
 			return expandSlice(ev.eval(call.Args[0], depth+1), marker)
 		}
 	case identityArg(fn) >= 0:

@@ -54,7 +54,7 @@ func (c *checker) exportFacts() {
 			continue
 		}
 		s := c.summary(fi)
-		if len(s.sinks) > 0 && c.sinkQueryIndex(fi.fn) < 0 {
+		if len(s.sinks) > 0 && c.sinks.sinkQueryIndex(fi.fn) < 0 {
 			c.pass.ExportObjectFact(fi.fn, &sinkFact{Queries: s.sinks})
 		}
 		if s.returns != nil {

@@ -34,7 +34,8 @@ type checker struct {
 	opts *options
 	out  *findingList
 
-	strs *sqlStrings
+	strs  *sqlStrings
+	sinks *sinkUnit
 	flowState
 	wrapperState
 	walkPos
@@ -68,7 +69,9 @@ func newChecker(pass *analysis.Pass, o *options) *checker {
 		flowState:    newFlowState(),
 		wrapperState: newWrapperState(),
 	}
-	c.strs = newSQLStrings(pass, o.sql, c, c.out)
+	c.sinks = newSinkUnit(pass.TypesInfo, o.sinks)
+	c.strs = newSQLStrings(pass, o.sql, c.sinks, c.out)
+	c.sinks.strs = c.strs
 	c.builders = newBuilderState(c, pass.TypesInfo, pass.Pkg, o.sql)
 	return c
 }
@@ -430,15 +433,9 @@ func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 		return
 	}
 	c.builders.builderCall(call, fn, stack)
-	if i := c.sinkQueryIndex(fn); i >= 0 {
-		// An any parameter (xorm, bun's variadic any) holds a query only
-		// when a string is passed; a spread slice (Exec(args...)) is not
-		// seen.
-		spread := call.Ellipsis.IsValid() && i >= len(call.Args)-1
-		if i < len(call.Args) && !spread && stringish(c.pass.TypesInfo.TypeOf(call.Args[i])) {
-			if _, ok := c.static(call.Args[i]); !ok {
-				c.addSite(&site{call: call, query: i})
-			}
+	if i, sink := c.sinks.directSite(call, fn); sink {
+		if i >= 0 {
+			c.addSite(&site{call: call, query: i})
 		}
 		return
 	}
