@@ -11,36 +11,45 @@ import (
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 )
 
-// checker holds the state of one pass: the pass and its findings, and one
-// embedded unit of state per concern, each declared beside the code that
-// owns it (issue 20: a first step of splitting the checker):
+// checker is the orchestration of one pass: it walks every file once and
+// hands each node to the units that own its concern, settles what needs
+// the whole package, exports the facts and collects the findings. It
+// judges nothing itself. Its units (issue 20), each a value with its own
+// state, documented at the top of its file:
 //
-//   - sqlStrings (walk.go): maximal static strings, where they are used,
-//     and the lexical evidence that decides whether SSA is needed;
-//   - flowState (eval.go): where variables get their values, for the AST
-//     evaluator;
-//   - wrapperState (eval.go): function declarations, bound literals and
-//     sink sites, from which wrappers' summaries and facts are computed;
-//   - walkPos (walk.go): where the walk is.
+//   - strs, sqlStrings (sqltext.go, embed.go, fix.go): the SQL text of
+//     constant strings and embedded files, judged where they are used,
+//     with the suggested fix of an unfenced constant UPDATE;
+//   - sinks, sinkUnit (sinks.go, sqlc.go): which calls send a query, and
+//     which argument it is;
+//   - flow, flowState (eval.go): where variables get their values, and the
+//     text a string expression may hold at run time (the AST evaluator);
+//   - wrappers, wrapperState (wrappers.go): functions that send or return
+//     a query they are given, their summaries, and the sites of the
+//     package;
+//   - builders, builderState (builders.go, builders_libs.go, ent.go): query
+//     builders rendered to the SQL they would send.
 //
-// The builders unit (builderState, builders.go) is a separate value that
-// the walk calls into (builderCall, entBuilder, judgeBuilders); it reaches
-// back only through the narrow builderHost interface.
+// The units ask each other through narrow interfaces (sinkIndexer,
+// staticEval, flowText, flowSinks, flowFuncs, wrapperFlow, builderHost),
+// which the peer unit implements (builderHost: the checker, by one-line
+// delegations). SSA (runSSA, ssa.go, with the call forms of callforms.go)
+// is built by settle only when a candidate needs it, and reads the units
+// through ssaInputs. Every unit reports into the one findingList.
 //
-// The call forms' state is built with SSA (callGraph, callforms.go).
+// walkPos is the walk's own state: where it is.
 type checker struct {
 	pass *analysis.Pass
 	cfg  *sqlcheck.Config
-	opts *options
 	out  *findingList
 
-	strs  *sqlStrings
-	sinks *sinkUnit
-	flowState
-	wrapperState
-	walkPos
-
+	strs     *sqlStrings
+	sinks    *sinkUnit
+	flow     *flowState
+	wrappers *wrapperState
 	builders *builderState
+
+	walkPos
 }
 
 // walkPos is where the walk is: the enclosing function (declaration or
@@ -62,16 +71,16 @@ type outerFunc struct {
 
 func newChecker(pass *analysis.Pass, o *options) *checker {
 	c := &checker{
-		pass:         pass,
-		cfg:          o.sql,
-		opts:         o,
-		out:          &findingList{},
-		flowState:    newFlowState(),
-		wrapperState: newWrapperState(),
+		pass: pass,
+		cfg:  o.sql,
+		out:  &findingList{},
 	}
 	c.sinks = newSinkUnit(pass.TypesInfo, o.sinks)
 	c.strs = newSQLStrings(pass, o.sql, c.sinks, c.out)
 	c.sinks.strs = c.strs
+	c.flow = newFlowState(pass, o.sql, c.strs, c.sinks)
+	c.wrappers = newWrapperState(pass, o.sql, c.flow)
+	c.flow.funcs = c.wrappers
 	c.builders = newBuilderState(c, pass.TypesInfo, pass.Pkg, o.sql)
 	return c
 }
@@ -104,7 +113,7 @@ func (c *checker) walk() {
 						c.cur = nil
 					}
 				case *ast.FuncLit:
-					if fi := c.litOf[top]; fi != nil && c.cur == fi {
+					if fi := c.wrappers.litOf[top]; fi != nil && c.cur == fi {
 						o := c.outer[len(c.outer)-1]
 						c.outer = c.outer[:len(c.outer)-1]
 						c.cur, c.litDepth = o.fi, o.litDepth
@@ -118,16 +127,18 @@ func (c *checker) walk() {
 			case *ast.ImportSpec:
 				return false // import paths are not expressions
 			case *ast.FuncDecl:
-				c.funcDecl(n)
+				if fi := c.wrappers.funcDecl(n); fi != nil {
+					c.cur, c.litDepth = fi, 0
+				}
 			case *ast.FuncLit:
-				if fi := c.litOf[n]; fi != nil {
+				if fi := c.wrappers.litOf[n]; fi != nil {
 					c.outer = append(c.outer, outerFunc{c.cur, c.litDepth})
 					c.cur, c.litDepth = fi, 0
 				} else {
 					c.litDepth++
 				}
 			case *ast.FuncType:
-				c.funcParams(n, stack)
+				c.flow.funcParams(n, stack, c.cur)
 				return false // nor are struct tags in parameter lists
 			case *ast.Field:
 				if n.Tag != nil {
@@ -140,24 +151,18 @@ func (c *checker) walk() {
 			case *ast.DeferStmt:
 				c.goDeferCall(n.Defer, n.Call)
 			case *ast.AssignStmt:
-				c.assignment(n)
-				c.bindLiterals(n)
+				c.flow.assignment(n)
+				c.wrappers.bindLiterals(n)
 			case *ast.ValueSpec:
-				c.valueSpec(n)
+				c.flow.valueSpec(n)
 			case *ast.RangeStmt:
-				c.rangeStmt(n)
+				c.flow.rangeStmt(n)
 			case *ast.ReturnStmt:
 				if c.cur != nil && c.litDepth == 0 {
 					c.cur.returns = append(c.cur.returns, n)
 				}
 			case *ast.UnaryExpr:
-				if n.Op == token.AND {
-					if id, ok := ast.Unparen(n.X).(*ast.Ident); ok {
-						if v, ok := c.pass.TypesInfo.Uses[id].(*types.Var); ok {
-							c.addrTaken[v] = true
-						}
-					}
-				}
+				c.flow.addressOf(n)
 			case *ast.BasicLit, *ast.Ident, *ast.SelectorExpr, *ast.BinaryExpr, *ast.ParenExpr, *ast.CallExpr:
 				e := n.(ast.Expr)
 				if s, ok := c.static(e); ok {
@@ -176,9 +181,9 @@ func (c *checker) walk() {
 					switch obj := c.pass.TypesInfo.Uses[n].(type) {
 					case *types.Var:
 						c.strs.globalUse(n, obj, stack)
-						c.litUse(n, obj, stack)
+						c.wrappers.litUse(n, obj, stack)
 					case *types.Func:
-						c.funcUse(n, obj, stack)
+						c.wrappers.funcUse(n, obj, stack)
 					}
 					return false
 				case *ast.SelectorExpr:
@@ -200,216 +205,6 @@ func (c *checker) goDeferCall(kw token.Pos, call *ast.CallExpr) {
 	c.goDefer[kw] = call
 }
 
-func (c *checker) funcDecl(fd *ast.FuncDecl) {
-	fn, ok := c.pass.TypesInfo.Defs[fd.Name].(*types.Func)
-	if !ok || fd.Body == nil {
-		return
-	}
-	fi := &funcInfo{fn: fn, sig: fn.Signature(), decl: fd}
-	c.funcs[fn] = fi
-	c.funcOrder = append(c.funcOrder, fi)
-	c.cur, c.litDepth = fi, 0
-}
-
-// funcParams records parameters: string parameters of a declaration
-// become parameter holes for the evaluator.
-func (c *checker) funcParams(ft *ast.FuncType, stack []ast.Node) {
-	if ft.Params == nil {
-		return
-	}
-	var owner *funcInfo
-	if len(stack) > 0 && c.cur != nil && (c.cur.decl != nil && stack[len(stack)-1] == c.cur.decl ||
-		c.cur.lit != nil && stack[len(stack)-1] == c.cur.lit) {
-		owner = c.cur
-	}
-	i := 0
-	for _, f := range ft.Params.List {
-		names := f.Names
-		if len(names) == 0 {
-			i++
-			continue
-		}
-		for _, id := range names {
-			if v, ok := c.pass.TypesInfo.Defs[id].(*types.Var); ok && isString(v.Type()) {
-				if owner != nil && !(owner.sig.Variadic() && i == owner.sig.Params().Len()-1) {
-					c.params[v] = paramInfo{fn: owner, index: i}
-				} else {
-					c.params[v] = paramInfo{}
-				}
-			}
-			i++
-		}
-	}
-}
-
-// assignment records the values assigned to variables.
-func (c *checker) assignment(as *ast.AssignStmt) {
-	for i, lhs := range as.Lhs {
-		id, ok := ast.Unparen(lhs).(*ast.Ident)
-		if !ok || id.Name == "_" {
-			continue
-		}
-		v := c.objVar(id)
-		if v == nil || !followed(v.Type()) {
-			continue
-		}
-		d := def{add: as.Tok == token.ADD_ASSIGN}
-		if len(as.Rhs) == len(as.Lhs) {
-			d.expr = as.Rhs[i]
-		} else if i == 0 && len(as.Rhs) == 1 {
-			if call, ok := ast.Unparen(as.Rhs[0]).(*ast.CallExpr); ok {
-				d.expr = call // the first result of a multi-value call
-			}
-		}
-		if as.Tok != token.ASSIGN && as.Tok != token.DEFINE && as.Tok != token.ADD_ASSIGN {
-			d.expr = nil
-		}
-		c.defs[v] = append(c.defs[v], d)
-	}
-}
-
-// rangeStmt records range variables: the elements of a slice or array
-// literal for the value, else unknown.
-func (c *checker) rangeStmt(rs *ast.RangeStmt) {
-	if id, ok := rs.Key.(*ast.Ident); ok {
-		if v := c.objVar(id); v != nil && followed(v.Type()) {
-			c.defs[v] = append(c.defs[v], def{})
-		}
-	}
-	id, ok := rs.Value.(*ast.Ident)
-	if !ok {
-		return
-	}
-	v := c.objVar(id)
-	if v == nil || !followed(v.Type()) {
-		return
-	}
-	if lit, ok := ast.Unparen(rs.X).(*ast.CompositeLit); ok && isString(v.Type()) {
-		if _, ok := c.pass.TypesInfo.TypeOf(lit).Underlying().(*types.Map); !ok {
-			for _, e := range lit.Elts {
-				if kv, ok := e.(*ast.KeyValueExpr); ok {
-					e = kv.Value
-				}
-				c.defs[v] = append(c.defs[v], def{expr: e})
-			}
-			return
-		}
-	}
-	c.defs[v] = append(c.defs[v], def{})
-}
-
-// followed reports whether the evaluators follow the values of variables
-// of type t: strings and bytes, functions (bound literals), gorm's *DB and
-// xorm's *Session.
-func followed(t types.Type) bool {
-	switch u := t.Underlying().(type) {
-	case *types.Basic:
-		return u.Info()&types.IsString != 0
-	case *types.Slice, *types.Signature:
-		return stringish(t) || isSig(u)
-	case *types.Pointer:
-		return typeName(t) == "DB" || typeName(t) == "Session"
-	}
-	return false
-}
-
-func isSig(t types.Type) bool {
-	_, ok := t.(*types.Signature)
-	return ok
-}
-
-// valueSpec records var declarations: a value, or the zero value.
-func (c *checker) valueSpec(vs *ast.ValueSpec) {
-	for i, id := range vs.Names {
-		v, ok := c.pass.TypesInfo.Defs[id].(*types.Var)
-		if !ok || id.Name == "_" || !followed(v.Type()) {
-			continue
-		}
-		switch {
-		case len(vs.Values) == len(vs.Names):
-			c.defs[v] = append(c.defs[v], def{expr: vs.Values[i]})
-		case len(vs.Values) == 0 && c.strs.embedded(v) == nil:
-			c.defs[v] = append(c.defs[v], def{expr: emptyString})
-		default:
-			c.defs[v] = append(c.defs[v], def{})
-		}
-	}
-}
-
-var emptyString = &ast.BasicLit{Kind: token.STRING, Value: `""`}
-
-// bindLiterals records function literals bound to a new local variable
-// (f := func(…) {…}): their parameters are followed like a function's,
-// and their calls judged.
-func (c *checker) bindLiterals(as *ast.AssignStmt) {
-	if as.Tok != token.DEFINE || len(as.Lhs) != len(as.Rhs) {
-		return
-	}
-	for i, r := range as.Rhs {
-		lit, ok := ast.Unparen(r).(*ast.FuncLit)
-		if !ok {
-			continue
-		}
-		id, ok := as.Lhs[i].(*ast.Ident)
-		if !ok {
-			continue
-		}
-		v, ok := c.pass.TypesInfo.Defs[id].(*types.Var)
-		if !ok {
-			continue
-		}
-		sig, ok := c.pass.TypesInfo.TypeOf(lit).(*types.Signature)
-		if !ok {
-			continue
-		}
-		fi := &funcInfo{sig: sig, lit: lit, v: v}
-		c.litFuncs[v] = fi
-		c.litOf[lit] = fi
-		c.funcOrder = append(c.funcOrder, fi)
-	}
-}
-
-// litUse records uses of bound literals' variables other than calls (and
-// their reassignment, which ends the binding).
-func (c *checker) litUse(id *ast.Ident, v *types.Var, stack []ast.Node) {
-	if c.litFuncs[v] == nil {
-		return
-	}
-	if len(stack) > 0 {
-		if call, ok := stack[len(stack)-1].(*ast.CallExpr); ok && call.Fun == id {
-			return
-		}
-	}
-	c.nonCallVar[v] = true
-}
-
-// funcUse records uses of same-package functions other than calls.
-func (c *checker) funcUse(id *ast.Ident, fn *types.Func, stack []ast.Node) {
-	if fn.Pkg() != c.pass.Pkg {
-		return
-	}
-	var callee ast.Node = id
-	i := len(stack) - 1
-	if i >= 0 {
-		if se, ok := stack[i].(*ast.SelectorExpr); ok && se.Sel == id {
-			callee, i = se, i-1
-		}
-	}
-	for i >= 0 {
-		if ix, ok := stack[i].(*ast.IndexExpr); ok && ix.X == callee { // generic instantiation
-			callee, i = ix, i-1
-			continue
-		}
-		break
-	}
-	if i >= 0 {
-		if call, ok := stack[i].(*ast.CallExpr); ok && call.Fun == callee {
-			return
-		}
-	}
-	c.nonCallUse[fn.Origin()] = true
-}
-
 func isString(t types.Type) bool {
 	b, ok := t.Underlying().(*types.Basic)
 	return ok && b.Info()&types.IsString != 0
@@ -420,12 +215,8 @@ func isString(t types.Type) bool {
 // query builders.
 func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 	callee := typeutil.Callee(c.pass.TypesInfo, call)
-	if v, ok := callee.(*types.Var); ok && c.litFuncs[v] != nil {
-		if c.cur != nil {
-			c.cur.pending = append(c.cur.pending, call)
-		} else {
-			c.pending = append(c.pending, call)
-		}
+	if v, ok := callee.(*types.Var); ok && c.wrappers.litBound(v) {
+		c.wrappers.pendingCall(call, c.cur)
 		return
 	}
 	fn, ok := callee.(*types.Func)
@@ -435,83 +226,11 @@ func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 	c.builders.builderCall(call, fn, stack)
 	if i, sink := c.sinks.directSite(call, fn); sink {
 		if i >= 0 {
-			c.addSite(&site{call: call, query: i})
+			c.wrappers.addSite(&site{call: call, query: i}, c.cur)
 		}
 		return
 	}
-	if fn.Pkg() == c.pass.Pkg {
-		if hasStringParam(fn.Signature()) {
-			if c.cur != nil {
-				c.cur.pending = append(c.cur.pending, call)
-			} else {
-				c.pending = append(c.pending, call)
-			}
-		}
-		return
-	}
-	if ws := c.sinksOf(fn); len(ws) > 0 {
-		c.addSite(&site{call: call, query: -1, wrapper: ws})
-	}
-}
-
-// builderVarCalls returns the calls whose receiver or an argument is the
-// strings.Builder or bytes.Buffer variable v (b.WriteString(s),
-// fmt.Fprintf(&b, …), helper(&b)), found in v's scope when first needed.
-func (c *checker) builderVarCalls(v *types.Var) []*ast.CallExpr {
-	if calls, ok := c.builderCalls[v]; ok {
-		return calls
-	}
-	var calls []*ast.CallExpr
-	scope := v.Parent()
-	for _, f := range c.pass.Files {
-		if scope == nil || f.FileStart > v.Pos() || v.Pos() > f.FileEnd {
-			continue
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if n == nil || n.End() < scope.Pos() || n.Pos() > scope.End() {
-				return false
-			}
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
-			}
-			var xs []ast.Expr
-			if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
-				xs = append(xs, sel.X)
-			}
-			for _, x := range append(xs, call.Args...) {
-				x = ast.Unparen(x)
-				if u, ok := x.(*ast.UnaryExpr); ok && u.Op == token.AND {
-					x = ast.Unparen(u.X)
-				}
-				if id, ok := x.(*ast.Ident); ok && c.pass.TypesInfo.Uses[id] == v {
-					calls = append(calls, call)
-					break
-				}
-			}
-			return true
-		})
-	}
-	c.builderCalls[v] = calls
-	return calls
-}
-
-func (c *checker) addSite(st *site) {
-	st.fn = c.cur
-	if c.cur != nil {
-		c.cur.sites = append(c.cur.sites, st)
-	} else {
-		c.sites = append(c.sites, st)
-	}
-}
-
-func hasStringParam(sig *types.Signature) bool {
-	for i := 0; i < sig.Params().Len(); i++ {
-		if isString(sig.Params().At(i).Type()) {
-			return true
-		}
-	}
-	return false
+	c.wrappers.wrapperCall(call, fn, c.cur)
 }
 
 func isContext(t types.Type) bool {
@@ -524,21 +243,10 @@ func isContext(t types.Type) bool {
 // the run-time concatenations and the sinks.
 func (c *checker) settle() {
 	c.strs.judgeGlobals()
-	for _, call := range c.pending {
-		c.wrapperSite(call, nil)
-	}
-	c.pending = nil
-	sites := c.sites
-	for _, fi := range c.funcOrder {
-		if len(fi.pending) > 0 || len(fi.sites) > 0 {
-			c.summary(fi)
-			sites = append(sites, fi.sites...)
-		}
-	}
+	sites := c.wrappers.settleSites()
 	// A site needs SSA when a query it may send names a fenced table.
 	needSites := false
 	for _, st := range sites {
-		c.siteTemplates(st)
 		if anyMentions(st.ts, c.cfg) {
 			needSites = true
 		}
@@ -546,7 +254,11 @@ func (c *checker) settle() {
 	c.builders.judgeBuilders()
 	needSSA := len(c.strs.locals) > 0 || needSites || c.strs.fragmentTable && c.strs.fragmentWrite
 	if needSSA {
-		c.runSSA(sites)
+		runSSA(&ssaInputs{
+			pass: c.pass, cfg: c.cfg, out: c.out,
+			strs: c.strs, sinks: c.sinks, flow: c.flow, wrappers: c.wrappers,
+			goDefer: c.goDefer,
+		}, sites)
 	}
 }
 
@@ -557,3 +269,15 @@ func (c *checker) static(e ast.Expr) (string, bool) { return c.strs.static(e) }
 // objVar is the variable an identifier denotes or declares, or nil, for
 // builderHost.
 func (c *checker) objVar(id *ast.Ident) *types.Var { return objVar(c.pass.TypesInfo, id) }
+
+// evalExpr is the SQL text a string expression may hold at run time (the
+// flow unit's), for builderHost.
+func (c *checker) evalExpr(e ast.Expr) ([]template, bool) { return c.flow.evalExpr(e) }
+
+// varDefs are the assignments of a variable seen by the walk (the flow
+// unit's), for builderHost.
+func (c *checker) varDefs(v *types.Var) []def { return c.flow.varDefs(v) }
+
+// returnsOf is what a function returns as its first result (the wrappers
+// unit's), for builderHost.
+func (c *checker) returnsOf(fn *types.Func) ([]template, bool) { return c.wrappers.returnsOf(fn) }
