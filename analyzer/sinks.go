@@ -42,9 +42,9 @@ import (
 //
 // How it plugs into the checker: newChecker makes one sinkUnit per pass
 // (checker.sinks). The walk asks directSite of each call of a named
-// function; the SQL text unit (suggested fixes), the wrappers unit
-// (facts), the evaluator (sqlcSlice) and SSA's call forms ask
-// sinkQueryIndex.
+// function; the SQL text unit (suggested fixes), the checker's
+// exportFacts and SSA's call forms ask sinkQueryIndex, the flow unit's
+// evaluator sqlcSlice.
 type sinkUnit struct {
 	info  *types.Info
 	sinks []sinkSpec // -sinks
