@@ -179,7 +179,7 @@ func run(pass *analysis.Pass, o *options) (any, error) {
 	c.walk()
 	c.settle()
 	c.exportFacts()
-	return report(pass, b, append(c.findings, runtimeUses(pass, o.runtime)...)), nil
+	return report(pass, b, append(c.out.list, runtimeUses(pass, o.runtime)...)), nil
 }
 
 // inGoroot reports whether the package is part of the standard library.
@@ -218,6 +218,17 @@ func problemsMessage(ps []sqlcheck.Problem) string {
 // longer match. It returns the findings that directives left, with their
 // baseline keys.
 func report(pass *analysis.Pass, b *baseline.Baseline, fs []finding) *Result {
+	// Source order (file name, then offset), not token.Pos order: the
+	// loader parses a package's files concurrently, so the files' bases in
+	// the file set, and Pos order across files, change from run to run.
+	before := func(p, q token.Pos) bool {
+		a, b := pass.Fset.Position(p), pass.Fset.Position(q)
+		if a.Filename != b.Filename {
+			return a.Filename < b.Filename
+		}
+		return a.Offset < b.Offset
+	}
+	sort.SliceStable(fs, func(i, j int) bool { return before(fs[i].pos, fs[j].pos) })
 	dirs := directives(pass)
 	var left []finding
 	type seenKey struct {
@@ -269,7 +280,7 @@ func report(pass *analysis.Pass, b *baseline.Baseline, fs []finding) *Result {
 			out = append(out, analysis.Diagnostic{Pos: d.pos, Message: "//fencelint:allow suppresses nothing on this line or the next: remove it"})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Pos < out[j].Pos })
+	sort.SliceStable(out, func(i, j int) bool { return before(out[i].Pos, out[j].Pos) })
 	for _, d := range out {
 		pass.Report(d)
 	}

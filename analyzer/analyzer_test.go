@@ -2,6 +2,7 @@ package analyzer_test
 
 import (
 	"fmt"
+	"go/token"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,4 +131,42 @@ func TestMalformedBaselineIsAnError(t *testing.T) {
 // (builtqueries).
 func TestCallForms(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "callforms", "leavealone", "builtqueries", "cmdhelper")
+}
+
+// TestReportOrderIsStable: the findings of a package come out in the
+// order of their positions in the source (file name, then offset), the
+// same on every run. The loader parses a package's files concurrently,
+// so token.Pos order across files changes from load to load; rawlibs has
+// six files. Run three loads and compare each run's order with the
+// source order.
+func TestReportOrderIsStable(t *testing.T) {
+	var first []string
+	for run := 0; run < 3; run++ {
+		results := analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, "rawlibs")
+		var got []string
+		var posns []token.Position
+		for _, r := range results {
+			for _, d := range r.Diagnostics {
+				p := r.Pass.Fset.Position(d.Pos)
+				posns = append(posns, p)
+				got = append(got, fmt.Sprintf("%s:%d:%d: %s", filepath.Base(p.Filename), p.Line, p.Column, d.Message))
+			}
+		}
+		if len(got) == 0 {
+			t.Fatal("rawlibs: no findings")
+		}
+		for i := 1; i < len(posns); i++ {
+			a, b := posns[i-1], posns[i]
+			if a.Filename > b.Filename || a.Filename == b.Filename && a.Offset > b.Offset {
+				t.Fatalf("run %d: finding %d (%s) reported before %s: not in source order", run, i-1, got[i-1], got[i])
+			}
+		}
+		if first == nil {
+			first = got
+			continue
+		}
+		if strings.Join(got, "\n") != strings.Join(first, "\n") {
+			t.Fatalf("run %d: findings in another order than run 0:\n%s\nvs\n%s", run, strings.Join(got, "\n"), strings.Join(first, "\n"))
+		}
+	}
 }

@@ -158,7 +158,7 @@ func (s *ssaState) callees(ci ssa.CallInstruction) ([]callee, bool) {
 	cc := ci.Common()
 	c := s.c
 	if cc.IsInvoke() {
-		if c.sinkQueryIndex(cc.Method) >= 0 {
+		if c.sinks.sinkQueryIndex(cc.Method) >= 0 {
 			return nil, true
 		}
 		return s.implementations(cc.Value.Type(), cc.Method), false
@@ -167,12 +167,12 @@ func (s *ssaState) callees(ci ssa.CallInstruction) ([]callee, bool) {
 		if obj, ok := fn.Object().(*types.Func); ok {
 			return []callee{{fn: fn, obj: obj, recvFirst: obj.Signature().Recv() != nil}}, true
 		}
-		if lit, ok := fn.Syntax().(*ast.FuncLit); ok && c.litOf[lit] != nil && c.bound(c.litOf[lit].v) != nil {
+		if lit, ok := fn.Syntax().(*ast.FuncLit); ok && c.wrappers.litOf[lit] != nil && c.wrappers.bound(c.wrappers.litOf[lit].v) != nil {
 			return nil, true
 		}
 	}
 	if mc, ok := cc.Value.(*ssa.MakeClosure); ok {
-		if lit, ok := mc.Fn.(*ssa.Function).Syntax().(*ast.FuncLit); ok && c.litOf[lit] != nil && c.bound(c.litOf[lit].v) != nil {
+		if lit, ok := mc.Fn.(*ssa.Function).Syntax().(*ast.FuncLit); ok && c.wrappers.litOf[lit] != nil && c.wrappers.bound(c.wrappers.litOf[lit].v) != nil {
 			return nil, true
 		}
 	}
@@ -376,10 +376,10 @@ func (s *ssaState) calleeSinks(k callee, walked bool) []template {
 	c := s.c
 	var out []template
 	if k.obj != nil && !walked {
-		if i := c.sinkQueryIndex(k.obj); i >= 0 {
+		if i := c.sinks.sinkQueryIndex(k.obj); i >= 0 {
 			return paramTemplate(i)
 		}
-		out = union(out, c.sinksOf(k.obj))
+		out = union(out, c.wrappers.sinksOf(k.obj))
 	}
 	switch {
 	case k.fn == nil:
@@ -436,7 +436,7 @@ func (s *ssaState) formTemplates(ci ssa.CallInstruction, all bool) []template {
 	ks, walked := s.callees(ci)
 	if walked && all {
 		if cc := ci.Common(); cc.IsInvoke() {
-			if i := s.c.sinkQueryIndex(cc.Method); i >= 0 {
+			if i := s.c.sinks.sinkQueryIndex(cc.Method); i >= 0 {
 				ks = []callee{{obj: cc.Method}}
 			}
 		} else if fn := cc.StaticCallee(); fn != nil {
@@ -492,7 +492,7 @@ func (s *ssaState) judgeForms() {
 			ps = append(ps, found...)
 		}
 		if len(ps) > 0 {
-			c.add(s.formPos(ci), problemsMessage(ps))
+			c.out.add(s.formPos(ci), problemsMessage(ps))
 		}
 	}
 }
@@ -505,11 +505,11 @@ func (s *ssaState) closed(fn *ssa.Function) bool {
 		if !ok {
 			return false
 		}
-		fi := s.c.funcs[obj.Origin()]
-		if fi == nil || s.c.deferrable(fi) {
+		fi := s.c.wrappers.funcs[obj.Origin()]
+		if fi == nil || s.c.wrappers.deferrable(fi) {
 			return fi != nil
 		}
-		if obj.Exported() && !s.c.command() {
+		if obj.Exported() && !s.c.wrappers.command() {
 			return false
 		}
 		// Used as a value (a method value, a function passed to a
@@ -657,7 +657,7 @@ func (s *ssaState) formPos(ci ssa.CallInstruction) token.Pos {
 	}
 	for _, a := range call.Args {
 		if tv, ok := s.c.pass.TypesInfo.Types[a]; ok && stringish(tv.Type) {
-			if ts, ok := s.c.evalExpr(a); ok || len(ts) > 0 {
+			if ts, ok := s.c.flow.evalExpr(a); ok || len(ts) > 0 {
 				if anyMentions(ts, s.c.cfg) {
 					return a.Pos()
 				}

@@ -32,7 +32,7 @@ type embedInfo struct {
 
 // embedDecl records the variables of a var declaration with //go:embed
 // directives, and judges their files.
-func (c *checker) embedDecl(gd *ast.GenDecl) {
+func (ss *sqlStrings) embedDecl(gd *ast.GenDecl) {
 	if gd.Tok != token.VAR {
 		return
 	}
@@ -49,11 +49,11 @@ func (c *checker) embedDecl(gd *ast.GenDecl) {
 		if len(patterns) == 0 {
 			continue
 		}
-		v, ok := c.pass.TypesInfo.Defs[vs.Names[0]].(*types.Var)
+		v, ok := ss.pass.TypesInfo.Defs[vs.Names[0]].(*types.Var)
 		if !ok {
 			continue
 		}
-		dir := filepath.Dir(c.pass.Fset.File(vs.Pos()).Name())
+		dir := filepath.Dir(ss.pass.Fset.File(vs.Pos()).Name())
 		e := &embedInfo{files: embedFiles(dir, patterns)}
 		names := make([]string, 0, len(e.files))
 		for name := range e.files {
@@ -63,16 +63,16 @@ func (c *checker) embedDecl(gd *ast.GenDecl) {
 		if stringish(v.Type()) && len(names) == 1 {
 			e.text = e.files[names[0]]
 		}
-		c.embeds[v] = e
+		ss.embeds[v] = e
 		for _, name := range names {
 			text := e.files[name]
-			if !c.cfg.Mentions(text) {
+			if !ss.cfg.Mentions(text) {
 				continue
 			}
-			c.mentionTable = true
-			c.mentionWrite = c.mentionWrite || c.cfg.MentionsWrite(text)
-			if ps := sqlcheck.Check(text, c.cfg); len(ps) > 0 {
-				c.add(vs.Names[0].Pos(), name+": "+problemsMessage(ps))
+			ss.mentionTable = true
+			ss.mentionWrite = ss.mentionWrite || ss.cfg.MentionsWrite(text)
+			if ps := sqlcheck.Check(text, ss.cfg); len(ps) > 0 {
+				ss.out.add(vs.Names[0].Pos(), name+": "+problemsMessage(ps))
 			}
 		}
 	}
@@ -169,7 +169,7 @@ func embedFiles(dir string, patterns []string) map[string]string {
 
 // embedRead returns the text that call reads from an embedded file system:
 // fsys.ReadFile(name) or fs.ReadFile(fsys, name) with a constant name.
-func (c *checker) embedRead(call *ast.CallExpr, fn *types.Func) (string, bool) {
+func (ss *sqlStrings) embedRead(call *ast.CallExpr, fn *types.Func) (string, bool) {
 	if fn.Name() != "ReadFile" || fn.Pkg() == nil {
 		return "", false
 	}
@@ -190,8 +190,8 @@ func (c *checker) embedRead(call *ast.CallExpr, fn *types.Func) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	e := c.embeds[c.objVar(id)]
-	n, ok := c.static(name)
+	e := ss.embeds[objVar(ss.pass.TypesInfo, id)]
+	n, ok := ss.static(name)
 	if e == nil || !ok {
 		return "", false
 	}
@@ -199,7 +199,8 @@ func (c *checker) embedRead(call *ast.CallExpr, fn *types.Func) (string, bool) {
 	return text, ok
 }
 
-func (c *checker) objVar(id *ast.Ident) *types.Var {
-	v, _ := c.pass.TypesInfo.ObjectOf(id).(*types.Var)
+// objVar is the variable an identifier denotes or declares, or nil.
+func objVar(info *types.Info, id *ast.Ident) *types.Var {
+	v, _ := info.ObjectOf(id).(*types.Var)
 	return v
 }

@@ -6,70 +6,133 @@ import (
 	"go/types"
 	"strings"
 
+	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/types/typeutil"
 
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 )
 
-// The AST evaluator computes, without SSA, the strings an expression may
-// hold: flow-insensitively (every assignment of a variable is one
-// alternative), with a function's string parameters as parameter holes.
-// It decides the facts (which functions are sinks, what helpers return)
-// and whether a package needs SSA, which judges the sinks precisely.
-
-// flowState is where variables get their values, for the AST evaluator.
+// The flow unit (flowState and its evaluator): where variables get their
+// values, and the text (constant parts and holes) a string expression may
+// hold at run time. It lives in eval.go (and tmpl.go, the templates it
+// computes with); a newcomer can read and change it without the rest of
+// the checker.
+//
+// What it computes. The AST evaluator computes, without SSA, the strings
+// an expression may hold: flow-insensitively (every assignment of a
+// variable is one alternative), with a function's string parameters as
+// parameter holes; concatenations, fmt.Sprintf, strings.Builder and
+// bytes.Buffer contents, conversions, run-time edits (an unknown call of
+// string arguments), sqlc's slice expansion, embedded files and what
+// helpers return. It marks as flow (SSA decides) what it can only
+// approximate: several assignments, a variable whose address is taken,
+// maps, channels, builders. Its results decide the facts (which functions
+// are sinks, what helpers return) and whether a package needs SSA, which
+// judges the sinks precisely. It judges nothing itself.
+//
+// Inputs: the function types, assignments, range statements, var
+// declarations and & expressions met by the checker's walk (funcParams,
+// assignment, rangeStmt, valueSpec, addressOf); the package (pass); and,
+// through narrow interfaces, the value of constants and embedded files
+// (flowText: the SQL text unit), sqlc's slice markers (flowSinks: the
+// sinks unit) and what functions of the package or their facts return
+// (flowFuncs: the wrappers unit).
+//
+// Outputs: evalExpr (the alternatives an expression may hold, and whether
+// SSA must decide), evalCallOf (a wrapper's templates with a call's
+// arguments filled in) and varDefs (a variable's assignments, for the
+// builders unit). No findings, no facts.
+//
+// How it plugs into the checker: newChecker makes one flowState per pass
+// (checker.flow); the walk feeds it; the wrappers unit, the builders unit
+// (through builderHost) and SSA's call forms ask it.
 type flowState struct {
+	pass  *analysis.Pass
+	cfg   *sqlcheck.Config
+	strs  flowText
+	sinks flowSinks
+	funcs flowFuncs
+
 	params    map[*types.Var]paramInfo
 	defs      map[*types.Var][]def
 	addrTaken map[*types.Var]bool
 	varBusy   map[*types.Var]bool
 	varBase   map[*types.Var][]template
-	embeds    map[*types.Var]*embedInfo
 
 	// Calls that take a strings.Builder or bytes.Buffer variable.
 	builderCalls map[*types.Var][]*ast.CallExpr
 }
 
-func newFlowState() flowState {
-	return flowState{
+// flowText is what the flow unit asks of the SQL text unit.
+type flowText interface {
+	// static is the value of a constant string expression.
+	static(e ast.Expr) (string, bool)
+	// embedded is what the //go:embed variable v holds, or nil.
+	embedded(v *types.Var) *embedInfo
+	// embedRead is the text a call reads from an embedded file system.
+	embedRead(call *ast.CallExpr, fn *types.Func) (string, bool)
+}
+
+// flowSinks is what the flow unit asks of the sinks unit.
+type flowSinks interface {
+	// sqlcSlice is the marker when call is sqlc's expansion of one.
+	sqlcSlice(call *ast.CallExpr, fn *types.Func) (string, bool)
+}
+
+// flowFuncs is what the flow unit asks of the wrappers unit.
+type flowFuncs interface {
+	// returnsOf is what a function returns as its first result, with its
+	// parameters as parameter holes (a summary, or an imported fact).
+	returnsOf(fn *types.Func) ([]template, bool)
+	// boundReturns is the same for the function literal bound to v, when v
+	// is assigned nothing else and the literal returns a query.
+	boundReturns(v *types.Var) ([]template, bool)
+}
+
+func newFlowState(pass *analysis.Pass, cfg *sqlcheck.Config, strs flowText, sinks flowSinks) *flowState {
+	return &flowState{
+		pass:         pass,
+		cfg:          cfg,
+		strs:         strs,
+		sinks:        sinks,
 		params:       map[*types.Var]paramInfo{},
 		defs:         map[*types.Var][]def{},
 		addrTaken:    map[*types.Var]bool{},
 		varBusy:      map[*types.Var]bool{},
 		varBase:      map[*types.Var][]template{},
-		embeds:       map[*types.Var]*embedInfo{},
 		builderCalls: map[*types.Var][]*ast.CallExpr{},
 	}
 }
 
-// varDefs returns the assignments of v seen by the walk (for the builders
-// unit, through builderHost).
-func (c *checker) varDefs(v *types.Var) []def { return c.defs[v] }
-
-// wrapperState is what makes wrappers and their calls visible: function
-// declarations, function literals bound to a local variable (and such
-// variables used other than as a callee), and the sink sites.
-type wrapperState struct {
-	funcs      map[*types.Func]*funcInfo
-	funcOrder  []*funcInfo
-	sites      []*site         // sink calls outside function declarations
-	pending    []*ast.CallExpr // same-package calls outside declarations
-	nonCallUse map[*types.Func]bool
-
-	litFuncs   map[*types.Var]*funcInfo
-	litOf      map[*ast.FuncLit]*funcInfo
-	nonCallVar map[*types.Var]bool
-}
-
-func newWrapperState() wrapperState {
-	return wrapperState{
-		funcs:      map[*types.Func]*funcInfo{},
-		nonCallUse: map[*types.Func]bool{},
-		litFuncs:   map[*types.Var]*funcInfo{},
-		litOf:      map[*ast.FuncLit]*funcInfo{},
-		nonCallVar: map[*types.Var]bool{},
+// addressOf records a variable whose address is taken (&v): its value is
+// SSA's to follow.
+func (fl *flowState) addressOf(u *ast.UnaryExpr) {
+	if u.Op == token.AND {
+		if id, ok := ast.Unparen(u.X).(*ast.Ident); ok {
+			if v, ok := fl.pass.TypesInfo.Uses[id].(*types.Var); ok {
+				fl.addrTaken[v] = true
+			}
+		}
 	}
 }
+
+// evalCallOf is ts (a wrapper's templates) with call's arguments, as far
+// as they are known, in place of its parameter holes; flow tells whether
+// SSA must decide.
+func (fl *flowState) evalCallOf(ts []template, call *ast.CallExpr) (out []template, flow bool) {
+	ev := &evaluator{fl: fl}
+	out = substitute(ts, func(i int) []template {
+		if a := callArg(fl.pass.TypesInfo, call, i); a != nil {
+			return ev.eval(a, 0)
+		}
+		return nil
+	})
+	return out, ev.flow
+}
+
+// varDefs returns the assignments of v seen by the walk (for the builders
+// unit, through builderHost).
+func (fl *flowState) varDefs(v *types.Var) []def { return fl.defs[v] }
 
 // def is one assignment of a variable: expr (nil when unknown: a range
 // variable, a multi-value call, …), or x += expr.
@@ -78,75 +141,33 @@ type def struct {
 	add  bool
 }
 
-// paramInfo locates a string parameter of a function declaration.
-type paramInfo struct {
-	fn    *funcInfo // nil for a function literal's parameter
-	index int
-}
-
-// funcInfo is what the walk records about one function declaration, or a
-// function literal bound to a local variable that is only called
-// (settle := func(key, age string) { … }).
-type funcInfo struct {
-	fn      *types.Func // nil for a literal
-	sig     *types.Signature
-	decl    *ast.FuncDecl
-	lit     *ast.FuncLit
-	v       *types.Var        // the literal's variable
-	returns []*ast.ReturnStmt // its own, not those of nested literals
-	sites   []*site           // sink calls in it (nested literals included)
-	pending []*ast.CallExpr   // calls of same-package functions taking a string
-	sum     *summary
-	busy    bool
-}
-
-// summary is what a function does with queries: the queries its sinks run
-// that depend on its parameters, and the strings it returns.
-type summary struct {
-	sinks   []template
-	returns []template // nil: returns no string, or nothing known
-}
-
-var emptySummary = &summary{}
-
-// site is one call that sends a query to the database.
-type site struct {
-	call    *ast.CallExpr
-	fn      *funcInfo  // the enclosing declaration, nil at package level
-	query   int        // the query argument of a direct sink; -1 for a wrapper
-	wrapper []template // a wrapper's sink templates (its parameters are the call's arguments)
-	ts      []template // AST alternatives
-	flow    bool       // ts is approximate: SSA decides
-	done    bool
-}
-
 // evaluator is the state of one top-level evaluation.
 type evaluator struct {
-	c     *checker
+	fl    *flowState
 	steps int
 	flow  bool
 }
 
-func (c *checker) evalExpr(e ast.Expr) ([]template, bool) {
-	ev := &evaluator{c: c}
+func (fl *flowState) evalExpr(e ast.Expr) ([]template, bool) {
+	ev := &evaluator{fl: fl}
 	ts := ev.eval(e, 0)
 	return ts, ev.flow
 }
 
 func (ev *evaluator) eval(e ast.Expr, depth int) []template {
-	c := ev.c
+	fl := ev.fl
 	ev.steps++
 	if depth > maxDepth || ev.steps > maxSteps {
 		ev.flow = true
 		return holeTemplate
 	}
 	e = ast.Unparen(e)
-	if s, ok := c.static(e); ok {
+	if s, ok := fl.strs.static(e); ok {
 		return textTemplate(s)
 	}
 	switch x := e.(type) {
 	case *ast.Ident:
-		if v, ok := c.pass.TypesInfo.Uses[x].(*types.Var); ok {
+		if v, ok := fl.pass.TypesInfo.Uses[x].(*types.Var); ok {
 			return ev.evalVar(v, depth)
 		}
 	case *ast.BinaryExpr:
@@ -156,9 +177,9 @@ func (ev *evaluator) eval(e ast.Expr, depth int) []template {
 	case *ast.CallExpr:
 		return ev.evalCall(x, depth)
 	case *ast.SliceExpr:
-		return edited(ev.eval(x.X, depth+1), c.cfg)
+		return edited(ev.eval(x.X, depth+1), fl.cfg)
 	case *ast.IndexExpr:
-		if _, ok := c.pass.TypesInfo.TypeOf(x.X).Underlying().(*types.Map); ok {
+		if _, ok := fl.pass.TypesInfo.TypeOf(x.X).Underlying().(*types.Map); ok {
 			ev.flow = true // SSA follows what the package stores in such maps
 		}
 	case *ast.UnaryExpr:
@@ -170,19 +191,19 @@ func (ev *evaluator) eval(e ast.Expr, depth int) []template {
 }
 
 func (ev *evaluator) evalVar(v *types.Var, depth int) []template {
-	c := ev.c
-	if e := c.embeds[v]; e != nil && e.text != "" {
+	fl := ev.fl
+	if e := fl.strs.embedded(v); e != nil && e.text != "" {
 		return textTemplate(e.text)
 	}
-	if v.Pkg() != c.pass.Pkg || v.IsField() {
+	if v.Pkg() != fl.pass.Pkg || v.IsField() {
 		return holeTemplate
 	}
-	ds := c.defs[v]
-	p, isParam := c.params[v]
+	ds := fl.defs[v]
+	p, isParam := fl.params[v]
 	if isParam && p.fn == nil {
 		return holeTemplate // a function literal's parameter
 	}
-	if c.addrTaken[v] {
+	if fl.addrTaken[v] {
 		ev.flow = true
 		return holeTemplate
 	}
@@ -196,14 +217,14 @@ func (ev *evaluator) evalVar(v *types.Var, depth int) []template {
 	// reads the variable itself (q += …, q = "/* x */ " + q) sees the
 	// other alternatives, once.
 	ev.flow = true
-	if c.varBusy[v] {
-		if b, ok := c.varBase[v]; ok {
+	if fl.varBusy[v] {
+		if b, ok := fl.varBase[v]; ok {
 			return b
 		}
 		return holeTemplate
 	}
-	c.varBusy[v] = true
-	defer delete(c.varBusy, v)
+	fl.varBusy[v] = true
+	defer delete(fl.varBusy, v)
 	var base []template
 	if isParam {
 		base = paramTemplate(p.index)
@@ -213,7 +234,7 @@ func (ev *evaluator) evalVar(v *types.Var, depth int) []template {
 		switch {
 		case d.expr == nil:
 			base = union(base, holeTemplate)
-		case d.add || refersTo(c.pass.TypesInfo, d.expr, v):
+		case d.add || refersTo(fl.pass.TypesInfo, d.expr, v):
 			self = append(self, d)
 		default:
 			base = union(base, ev.eval(d.expr, depth+1))
@@ -222,7 +243,7 @@ func (ev *evaluator) evalVar(v *types.Var, depth int) []template {
 	if base == nil {
 		base = holeTemplate
 	}
-	c.varBase[v] = base
+	fl.varBase[v] = base
 	out := base
 	for _, d := range self {
 		ts := ev.eval(d.expr, depth+1)
@@ -231,7 +252,7 @@ func (ev *evaluator) evalVar(v *types.Var, depth int) []template {
 		}
 		out = union(out, ts)
 	}
-	delete(c.varBase, v)
+	delete(fl.varBase, v)
 	return out
 }
 
@@ -248,8 +269,8 @@ func refersTo(info *types.Info, e ast.Expr, v *types.Var) bool {
 }
 
 func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
-	c := ev.c
-	info := c.pass.TypesInfo
+	fl := ev.fl
+	info := fl.pass.TypesInfo
 	if tv, ok := info.Types[call.Fun]; ok && tv.IsType() {
 		if len(call.Args) == 1 && stringish(info.TypeOf(call.Args[0])) {
 			return ev.eval(call.Args[0], depth+1) // string(b), State(s)
@@ -257,10 +278,10 @@ func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
 		return holeTemplate
 	}
 	callee := typeutil.Callee(info, call)
-	if v, ok := callee.(*types.Var); ok && c.bound(v) != nil {
-		if rs := c.summary(c.bound(v)).returns; rs != nil {
+	if v, ok := callee.(*types.Var); ok {
+		if rs, ok := fl.funcs.boundReturns(v); ok {
 			return substitute(rs, func(i int) []template {
-				if a := c.callArg(call, i); a != nil {
+				if a := callArg(fl.pass.TypesInfo, call, i); a != nil {
 					return ev.eval(a, depth+1)
 				}
 				return nil
@@ -278,7 +299,7 @@ func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
 		}
 		return ev.sprintf(call.Args[0], call.Args[1:], depth)
 	case isStringsReplace(fn):
-		if marker, ok := c.sqlcSlice(call, fn); ok {
+		if marker, ok := fl.sinks.sqlcSlice(call, fn); ok {
 			return expandSlice(ev.eval(call.Args[0], depth+1), marker)
 		}
 	case identityArg(fn) >= 0:
@@ -290,12 +311,12 @@ func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
 		ev.flow = true // SSA follows the builder's control flow
 		return ev.builder(call, depth)
 	}
-	if text, ok := c.embedRead(call, fn); ok {
+	if text, ok := fl.strs.embedRead(call, fn); ok {
 		return textTemplate(text)
 	}
-	if rs, ok := c.returnsOf(fn); ok {
+	if rs, ok := fl.funcs.returnsOf(fn); ok {
 		return substitute(rs, func(i int) []template {
-			if a := c.callArg(call, i); a != nil {
+			if a := callArg(fl.pass.TypesInfo, call, i); a != nil {
 				return ev.eval(a, depth+1)
 			}
 			return nil
@@ -306,7 +327,7 @@ func (ev *evaluator) evalCall(call *ast.CallExpr, depth int) []template {
 
 // sprintf evaluates fmt.Sprintf(format, args...).
 func (ev *evaluator) sprintf(format ast.Expr, args []ast.Expr, depth int) []template {
-	info := ev.c.pass.TypesInfo
+	info := ev.fl.pass.TypesInfo
 	var out []template
 	for _, f := range ev.eval(format, depth+1) {
 		text, ok := f.static()
@@ -344,7 +365,7 @@ func (ev *evaluator) sprintf(format ast.Expr, args []ast.Expr, depth int) []temp
 // when its String method is called: its writes in source order, then a
 // hole.
 func (ev *evaluator) builder(call *ast.CallExpr, depth int) []template {
-	c := ev.c
+	fl := ev.fl
 	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
 	if !ok {
 		return holeTemplate
@@ -353,13 +374,13 @@ func (ev *evaluator) builder(call *ast.CallExpr, depth int) []template {
 	if !ok {
 		return holeTemplate
 	}
-	v := c.objVar(id)
+	v := objVar(fl.pass.TypesInfo, id)
 	out := []template{{}}
-	for _, w := range c.builderVarCalls(v) {
+	for _, w := range fl.builderVarCalls(v) {
 		if w == call {
 			continue
 		}
-		info := c.pass.TypesInfo
+		info := fl.pass.TypesInfo
 		fn, _ := typeutil.Callee(info, w).(*types.Func)
 		switch {
 		case fn == nil:
@@ -384,7 +405,7 @@ func (ev *evaluator) builder(call *ast.CallExpr, depth int) []template {
 // editArgs is the value of an unknown call that returns a string: an edit
 // of its string arguments (see edited), or a hole.
 func (ev *evaluator) editArgs(call *ast.CallExpr, depth int) []template {
-	info := ev.c.pass.TypesInfo
+	info := ev.fl.pass.TypesInfo
 	if !stringish(resultType(info.TypeOf(call))) {
 		return holeTemplate
 	}
@@ -394,137 +415,14 @@ func (ev *evaluator) editArgs(call *ast.CallExpr, depth int) []template {
 			args = union(args, ev.eval(a, depth+1))
 		}
 	}
-	return edited(args, ev.c.cfg)
-}
-
-// returnsOf returns what fn returns as its first result, with its
-// parameters as parameter holes: from the summary of a function of this
-// package, or from the fact of an imported one.
-func (c *checker) returnsOf(fn *types.Func) ([]template, bool) {
-	fn = fn.Origin()
-	if fn.Pkg() == c.pass.Pkg {
-		fi := c.funcs[fn]
-		if fi == nil {
-			return nil, false
-		}
-		s := c.summary(fi)
-		return s.returns, s.returns != nil
-	}
-	var f returnFact
-	if fn.Pkg() != nil && c.pass.ImportObjectFact(fn, &f) {
-		return f.Returns, true
-	}
-	return nil, false
-}
-
-// sinksOf returns the sink templates of a wrapper function.
-func (c *checker) sinksOf(fn *types.Func) []template {
-	fn = fn.Origin()
-	if fn.Pkg() == c.pass.Pkg {
-		if fi := c.funcs[fn]; fi != nil {
-			return c.summary(fi).sinks
-		}
-		return nil
-	}
-	var f sinkFact
-	if fn.Pkg() != nil && c.pass.ImportObjectFact(fn, &f) {
-		return f.Queries
-	}
-	return nil
-}
-
-// summary computes, once, what fi does with queries. A cycle of calls
-// sees an empty summary for the function being computed.
-func (c *checker) summary(fi *funcInfo) *summary {
-	if fi.sum != nil {
-		return fi.sum
-	}
-	if fi.busy {
-		return emptySummary
-	}
-	fi.busy = true
-	defer func() { fi.busy = false }()
-	for _, call := range fi.pending {
-		c.wrapperSite(call, fi)
-	}
-	fi.pending = nil
-	s := &summary{}
-	for _, st := range fi.sites {
-		c.siteTemplates(st)
-		for _, t := range st.ts {
-			if !t.params() || len(s.sinks) == maxTemplates {
-				continue
-			}
-			if t.opaque() && len(sqlcheck.CheckTemplate(t, c.cfg)) > 0 {
-				continue // reported here: callers cannot do better
-			}
-			s.sinks = append(s.sinks, t)
-		}
-	}
-	if res := fi.sig.Results(); res.Len() > 0 && stringish(res.At(0).Type()) {
-		for _, r := range fi.returns {
-			if len(r.Results) == 0 {
-				s.returns = union(s.returns, holeTemplate) // named results
-				continue
-			}
-			ts, _ := c.evalExpr(r.Results[0])
-			s.returns = union(s.returns, ts)
-		}
-		if !anyParams(s.returns) && !anyMentions(s.returns, c.cfg) {
-			s.returns = nil // nothing a caller could use
-		}
-	}
-	fi.sum = s
-	return s
-}
-
-// wrapperSite makes a site of a call of a same-package function (or bound
-// literal) when that function is a sink.
-func (c *checker) wrapperSite(call *ast.CallExpr, in *funcInfo) {
-	var ws []template
-	switch fn := typeutil.Callee(c.pass.TypesInfo, call).(type) {
-	case *types.Func:
-		ws = c.sinksOf(fn)
-	case *types.Var:
-		if fi := c.bound(fn); fi != nil {
-			ws = c.summary(fi).sinks
-		}
-	}
-	if len(ws) > 0 {
-		st := &site{call: call, fn: in, query: -1, wrapper: ws}
-		if in != nil {
-			in.sites = append(in.sites, st)
-		} else {
-			c.sites = append(c.sites, st)
-		}
-	}
-}
-
-// siteTemplates evaluates the queries a site may send.
-func (c *checker) siteTemplates(st *site) {
-	if st.done {
-		return
-	}
-	st.done = true
-	if st.query >= 0 {
-		st.ts, st.flow = c.evalExpr(st.call.Args[st.query])
-		return
-	}
-	ev := &evaluator{c: c}
-	st.ts = substitute(st.wrapper, func(i int) []template {
-		if a := c.callArg(st.call, i); a != nil {
-			return ev.eval(a, 0)
-		}
-		return nil
-	})
-	st.flow = ev.flow
+	return edited(args, ev.fl.cfg)
 }
 
 // callArg returns the argument for parameter i, or nil for a variadic one.
 // A method expression's call, (*T).M(x, a), has the receiver first.
-func (c *checker) callArg(call *ast.CallExpr, i int) ast.Expr {
+func callArg(info *types.Info, call *ast.CallExpr, i int) ast.Expr {
 	if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
-		if s := c.pass.TypesInfo.Selections[sel]; s != nil && s.Kind() == types.MethodExpr {
+		if s := info.Selections[sel]; s != nil && s.Kind() == types.MethodExpr {
 			i++
 		}
 	}
@@ -533,35 +431,6 @@ func (c *checker) callArg(call *ast.CallExpr, i int) ast.Expr {
 	}
 	return nil
 }
-
-// bound returns the function literal that v holds, when v is assigned
-// nothing else.
-func (c *checker) bound(v *types.Var) *funcInfo {
-	if fi := c.litFuncs[v]; fi != nil && len(c.defs[v]) == 1 {
-		return fi
-	}
-	return nil
-}
-
-// deferrable reports whether the queries of fi's sinks may be judged at
-// its calls only: every call of fi is visible (an unexported function,
-// never used as a value). Calls through an interface are visible: an
-// unexported method can only be named by an interface of its own
-// package, whose calls SSA judges against the package's implementations
-// (callforms.go).
-func (c *checker) deferrable(fi *funcInfo) bool {
-	if fi != nil && fi.lit != nil {
-		return !c.nonCallVar[fi.v]
-	}
-	return fi != nil && (!fi.fn.Exported() || c.command()) && !c.nonCallUse[fi.fn]
-}
-
-// command reports whether the package is a command (package main): no
-// package imports it, so every call of its functions is in sight. This is
-// the only proof fencelint accepts that every caller of an exported
-// function is seen: facts flow from a package to its importers, never
-// back, so no fact can speak for callers outside the build.
-func (c *checker) command() bool { return c.pass.Pkg.Name() == "main" }
 
 func stringish(t types.Type) bool {
 	if t == nil {
@@ -617,4 +486,173 @@ func allDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// funcParams records parameters: string parameters of a declaration
+// become parameter holes for the evaluator.
+func (fl *flowState) funcParams(ft *ast.FuncType, stack []ast.Node, cur *funcInfo) {
+	if ft.Params == nil {
+		return
+	}
+	var owner *funcInfo
+	if len(stack) > 0 && cur != nil && (cur.decl != nil && stack[len(stack)-1] == cur.decl ||
+		cur.lit != nil && stack[len(stack)-1] == cur.lit) {
+		owner = cur
+	}
+	i := 0
+	for _, f := range ft.Params.List {
+		names := f.Names
+		if len(names) == 0 {
+			i++
+			continue
+		}
+		for _, id := range names {
+			if v, ok := fl.pass.TypesInfo.Defs[id].(*types.Var); ok && isString(v.Type()) {
+				if owner != nil && !(owner.sig.Variadic() && i == owner.sig.Params().Len()-1) {
+					fl.params[v] = paramInfo{fn: owner, index: i}
+				} else {
+					fl.params[v] = paramInfo{}
+				}
+			}
+			i++
+		}
+	}
+}
+
+// assignment records the values assigned to variables.
+func (fl *flowState) assignment(as *ast.AssignStmt) {
+	for i, lhs := range as.Lhs {
+		id, ok := ast.Unparen(lhs).(*ast.Ident)
+		if !ok || id.Name == "_" {
+			continue
+		}
+		v := objVar(fl.pass.TypesInfo, id)
+		if v == nil || !followed(v.Type()) {
+			continue
+		}
+		d := def{add: as.Tok == token.ADD_ASSIGN}
+		if len(as.Rhs) == len(as.Lhs) {
+			d.expr = as.Rhs[i]
+		} else if i == 0 && len(as.Rhs) == 1 {
+			if call, ok := ast.Unparen(as.Rhs[0]).(*ast.CallExpr); ok {
+				d.expr = call // the first result of a multi-value call
+			}
+		}
+		if as.Tok != token.ASSIGN && as.Tok != token.DEFINE && as.Tok != token.ADD_ASSIGN {
+			d.expr = nil
+		}
+		fl.defs[v] = append(fl.defs[v], d)
+	}
+}
+
+// rangeStmt records range variables: the elements of a slice or array
+// literal for the value, else unknown.
+func (fl *flowState) rangeStmt(rs *ast.RangeStmt) {
+	if id, ok := rs.Key.(*ast.Ident); ok {
+		if v := objVar(fl.pass.TypesInfo, id); v != nil && followed(v.Type()) {
+			fl.defs[v] = append(fl.defs[v], def{})
+		}
+	}
+	id, ok := rs.Value.(*ast.Ident)
+	if !ok {
+		return
+	}
+	v := objVar(fl.pass.TypesInfo, id)
+	if v == nil || !followed(v.Type()) {
+		return
+	}
+	if lit, ok := ast.Unparen(rs.X).(*ast.CompositeLit); ok && isString(v.Type()) {
+		if _, ok := fl.pass.TypesInfo.TypeOf(lit).Underlying().(*types.Map); !ok {
+			for _, e := range lit.Elts {
+				if kv, ok := e.(*ast.KeyValueExpr); ok {
+					e = kv.Value
+				}
+				fl.defs[v] = append(fl.defs[v], def{expr: e})
+			}
+			return
+		}
+	}
+	fl.defs[v] = append(fl.defs[v], def{})
+}
+
+// followed reports whether the evaluators follow the values of variables
+// of type t: strings and bytes, functions (bound literals), gorm's *DB and
+// xorm's *Session.
+func followed(t types.Type) bool {
+	switch u := t.Underlying().(type) {
+	case *types.Basic:
+		return u.Info()&types.IsString != 0
+	case *types.Slice, *types.Signature:
+		return stringish(t) || isSig(u)
+	case *types.Pointer:
+		return typeName(t) == "DB" || typeName(t) == "Session"
+	}
+	return false
+}
+
+func isSig(t types.Type) bool {
+	_, ok := t.(*types.Signature)
+	return ok
+}
+
+// valueSpec records var declarations: a value, or the zero value.
+func (fl *flowState) valueSpec(vs *ast.ValueSpec) {
+	for i, id := range vs.Names {
+		v, ok := fl.pass.TypesInfo.Defs[id].(*types.Var)
+		if !ok || id.Name == "_" || !followed(v.Type()) {
+			continue
+		}
+		switch {
+		case len(vs.Values) == len(vs.Names):
+			fl.defs[v] = append(fl.defs[v], def{expr: vs.Values[i]})
+		case len(vs.Values) == 0 && fl.strs.embedded(v) == nil:
+			fl.defs[v] = append(fl.defs[v], def{expr: emptyString})
+		default:
+			fl.defs[v] = append(fl.defs[v], def{})
+		}
+	}
+}
+
+var emptyString = &ast.BasicLit{Kind: token.STRING, Value: `""`}
+
+// builderVarCalls returns the calls whose receiver or an argument is the
+// strings.Builder or bytes.Buffer variable v (b.WriteString(s),
+// fmt.Fprintf(&b, …), helper(&b)), found in v's scope when first needed.
+func (fl *flowState) builderVarCalls(v *types.Var) []*ast.CallExpr {
+	if calls, ok := fl.builderCalls[v]; ok {
+		return calls
+	}
+	var calls []*ast.CallExpr
+	scope := v.Parent()
+	for _, f := range fl.pass.Files {
+		if scope == nil || f.FileStart > v.Pos() || v.Pos() > f.FileEnd {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if n == nil || n.End() < scope.Pos() || n.Pos() > scope.End() {
+				return false
+			}
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			var xs []ast.Expr
+			if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
+				xs = append(xs, sel.X)
+			}
+			for _, x := range append(xs, call.Args...) {
+				x = ast.Unparen(x)
+				if u, ok := x.(*ast.UnaryExpr); ok && u.Op == token.AND {
+					x = ast.Unparen(u.X)
+				}
+				if id, ok := x.(*ast.Ident); ok && fl.pass.TypesInfo.Uses[id] == v {
+					calls = append(calls, call)
+					break
+				}
+			}
+			return true
+		})
+	}
+	fl.builderCalls[v] = calls
+	return calls
 }

@@ -46,15 +46,15 @@ func render(ts []template) string {
 // return a query of a package that names a fenced table). A sink known by
 // its name needs no fact.
 func (c *checker) exportFacts() {
-	if c.command() {
+	if c.wrappers.command() {
 		return // nothing imports a command
 	}
-	for _, fi := range c.funcOrder {
-		if fi.fn == nil || !fi.fn.Exported() || !hasStringParam(fi.fn.Signature()) && !c.mentionTable {
+	for _, fi := range c.wrappers.funcOrder {
+		if fi.fn == nil || !fi.fn.Exported() || !hasStringParam(fi.fn.Signature()) && !c.strs.mentionTable {
 			continue
 		}
-		s := c.summary(fi)
-		if len(s.sinks) > 0 && c.sinkQueryIndex(fi.fn) < 0 {
+		s := c.wrappers.summary(fi)
+		if len(s.sinks) > 0 && c.sinks.sinkQueryIndex(fi.fn) < 0 {
 			c.pass.ExportObjectFact(fi.fn, &sinkFact{Queries: s.sinks})
 		}
 		if s.returns != nil {

@@ -35,7 +35,7 @@ import (
 // Then the fix appends the predicate to the literal and v.State, v.Attempt
 // to the arguments. A pointer could still be changed through another
 // alias the function cannot see; a value cannot.
-func (c *checker) suggestFix(e ast.Expr, s string, ps []sqlcheck.Problem, stack []ast.Node) []analysis.SuggestedFix {
+func (ss *sqlStrings) suggestFix(e ast.Expr, s string, ps []sqlcheck.Problem, stack []ast.Node) []analysis.SuggestedFix {
 	lit, ok := e.(*ast.BasicLit)
 	if !ok || lit.Kind != token.STRING || len(ps) != 1 || len(stack) == 0 {
 		return nil
@@ -54,8 +54,8 @@ func (c *checker) suggestFix(e ast.Expr, s string, ps []sqlcheck.Problem, stack 
 			qi = i
 		}
 	}
-	fn, _ := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
-	if qi < 0 || fn == nil || c.sinkQueryIndex(fn) != qi {
+	fn, _ := typeutil.Callee(ss.pass.TypesInfo, call).(*types.Func)
+	if qi < 0 || fn == nil || ss.sinks.sinkQueryIndex(fn) != qi {
 		return nil
 	}
 	sig := fn.Signature()
@@ -75,7 +75,7 @@ func (c *checker) suggestFix(e ast.Expr, s string, ps []sqlcheck.Problem, stack 
 		pred = append(pred, col+" = ?")
 	}
 	suffix := " AND " + strings.Join(pred, " AND ")
-	if len(sqlcheck.Check(s+suffix, c.cfg)) != 0 {
+	if len(sqlcheck.Check(s+suffix, ss.cfg)) != 0 {
 		return nil // the text does not end in the WHERE's AND chain
 	}
 	decl := outermostDecl(stack)
@@ -86,7 +86,7 @@ func (c *checker) suggestFix(e ast.Expr, s string, ps []sqlcheck.Problem, stack 
 	if !ok || w >= len(args) {
 		return nil
 	}
-	v, fields := c.fenceValue(decl, args[w:], p.Missing)
+	v, fields := ss.fenceValue(decl, args[w:], p.Missing)
 	if v == nil {
 		return nil
 	}
@@ -132,8 +132,8 @@ func outermostDecl(stack []ast.Node) *ast.FuncDecl {
 // WHERE clause (where) reads a field (v.ID: the row written is v's), whose
 // type has fields for the columns cols, and which decl only reads, with
 // the names of those fields; nil otherwise.
-func (c *checker) fenceValue(decl *ast.FuncDecl, where []ast.Expr, cols []string) (*types.Var, []string) {
-	info := c.pass.TypesInfo
+func (ss *sqlStrings) fenceValue(decl *ast.FuncDecl, where []ast.Expr, cols []string) (*types.Var, []string) {
+	info := ss.pass.TypesInfo
 	var found *types.Var
 	var fields []string
 	for _, a := range where {
@@ -160,7 +160,7 @@ func (c *checker) fenceValue(decl *ast.FuncDecl, where []ast.Expr, cols []string
 	if found == nil {
 		return nil, nil
 	}
-	if fields = c.fieldNames(found.Type(), cols); fields == nil || !c.onlyFieldReads(decl, found) {
+	if fields = ss.fieldNames(found.Type(), cols); fields == nil || !ss.onlyFieldReads(decl, found) {
 		return nil, nil
 	}
 	return found, fields
@@ -169,7 +169,7 @@ func (c *checker) fenceValue(decl *ast.FuncDecl, where []ast.Expr, cols []string
 // fieldNames names the fields of t (a struct or a pointer to one) for the
 // columns: attempt -> Attempt, or attempt in the same package; nil when
 // one is missing.
-func (c *checker) fieldNames(t types.Type, cols []string) []string {
+func (ss *sqlStrings) fieldNames(t types.Type, cols []string) []string {
 	if p, ok := t.Underlying().(*types.Pointer); ok {
 		t = p.Elem()
 	}
@@ -184,7 +184,7 @@ func (c *checker) fieldNames(t types.Type, cols []string) []string {
 			return nil
 		}
 		for _, f := range []string{exported, strings.ToLower(exported[:1]) + exported[1:]} {
-			obj, _, _ := types.LookupFieldOrMethod(t, true, c.pass.Pkg, f)
+			obj, _, _ := types.LookupFieldOrMethod(t, true, ss.pass.Pkg, f)
 			if v, ok := obj.(*types.Var); ok && v.IsField() {
 				name = f
 				break
@@ -202,8 +202,8 @@ func (c *checker) fieldNames(t types.Type, cols []string) []string {
 // it (v.F, v.F.G, v.F[i]), never writing, addressing or calling a method
 // on what it reaches, and v itself is never used bare (assigned, passed
 // on, redeclared by :=).
-func (c *checker) onlyFieldReads(decl *ast.FuncDecl, v *types.Var) bool {
-	info := c.pass.TypesInfo
+func (ss *sqlStrings) onlyFieldReads(decl *ast.FuncDecl, v *types.Var) bool {
+	info := ss.pass.TypesInfo
 	ok := true
 	var stack []ast.Node
 	ast.Inspect(decl, func(n ast.Node) bool {

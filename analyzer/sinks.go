@@ -2,11 +2,17 @@ package analyzer
 
 import (
 	"fmt"
+	"go/ast"
 	"go/types"
 	"strings"
 )
 
-// SQL sinks: the calls that send a query to the database.
+// The sinks unit (sinkUnit): which calls send a query to the database,
+// and which argument is the query. It lives in sinks.go and sqlc.go; a
+// newcomer can read and change it without the rest of the checker.
+//
+// What it judges. A call of a named function or method is a sink when fn
+// is one of:
 //
 //   - Methods named Exec…, Query…, Prepare…, MustExec…, NamedExec… or
 //     NamedQuery… whose query is the first parameter, or the second after a
@@ -21,7 +27,60 @@ import (
 //     element of sqlOrArgs ...any, or SQL's query any), gocraft/dbr's
 //     …BySql.
 //   - The names configured with -sinks: the first string parameter.
-//   - Functions that pass a string parameter to a sink (facts).
+//
+// Functions that pass a string parameter to a sink (wrappers, and their
+// facts across packages) are the wrappers unit's, not this one's. The unit
+// also recognises sqlc's expansion of a sqlc.slice marker (sqlc.go), which
+// keeps a query what it was.
+//
+// Inputs: the called function (and the call's syntax), the -sinks
+// configuration, the package's type information, and, through the narrow
+// staticEval interface, the value of constant strings (the SQL text unit).
+//
+// Outputs: answers only (sinkQueryIndex, directSite, sqlcSlice); no state,
+// no findings, no facts.
+//
+// How it plugs into the checker: newChecker makes one sinkUnit per pass
+// (checker.sinks). The walk asks directSite of each call of a named
+// function; the SQL text unit (suggested fixes), the checker's
+// exportFacts and SSA's call forms ask sinkQueryIndex, the flow unit's
+// evaluator sqlcSlice.
+type sinkUnit struct {
+	info  *types.Info
+	sinks []sinkSpec // -sinks
+	strs  staticEval
+}
+
+// staticEval is what the sinks unit asks of the SQL text unit.
+type staticEval interface {
+	// static is the value of a constant string expression.
+	static(e ast.Expr) (string, bool)
+}
+
+func newSinkUnit(info *types.Info, sinks []sinkSpec) *sinkUnit {
+	return &sinkUnit{info: info, sinks: sinks}
+}
+
+// directSite reports whether fn, called by call, is a sink (see above),
+// and returns the index of the query argument when that call sends a
+// query the walk must follow: a string that is not a constant (constants
+// are the SQL text unit's), else -1.
+func (sk *sinkUnit) directSite(call *ast.CallExpr, fn *types.Func) (query int, sink bool) {
+	i := sk.sinkQueryIndex(fn)
+	if i < 0 {
+		return -1, false
+	}
+	// An any parameter (xorm, bun's variadic any) holds a query only
+	// when a string is passed; a spread slice (Exec(args...)) is not
+	// seen.
+	spread := call.Ellipsis.IsValid() && i >= len(call.Args)-1
+	if i < len(call.Args) && !spread && stringish(sk.info.TypeOf(call.Args[i])) {
+		if _, ok := sk.strs.static(call.Args[i]); !ok {
+			return i, true
+		}
+	}
+	return -1, true
+}
 
 var sinkPrefixes = []string{"Exec", "Query", "Prepare", "MustExec", "NamedExec", "NamedQuery"}
 
@@ -138,9 +197,9 @@ func (s sinkSpec) matches(fn *types.Func) bool {
 
 // sinkQueryIndex returns the index of the query parameter of fn when fn is
 // a SQL sink (see above, facts aside), else -1.
-func (c *checker) sinkQueryIndex(fn *types.Func) int {
+func (sk *sinkUnit) sinkQueryIndex(fn *types.Func) int {
 	sig := fn.Signature()
-	for _, s := range c.opts.sinks {
+	for _, s := range sk.sinks {
 		if s.matches(fn) {
 			return firstString(sig, 0)
 		}

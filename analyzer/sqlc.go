@@ -43,16 +43,16 @@ func isStringsReplace(fn *types.Func) bool {
 // sqlcSlice returns the marker when call is sqlc's expansion of one
 // (strings.Replace or ReplaceAll of the marker with NULL, placeholders, or
 // strings.Repeat(",?", n)[1:]).
-func (c *checker) sqlcSlice(call *ast.CallExpr, fn *types.Func) (string, bool) {
+func (sk *sinkUnit) sqlcSlice(call *ast.CallExpr, fn *types.Func) (string, bool) {
 	if !isStringsReplace(fn) || len(call.Args) < 3 || call.Ellipsis.IsValid() {
 		return "", false
 	}
-	old, ok := c.static(call.Args[1])
+	old, ok := sk.strs.static(call.Args[1])
 	if !ok || !sqlcMarker.MatchString(old) {
 		return "", false
 	}
 	repl := ast.Unparen(call.Args[2])
-	if s, ok := c.static(repl); ok {
+	if s, ok := sk.strs.static(repl); ok {
 		return old, sqlcValues(s)
 	}
 	sl, ok := repl.(*ast.SliceExpr)
@@ -63,11 +63,11 @@ func (c *checker) sqlcSlice(call *ast.CallExpr, fn *types.Func) (string, bool) {
 	if !ok || len(rep.Args) != 2 {
 		return "", false
 	}
-	rf, _ := typeutil.Callee(c.pass.TypesInfo, rep).(*types.Func)
+	rf, _ := typeutil.Callee(sk.info, rep).(*types.Func)
 	if rf == nil || rf.Pkg() == nil || rf.Pkg().Path() != "strings" || rf.Name() != "Repeat" {
 		return "", false
 	}
-	unit, ok := c.static(rep.Args[0])
+	unit, ok := sk.strs.static(rep.Args[0])
 	return old, ok && sqlcValues(unit)
 }
 

@@ -11,13 +11,15 @@ import (
 	"strings"
 
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
+	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/ssa"
 )
 
 // ssaState is the SSA form of the package, built only when a candidate
-// needs it.
+// needs it (runSSA, from the checker's settle), and what it has resolved;
+// c is what it reads of the checker's units (ssaInputs).
 type ssaState struct {
-	c         *checker
+	c         *ssaInputs
 	pkg       *ssa.Package
 	constUses map[*ssa.Const][]ssa.Instruction
 	stores    map[*ssa.Global][]ssa.Value
@@ -45,7 +47,24 @@ type root struct {
 	raw []template // a helper's returns, before its arguments are filled in
 }
 
-func (c *checker) runSSA(sites []*site) {
+// ssaInputs is what SSA reads: the package, the table config, where to
+// report, the units whose results it refines (SQL text, sinks, flow,
+// wrappers) and the walk's go and defer calls by keyword.
+type ssaInputs struct {
+	pass     *analysis.Pass
+	cfg      *sqlcheck.Config
+	out      *findingList
+	strs     *sqlStrings
+	sinks    *sinkUnit
+	flow     *flowState
+	wrappers *wrapperState
+	goDefer  map[token.Pos]*ast.CallExpr
+}
+
+// runSSA builds the package's SSA form and judges with it the locals, the
+// run-time strings and the sites (sinks called directly, wrappers, and
+// sinks called other than by name: callforms.go).
+func runSSA(c *ssaInputs, sites []*site) {
 	pass := c.pass
 	prog := ssa.NewProgram(pass.Fset, ssa.GlobalDebug)
 	for _, p := range pass.Pkg.Imports() {
@@ -89,10 +108,10 @@ func (c *checker) runSSA(sites []*site) {
 		callGraph: newCallGraph(),
 	}
 	localIdents := map[ast.Expr]int{}
-	for i, l := range c.locals {
+	for i, l := range c.strs.locals {
 		localIdents[l.ident] = i
 	}
-	localVals := make([]ssa.Value, len(c.locals))
+	localVals := make([]ssa.Value, len(c.strs.locals))
 	siteCalls := map[token.Pos]*site{}
 	for _, st := range sites {
 		if st.flow || anyMentions(st.ts, c.cfg) {
@@ -121,7 +140,7 @@ func (c *checker) runSSA(sites []*site) {
 						s.returns[fn] = append(s.returns[fn], in.Results[0])
 					}
 				case *ssa.BinOp:
-					if in.Op == token.ADD && isString(in.Type()) && !c.astRoots[in.Pos()] {
+					if in.Op == token.ADD && isString(in.Type()) && !c.strs.astRoots[in.Pos()] {
 						roots = append(roots, root{v: in, pos: in.Pos()})
 					}
 				case *ssa.Go, *ssa.Defer:
@@ -139,7 +158,7 @@ func (c *checker) runSSA(sites []*site) {
 					s.calls = append(s.calls, in)
 					switch {
 					case isSSASprintf(in):
-						if !c.astRoots[in.Pos()] {
+						if !c.strs.astRoots[in.Pos()] {
 							roots = append(roots, root{v: in, pos: in.Pos()})
 						}
 					case isBuilderMethod(in.Call.StaticCallee(), "String"):
@@ -172,11 +191,11 @@ func (c *checker) runSSA(sites []*site) {
 
 	// Constants stored in locals: judged alone unless every path uses them
 	// as the head (or tail) of a longer string.
-	for i, l := range c.locals {
+	for i, l := range c.strs.locals {
 		if v := localVals[i]; v != nil && !s.alone(v, map[ssa.Value]bool{}) {
 			continue
 		}
-		c.add(l.expr.Pos(), problemsMessage(l.problems))
+		c.out.add(l.expr.Pos(), problemsMessage(l.problems))
 	}
 	// Strings built at run time from static parts, judged where the whole
 	// string is used. A helper's call judges only what its arguments
@@ -205,7 +224,7 @@ func (c *checker) runSSA(sites []*site) {
 			}
 		}
 		if len(ps) > 0 {
-			c.add(r.pos, problemsMessage(ps))
+			c.out.add(r.pos, problemsMessage(ps))
 		}
 	}
 	// Sinks. A direct sink's static alternatives were judged where they
@@ -364,7 +383,7 @@ func (s *ssaState) judge(k ssaSite) {
 		ps = append(ps, found...)
 	}
 	if len(ps) > 0 {
-		c.add(s.sitePos(k), problemsMessage(ps))
+		c.out.add(s.sitePos(k), problemsMessage(ps))
 	}
 }
 
@@ -386,7 +405,7 @@ func (s *ssaState) sitePos(k ssaSite) token.Pos {
 			if i == 0 {
 				continue
 			}
-			a := s.c.callArg(st.call, i-1)
+			a := callArg(s.c.pass.TypesInfo, st.call, i-1)
 			if a == nil {
 				continue
 			}
@@ -427,9 +446,9 @@ func (s *ssaState) helperReturns(call *ssa.Call) []template {
 	}
 	var rs []template
 	if obj, ok := fn.Object().(*types.Func); ok {
-		rs, _ = s.c.returnsOf(obj)
-	} else if lit, ok := fn.Syntax().(*ast.FuncLit); ok && s.c.litOf[lit] != nil {
-		rs = s.c.summary(s.c.litOf[lit]).returns
+		rs, _ = s.c.wrappers.returnsOf(obj)
+	} else if lit, ok := fn.Syntax().(*ast.FuncLit); ok && s.c.wrappers.litOf[lit] != nil {
+		rs = s.c.wrappers.summary(s.c.wrappers.litOf[lit]).returns
 	}
 	for _, t := range rs {
 		if t.params() && !t.passThrough() {
@@ -644,7 +663,7 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 		}
 		if g, ok := x.X.(*ssa.Global); ok && x.Op == token.MUL {
 			if v, ok := g.Object().(*types.Var); ok {
-				if e := c.embeds[v]; e != nil && e.text != "" {
+				if e := c.strs.embedded(v); e != nil && e.text != "" {
 					return textTemplate(e.text)
 				}
 			}
@@ -814,7 +833,7 @@ func (s *ssaState) resolveCall(x *ssa.Call, depth int) []template {
 				return s.fillCall(rs, x, depth)
 			}
 			if obj.Pkg() != c.pass.Pkg {
-				if rs, ok := c.returnsOf(obj); ok {
+				if rs, ok := c.wrappers.returnsOf(obj); ok {
 					return s.fillCall(rs, x, depth)
 				}
 			}
@@ -856,7 +875,7 @@ func (s *ssaState) fill(ts []template, v ssa.Value, depth int) []template {
 	return s.fillCall(ts, call, depth)
 }
 
-// embedRead is checker.embedRead on SSA: fsys.ReadFile("name") of an
+// embedRead is sqlStrings.embedRead on SSA: fsys.ReadFile("name") of an
 // embedded file system.
 func (s *ssaState) embedRead(call *ssa.Call, fn *types.Func) (string, bool) {
 	if fn.Name() != "ReadFile" || fn.Pkg() == nil {
@@ -883,7 +902,7 @@ func (s *ssaState) embedRead(call *ssa.Call, fn *types.Func) (string, bool) {
 		return "", false
 	}
 	v, _ := g.Object().(*types.Var)
-	e := s.c.embeds[v]
+	e := s.c.strs.embedded(v)
 	if e == nil {
 		return "", false
 	}

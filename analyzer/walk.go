@@ -2,10 +2,8 @@ package analyzer
 
 import (
 	"go/ast"
-	"go/constant"
 	"go/token"
 	"go/types"
-	"strings"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/types/typeutil"
@@ -13,54 +11,45 @@ import (
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 )
 
-// checker holds the state of one pass: the pass and its findings, and one
-// embedded unit of state per concern, each declared beside the code that
-// owns it (issue 20: a first step of splitting the checker):
+// checker is the orchestration of one pass: it walks every file once and
+// hands each node to the units that own its concern, settles what needs
+// the whole package, exports the facts and collects the findings. It
+// judges nothing itself. Its units (issue 20), each a value with its own
+// state, documented at the top of its file:
 //
-//   - sqlStrings (walk.go): maximal static strings, where they are used,
-//     and the lexical evidence that decides whether SSA is needed;
-//   - flowState (eval.go): where variables get their values, for the AST
-//     evaluator;
-//   - wrapperState (eval.go): function declarations, bound literals and
-//     sink sites, from which wrappers' summaries and facts are computed;
-//   - walkPos (walk.go): where the walk is.
+//   - strs, sqlStrings (sqltext.go, embed.go, fix.go): the SQL text of
+//     constant strings and embedded files, judged where they are used,
+//     with the suggested fix of an unfenced constant UPDATE;
+//   - sinks, sinkUnit (sinks.go, sqlc.go): which calls send a query, and
+//     which argument it is;
+//   - flow, flowState (eval.go): where variables get their values, and the
+//     text a string expression may hold at run time (the AST evaluator);
+//   - wrappers, wrapperState (wrappers.go): functions that send or return
+//     a query they are given, their summaries, and the sites of the
+//     package;
+//   - builders, builderState (builders.go, builders_libs.go, ent.go): query
+//     builders rendered to the SQL they would send.
 //
-// The builders unit (builderState, builders.go) is a separate value that
-// the walk calls into (builderCall, entBuilder, judgeBuilders); it reaches
-// back only through the narrow builderHost interface.
+// The units ask each other through narrow interfaces (sinkIndexer,
+// staticEval, flowText, flowSinks, flowFuncs, wrapperFlow, builderHost),
+// which the peer unit implements (builderHost: the checker, by one-line
+// delegations). SSA (runSSA, ssa.go, with the call forms of callforms.go)
+// is built by settle only when a candidate needs it, and reads the units
+// through ssaInputs. Every unit reports into the one findingList.
 //
-// The call forms' state is built with SSA (callGraph, callforms.go).
+// walkPos is the walk's own state: where it is.
 type checker struct {
-	pass     *analysis.Pass
-	cfg      *sqlcheck.Config
-	opts     *options
-	findings []finding
+	pass *analysis.Pass
+	cfg  *sqlcheck.Config
+	out  *findingList
 
-	sqlStrings
-	flowState
-	wrapperState
-	walkPos
-
+	strs     *sqlStrings
+	sinks    *sinkUnit
+	flow     *flowState
+	wrappers *wrapperState
 	builders *builderState
-}
 
-// sqlStrings is the state of the constant strings of the package.
-type sqlStrings struct {
-	notStatic map[ast.Expr]bool // memo of non-static concatenations
-
-	// Needs SSA to decide.
-	locals   []localConst // constants stored in a local variable
-	astRoots map[token.Pos]bool
-
-	// Package variables: unexported ones used only as fragments are judged
-	// in the longer strings.
-	globals    []globalConst
-	globalUses map[*types.Var]*useCount
-
-	// Lexical evidence that a run-time string may write a fenced table.
-	mentionTable, mentionWrite bool
-	// The same, among strings that may be parts of longer run-time strings.
-	fragmentTable, fragmentWrite bool
+	walkPos
 }
 
 // walkPos is where the walk is: the enclosing function (declaration or
@@ -80,40 +69,33 @@ type outerFunc struct {
 	litDepth int
 }
 
-type localConst struct {
-	expr     ast.Expr
-	ident    *ast.Ident
-	problems []sqlcheck.Problem
-}
-
-type globalConst struct {
-	expr     ast.Expr
-	v        *types.Var
-	problems []sqlcheck.Problem
-}
-
-type useCount struct{ all, fragment int }
-
 func newChecker(pass *analysis.Pass, o *options) *checker {
 	c := &checker{
 		pass: pass,
 		cfg:  o.sql,
-		opts: o,
-		sqlStrings: sqlStrings{
-			notStatic:  map[ast.Expr]bool{},
-			astRoots:   map[token.Pos]bool{},
-			globalUses: map[*types.Var]*useCount{},
-		},
-		flowState:    newFlowState(),
-		wrapperState: newWrapperState(),
+		out:  &findingList{},
 	}
+	c.sinks = newSinkUnit(pass.TypesInfo, o.sinks)
+	c.strs = newSQLStrings(pass, o.sql, c.sinks, c.out)
+	c.sinks.strs = c.strs
+	c.flow = newFlowState(pass, o.sql, c.strs, c.sinks)
+	c.wrappers = newWrapperState(pass, o.sql, c.flow)
+	c.flow.funcs = c.wrappers
 	c.builders = newBuilderState(c, pass.TypesInfo, pass.Pkg, o.sql)
 	return c
 }
 
-func (c *checker) add(pos token.Pos, msg string) {
-	c.findings = append(c.findings, finding{pos: pos, msg: msg})
+// findingList is where every unit reports its findings, in the order
+// found (report sorts them by position).
+type findingList struct{ list []finding }
+
+func (l *findingList) add(pos token.Pos, msg string) {
+	l.list = append(l.list, finding{pos: pos, msg: msg})
 }
+
+func (l *findingList) addFinding(f finding) { l.list = append(l.list, f) }
+
+func (c *checker) add(pos token.Pos, msg string) { c.out.add(pos, msg) }
 
 // walk visits every file once: maximal static strings, sink calls, query
 // builders, Ent builder calls, uses of package string variables, and what
@@ -131,7 +113,7 @@ func (c *checker) walk() {
 						c.cur = nil
 					}
 				case *ast.FuncLit:
-					if fi := c.litOf[top]; fi != nil && c.cur == fi {
+					if fi := c.wrappers.litOf[top]; fi != nil && c.cur == fi {
 						o := c.outer[len(c.outer)-1]
 						c.outer = c.outer[:len(c.outer)-1]
 						c.cur, c.litDepth = o.fi, o.litDepth
@@ -145,54 +127,50 @@ func (c *checker) walk() {
 			case *ast.ImportSpec:
 				return false // import paths are not expressions
 			case *ast.FuncDecl:
-				c.funcDecl(n)
+				if fi := c.wrappers.funcDecl(n); fi != nil {
+					c.cur, c.litDepth = fi, 0
+				}
 			case *ast.FuncLit:
-				if fi := c.litOf[n]; fi != nil {
+				if fi := c.wrappers.litOf[n]; fi != nil {
 					c.outer = append(c.outer, outerFunc{c.cur, c.litDepth})
 					c.cur, c.litDepth = fi, 0
 				} else {
 					c.litDepth++
 				}
 			case *ast.FuncType:
-				c.funcParams(n, stack)
+				c.flow.funcParams(n, stack, c.cur)
 				return false // nor are struct tags in parameter lists
 			case *ast.Field:
 				if n.Tag != nil {
 					return false
 				}
 			case *ast.GenDecl:
-				c.embedDecl(n)
+				c.strs.embedDecl(n)
 			case *ast.GoStmt:
 				c.goDeferCall(n.Go, n.Call)
 			case *ast.DeferStmt:
 				c.goDeferCall(n.Defer, n.Call)
 			case *ast.AssignStmt:
-				c.assignment(n)
-				c.bindLiterals(n)
+				c.flow.assignment(n)
+				c.wrappers.bindLiterals(n)
 			case *ast.ValueSpec:
-				c.valueSpec(n)
+				c.flow.valueSpec(n)
 			case *ast.RangeStmt:
-				c.rangeStmt(n)
+				c.flow.rangeStmt(n)
 			case *ast.ReturnStmt:
 				if c.cur != nil && c.litDepth == 0 {
 					c.cur.returns = append(c.cur.returns, n)
 				}
 			case *ast.UnaryExpr:
-				if n.Op == token.AND {
-					if id, ok := ast.Unparen(n.X).(*ast.Ident); ok {
-						if v, ok := c.pass.TypesInfo.Uses[id].(*types.Var); ok {
-							c.addrTaken[v] = true
-						}
-					}
-				}
+				c.flow.addressOf(n)
 			case *ast.BasicLit, *ast.Ident, *ast.SelectorExpr, *ast.BinaryExpr, *ast.ParenExpr, *ast.CallExpr:
 				e := n.(ast.Expr)
 				if s, ok := c.static(e); ok {
-					c.staticExpr(e, s, stack)
+					c.strs.staticExpr(e, s, stack)
 					if call, ok := e.(*ast.CallExpr); ok {
-						c.astRoots[call.Lparen] = true
+						c.strs.astRoots[call.Lparen] = true
 					} else if be, ok := ast.Unparen(e).(*ast.BinaryExpr); ok && c.pass.TypesInfo.Types[be].Value == nil {
-						c.astRoots[be.OpPos] = true
+						c.strs.astRoots[be.OpPos] = true
 					}
 					return false
 				}
@@ -202,10 +180,10 @@ func (c *checker) walk() {
 				case *ast.Ident:
 					switch obj := c.pass.TypesInfo.Uses[n].(type) {
 					case *types.Var:
-						c.globalUse(n, obj, stack)
-						c.litUse(n, obj, stack)
+						c.strs.globalUse(n, obj, stack)
+						c.wrappers.litUse(n, obj, stack)
 					case *types.Func:
-						c.funcUse(n, obj, stack)
+						c.wrappers.funcUse(n, obj, stack)
 					}
 					return false
 				case *ast.SelectorExpr:
@@ -227,516 +205,9 @@ func (c *checker) goDeferCall(kw token.Pos, call *ast.CallExpr) {
 	c.goDefer[kw] = call
 }
 
-func (c *checker) funcDecl(fd *ast.FuncDecl) {
-	fn, ok := c.pass.TypesInfo.Defs[fd.Name].(*types.Func)
-	if !ok || fd.Body == nil {
-		return
-	}
-	fi := &funcInfo{fn: fn, sig: fn.Signature(), decl: fd}
-	c.funcs[fn] = fi
-	c.funcOrder = append(c.funcOrder, fi)
-	c.cur, c.litDepth = fi, 0
-}
-
-// funcParams records parameters: string parameters of a declaration
-// become parameter holes for the evaluator.
-func (c *checker) funcParams(ft *ast.FuncType, stack []ast.Node) {
-	if ft.Params == nil {
-		return
-	}
-	var owner *funcInfo
-	if len(stack) > 0 && c.cur != nil && (c.cur.decl != nil && stack[len(stack)-1] == c.cur.decl ||
-		c.cur.lit != nil && stack[len(stack)-1] == c.cur.lit) {
-		owner = c.cur
-	}
-	i := 0
-	for _, f := range ft.Params.List {
-		names := f.Names
-		if len(names) == 0 {
-			i++
-			continue
-		}
-		for _, id := range names {
-			if v, ok := c.pass.TypesInfo.Defs[id].(*types.Var); ok && isString(v.Type()) {
-				if owner != nil && !(owner.sig.Variadic() && i == owner.sig.Params().Len()-1) {
-					c.params[v] = paramInfo{fn: owner, index: i}
-				} else {
-					c.params[v] = paramInfo{}
-				}
-			}
-			i++
-		}
-	}
-}
-
-// assignment records the values assigned to variables.
-func (c *checker) assignment(as *ast.AssignStmt) {
-	for i, lhs := range as.Lhs {
-		id, ok := ast.Unparen(lhs).(*ast.Ident)
-		if !ok || id.Name == "_" {
-			continue
-		}
-		v := c.objVar(id)
-		if v == nil || !followed(v.Type()) {
-			continue
-		}
-		d := def{add: as.Tok == token.ADD_ASSIGN}
-		if len(as.Rhs) == len(as.Lhs) {
-			d.expr = as.Rhs[i]
-		} else if i == 0 && len(as.Rhs) == 1 {
-			if call, ok := ast.Unparen(as.Rhs[0]).(*ast.CallExpr); ok {
-				d.expr = call // the first result of a multi-value call
-			}
-		}
-		if as.Tok != token.ASSIGN && as.Tok != token.DEFINE && as.Tok != token.ADD_ASSIGN {
-			d.expr = nil
-		}
-		c.defs[v] = append(c.defs[v], d)
-	}
-}
-
-// rangeStmt records range variables: the elements of a slice or array
-// literal for the value, else unknown.
-func (c *checker) rangeStmt(rs *ast.RangeStmt) {
-	if id, ok := rs.Key.(*ast.Ident); ok {
-		if v := c.objVar(id); v != nil && followed(v.Type()) {
-			c.defs[v] = append(c.defs[v], def{})
-		}
-	}
-	id, ok := rs.Value.(*ast.Ident)
-	if !ok {
-		return
-	}
-	v := c.objVar(id)
-	if v == nil || !followed(v.Type()) {
-		return
-	}
-	if lit, ok := ast.Unparen(rs.X).(*ast.CompositeLit); ok && isString(v.Type()) {
-		if _, ok := c.pass.TypesInfo.TypeOf(lit).Underlying().(*types.Map); !ok {
-			for _, e := range lit.Elts {
-				if kv, ok := e.(*ast.KeyValueExpr); ok {
-					e = kv.Value
-				}
-				c.defs[v] = append(c.defs[v], def{expr: e})
-			}
-			return
-		}
-	}
-	c.defs[v] = append(c.defs[v], def{})
-}
-
-// followed reports whether the evaluators follow the values of variables
-// of type t: strings and bytes, functions (bound literals), gorm's *DB and
-// xorm's *Session.
-func followed(t types.Type) bool {
-	switch u := t.Underlying().(type) {
-	case *types.Basic:
-		return u.Info()&types.IsString != 0
-	case *types.Slice, *types.Signature:
-		return stringish(t) || isSig(u)
-	case *types.Pointer:
-		return typeName(t) == "DB" || typeName(t) == "Session"
-	}
-	return false
-}
-
-func isSig(t types.Type) bool {
-	_, ok := t.(*types.Signature)
-	return ok
-}
-
-// valueSpec records var declarations: a value, or the zero value.
-func (c *checker) valueSpec(vs *ast.ValueSpec) {
-	for i, id := range vs.Names {
-		v, ok := c.pass.TypesInfo.Defs[id].(*types.Var)
-		if !ok || id.Name == "_" || !followed(v.Type()) {
-			continue
-		}
-		switch {
-		case len(vs.Values) == len(vs.Names):
-			c.defs[v] = append(c.defs[v], def{expr: vs.Values[i]})
-		case len(vs.Values) == 0 && c.embeds[v] == nil:
-			c.defs[v] = append(c.defs[v], def{expr: emptyString})
-		default:
-			c.defs[v] = append(c.defs[v], def{})
-		}
-	}
-}
-
-var emptyString = &ast.BasicLit{Kind: token.STRING, Value: `""`}
-
-// bindLiterals records function literals bound to a new local variable
-// (f := func(…) {…}): their parameters are followed like a function's,
-// and their calls judged.
-func (c *checker) bindLiterals(as *ast.AssignStmt) {
-	if as.Tok != token.DEFINE || len(as.Lhs) != len(as.Rhs) {
-		return
-	}
-	for i, r := range as.Rhs {
-		lit, ok := ast.Unparen(r).(*ast.FuncLit)
-		if !ok {
-			continue
-		}
-		id, ok := as.Lhs[i].(*ast.Ident)
-		if !ok {
-			continue
-		}
-		v, ok := c.pass.TypesInfo.Defs[id].(*types.Var)
-		if !ok {
-			continue
-		}
-		sig, ok := c.pass.TypesInfo.TypeOf(lit).(*types.Signature)
-		if !ok {
-			continue
-		}
-		fi := &funcInfo{sig: sig, lit: lit, v: v}
-		c.litFuncs[v] = fi
-		c.litOf[lit] = fi
-		c.funcOrder = append(c.funcOrder, fi)
-	}
-}
-
-// litUse records uses of bound literals' variables other than calls (and
-// their reassignment, which ends the binding).
-func (c *checker) litUse(id *ast.Ident, v *types.Var, stack []ast.Node) {
-	if c.litFuncs[v] == nil {
-		return
-	}
-	if len(stack) > 0 {
-		if call, ok := stack[len(stack)-1].(*ast.CallExpr); ok && call.Fun == id {
-			return
-		}
-	}
-	c.nonCallVar[v] = true
-}
-
-// funcUse records uses of same-package functions other than calls.
-func (c *checker) funcUse(id *ast.Ident, fn *types.Func, stack []ast.Node) {
-	if fn.Pkg() != c.pass.Pkg {
-		return
-	}
-	var callee ast.Node = id
-	i := len(stack) - 1
-	if i >= 0 {
-		if se, ok := stack[i].(*ast.SelectorExpr); ok && se.Sel == id {
-			callee, i = se, i-1
-		}
-	}
-	for i >= 0 {
-		if ix, ok := stack[i].(*ast.IndexExpr); ok && ix.X == callee { // generic instantiation
-			callee, i = ix, i-1
-			continue
-		}
-		break
-	}
-	if i >= 0 {
-		if call, ok := stack[i].(*ast.CallExpr); ok && call.Fun == callee {
-			return
-		}
-	}
-	c.nonCallUse[fn.Origin()] = true
-}
-
-// static returns the value of e when it is a static string expression: a
-// Go string constant, or a concatenation / fmt.Sprintf whose parts are all
-// static. It runs on most nodes, so it avoids the Types map (keyed by
-// interface) where a cheaper lookup decides. A constant conversion such as
-// State("…") is not static itself: its operand is.
-func (c *checker) static(e ast.Expr) (string, bool) {
-	switch x := e.(type) {
-	case *ast.BasicLit:
-		if x.Kind != token.STRING {
-			return "", false
-		}
-		return c.constString(x)
-	case *ast.Ident:
-		return constOf(c.pass.TypesInfo.Uses[x])
-	case *ast.SelectorExpr:
-		return constOf(c.pass.TypesInfo.Uses[x.Sel])
-	case *ast.ParenExpr:
-		return c.static(x.X)
-	case *ast.BinaryExpr:
-		if x.Op != token.ADD || c.notStatic[x] {
-			return "", false
-		}
-		tv := c.pass.TypesInfo.Types[x]
-		if tv.Value != nil {
-			if tv.Value.Kind() == constant.String {
-				return constant.StringVal(tv.Value), true
-			}
-			return "", false
-		}
-		if tv.Type != nil && isString(tv.Type) {
-			if l, ok := c.static(x.X); ok {
-				if r, ok := c.static(x.Y); ok {
-					return l + r, true
-				}
-			}
-		}
-		c.notStatic[x] = true
-	case *ast.CallExpr:
-		if isSprintf(c.pass.TypesInfo, x) && !c.notStatic[x] {
-			if s, ok := c.staticSprintf(x); ok {
-				return s, true
-			}
-			c.notStatic[x] = true
-		}
-	}
-	return "", false
-}
-
-func (c *checker) constString(e ast.Expr) (string, bool) {
-	if tv := c.pass.TypesInfo.Types[e]; tv.Value != nil && tv.Value.Kind() == constant.String {
-		return constant.StringVal(tv.Value), true
-	}
-	return "", false
-}
-
-func constOf(obj types.Object) (string, bool) {
-	if k, ok := obj.(*types.Const); ok && k.Val().Kind() == constant.String {
-		return constant.StringVal(k.Val()), true
-	}
-	return "", false
-}
-
 func isString(t types.Type) bool {
 	b, ok := t.Underlying().(*types.Basic)
 	return ok && b.Info()&types.IsString != 0
-}
-
-// isBuilderWrite reports whether call writes into a strings.Builder or
-// bytes.Buffer (WriteString, or fmt.Fprintf to one): its strings are parts
-// of the builder's content, judged where that content is used.
-func (c *checker) isBuilderWrite(call *ast.CallExpr) bool {
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
-	if !ok {
-		return false
-	}
-	sig := fn.Type().(*types.Signature)
-	if sig.Recv() != nil {
-		return fn.Name() == "WriteString" && isBuilderType(sig.Recv().Type())
-	}
-	return fn.Name() == "Fprintf" && fn.Pkg() != nil && fn.Pkg().Path() == "fmt" &&
-		len(call.Args) > 0 && isBuilderType(c.pass.TypesInfo.TypeOf(call.Args[0]))
-}
-
-func isSprintf(info *types.Info, call *ast.CallExpr) bool {
-	fn, ok := typeutil.Callee(info, call).(*types.Func)
-	return ok && fn.Name() == "Sprintf" && fn.Pkg() != nil && fn.Pkg().Path() == "fmt"
-}
-
-func (c *checker) staticSprintf(call *ast.CallExpr) (string, bool) {
-	if len(call.Args) == 0 || call.Ellipsis.IsValid() {
-		return "", false
-	}
-	format, ok := c.static(call.Args[0])
-	if !ok {
-		return "", false
-	}
-	args := make([]any, 0, len(call.Args)-1)
-	for _, a := range call.Args[1:] {
-		tv := c.pass.TypesInfo.Types[a]
-		if tv.Value == nil {
-			if s, ok := c.static(a); ok {
-				args = append(args, s)
-				continue
-			}
-			return "", false
-		}
-		v, ok := goValue(tv.Value, tv.Type)
-		if !ok {
-			return "", false
-		}
-		args = append(args, v)
-	}
-	return sprintf(format, args), true
-}
-
-// goValue converts a constant to the value fmt would see at run time. A
-// constant of a type with methods (a String method, say) is not static.
-func goValue(v constant.Value, t types.Type) (any, bool) {
-	if t == nil {
-		return nil, false
-	}
-	t = types.Default(t)
-	if types.NewMethodSet(t).Len() > 0 || types.NewMethodSet(types.NewPointer(t)).Len() > 0 {
-		return nil, false
-	}
-	b, ok := t.Underlying().(*types.Basic)
-	if !ok {
-		return nil, false
-	}
-	switch {
-	case b.Info()&types.IsString != 0:
-		return constant.StringVal(v), true
-	case b.Info()&types.IsBoolean != 0:
-		return constant.BoolVal(v), true
-	case b.Kind() == types.Int32: // rune: %c must see a rune
-		i, _ := constant.Int64Val(v)
-		return int32(i), true
-	case b.Kind() == types.Uint8:
-		i, _ := constant.Uint64Val(v)
-		return uint8(i), true
-	case b.Info()&types.IsUnsigned != 0:
-		i, exact := constant.Uint64Val(v)
-		return i, exact
-	case b.Info()&types.IsInteger != 0:
-		i, exact := constant.Int64Val(v)
-		return i, exact
-	case b.Info()&types.IsFloat != 0:
-		f, _ := constant.Float64Val(v)
-		return f, true
-	}
-	return nil, false
-}
-
-// context is how a maximal static string is used.
-type context int
-
-const (
-	ctxAlone    context = iota // judged here
-	ctxFragment                // part of a longer run-time string
-	ctxLocal                   // stored in a local variable: SSA decides
-	ctxGlobal                  // stored in a package variable
-	ctxSkip                    // a constant declaration, or discarded
-)
-
-func (c *checker) context(e ast.Expr, stack []ast.Node) (context, *ast.Ident) {
-	if len(stack) == 0 {
-		return ctxAlone, nil
-	}
-	switch p := stack[len(stack)-1].(type) {
-	case *ast.BinaryExpr:
-		if p.Op == token.ADD {
-			return ctxFragment, nil
-		}
-	case *ast.CallExpr:
-		if isSprintf(c.pass.TypesInfo, p) || c.isBuilderWrite(p) {
-			return ctxFragment, nil
-		}
-	case *ast.AssignStmt:
-		if p.Tok == token.ADD_ASSIGN {
-			return ctxFragment, nil
-		}
-		if len(p.Lhs) != len(p.Rhs) {
-			return ctxAlone, nil
-		}
-		for i, r := range p.Rhs {
-			if r == e {
-				return c.storeContext(p.Lhs[i])
-			}
-		}
-	case *ast.ValueSpec:
-		if len(stack) >= 2 {
-			if gd, ok := stack[len(stack)-2].(*ast.GenDecl); ok && gd.Tok == token.CONST {
-				return ctxSkip, nil
-			}
-		}
-		if len(p.Names) != len(p.Values) {
-			return ctxAlone, nil
-		}
-		for i, v := range p.Values {
-			if v == e {
-				return c.storeContext(p.Names[i])
-			}
-		}
-	}
-	return ctxAlone, nil
-}
-
-func (c *checker) storeContext(lhs ast.Expr) (context, *ast.Ident) {
-	id, ok := ast.Unparen(lhs).(*ast.Ident)
-	if !ok {
-		return ctxAlone, nil
-	}
-	if id.Name == "_" {
-		return ctxSkip, nil
-	}
-	v, ok := c.pass.TypesInfo.ObjectOf(id).(*types.Var)
-	if !ok {
-		return ctxAlone, nil
-	}
-	if v.Parent() == c.pass.Pkg.Scope() {
-		return ctxGlobal, id
-	}
-	return ctxLocal, id
-}
-
-func (c *checker) staticExpr(e ast.Expr, s string, stack []ast.Node) {
-	mentions := c.cfg.Mentions(s)
-	write := c.cfg.MentionsWrite(s)
-	c.mentionTable = c.mentionTable || mentions
-	c.mentionWrite = c.mentionWrite || write
-	ctx, id := c.context(e, stack)
-	if ctx == ctxFragment || ctx == ctxLocal || ctx == ctxGlobal {
-		c.fragmentTable = c.fragmentTable || mentions
-		c.fragmentWrite = c.fragmentWrite || write
-	}
-	if !mentions || ctx == ctxFragment || ctx == ctxSkip {
-		return
-	}
-	var ps []sqlcheck.Problem
-	if ctx == ctxAlone && strings.Contains(s, "{{") && c.templateText(e, stack) {
-		ps = sqlcheck.CheckTemplate(templateParts(s), c.cfg)
-	} else {
-		ps = sqlcheck.Check(s, c.cfg)
-	}
-	if ctx == ctxAlone && len(ps) > 0 && c.inMessage(e, stack) {
-		ps = dropUnprovable(ps)
-	}
-	if len(ps) == 0 {
-		return
-	}
-	switch ctx {
-	case ctxLocal:
-		c.locals = append(c.locals, localConst{e, id, ps})
-	case ctxGlobal:
-		c.globals = append(c.globals, globalConst{e, c.pass.TypesInfo.ObjectOf(id).(*types.Var), ps})
-	default:
-		c.findings = append(c.findings, finding{pos: e.Pos(), msg: problemsMessage(ps), fixes: c.suggestFix(e, s, ps, stack)})
-	}
-}
-
-// inMessage reports whether e is an argument of a call that formats a
-// message (errors.New, fmt.Errorf, log.Printf, t.Fatalf, …).
-func (c *checker) inMessage(e ast.Expr, stack []ast.Node) bool {
-	if len(stack) == 0 {
-		return false
-	}
-	call, ok := stack[len(stack)-1].(*ast.CallExpr)
-	if !ok || call.Fun == e {
-		return false
-	}
-	return messageCall(typeutil.Callee(c.pass.TypesInfo, call))
-}
-
-// dropUnprovable drops what was judged by its tokens alone (the parser did
-// not read the text): in a message, it is prose.
-func dropUnprovable(ps []sqlcheck.Problem) []sqlcheck.Problem {
-	out := ps[:0]
-	for _, p := range ps {
-		if p.Kind != sqlcheck.Unprovable && !p.Unread {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// globalUse counts the uses of package string variables, and those that
-// only extend a longer string.
-func (c *checker) globalUse(id *ast.Ident, v *types.Var, stack []ast.Node) {
-	if v.Pkg() != c.pass.Pkg || v.Parent() != c.pass.Pkg.Scope() || !isString(v.Type()) {
-		return
-	}
-	u := c.globalUses[v]
-	if u == nil {
-		u = &useCount{}
-		c.globalUses[v] = u
-	}
-	u.all++
-	if ctx, _ := c.context(id, stack); ctx == ctxFragment {
-		u.fragment++
-	}
 }
 
 // call records sink calls (direct ones, and calls of wrappers in other
@@ -744,12 +215,8 @@ func (c *checker) globalUse(id *ast.Ident, v *types.Var, stack []ast.Node) {
 // query builders.
 func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 	callee := typeutil.Callee(c.pass.TypesInfo, call)
-	if v, ok := callee.(*types.Var); ok && c.litFuncs[v] != nil {
-		if c.cur != nil {
-			c.cur.pending = append(c.cur.pending, call)
-		} else {
-			c.pending = append(c.pending, call)
-		}
+	if v, ok := callee.(*types.Var); ok && c.wrappers.litBound(v) {
+		c.wrappers.pendingCall(call, c.cur)
 		return
 	}
 	fn, ok := callee.(*types.Func)
@@ -757,91 +224,13 @@ func (c *checker) call(call *ast.CallExpr, stack []ast.Node) {
 		return
 	}
 	c.builders.builderCall(call, fn, stack)
-	if i := c.sinkQueryIndex(fn); i >= 0 {
-		// An any parameter (xorm, bun's variadic any) holds a query only
-		// when a string is passed; a spread slice (Exec(args...)) is not
-		// seen.
-		spread := call.Ellipsis.IsValid() && i >= len(call.Args)-1
-		if i < len(call.Args) && !spread && stringish(c.pass.TypesInfo.TypeOf(call.Args[i])) {
-			if _, ok := c.static(call.Args[i]); !ok {
-				c.addSite(&site{call: call, query: i})
-			}
+	if i, sink := c.sinks.directSite(call, fn); sink {
+		if i >= 0 {
+			c.wrappers.addSite(&site{call: call, query: i}, c.cur)
 		}
 		return
 	}
-	if fn.Pkg() == c.pass.Pkg {
-		if hasStringParam(fn.Signature()) {
-			if c.cur != nil {
-				c.cur.pending = append(c.cur.pending, call)
-			} else {
-				c.pending = append(c.pending, call)
-			}
-		}
-		return
-	}
-	if ws := c.sinksOf(fn); len(ws) > 0 {
-		c.addSite(&site{call: call, query: -1, wrapper: ws})
-	}
-}
-
-// builderVarCalls returns the calls whose receiver or an argument is the
-// strings.Builder or bytes.Buffer variable v (b.WriteString(s),
-// fmt.Fprintf(&b, …), helper(&b)), found in v's scope when first needed.
-func (c *checker) builderVarCalls(v *types.Var) []*ast.CallExpr {
-	if calls, ok := c.builderCalls[v]; ok {
-		return calls
-	}
-	var calls []*ast.CallExpr
-	scope := v.Parent()
-	for _, f := range c.pass.Files {
-		if scope == nil || f.FileStart > v.Pos() || v.Pos() > f.FileEnd {
-			continue
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if n == nil || n.End() < scope.Pos() || n.Pos() > scope.End() {
-				return false
-			}
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
-			}
-			var xs []ast.Expr
-			if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
-				xs = append(xs, sel.X)
-			}
-			for _, x := range append(xs, call.Args...) {
-				x = ast.Unparen(x)
-				if u, ok := x.(*ast.UnaryExpr); ok && u.Op == token.AND {
-					x = ast.Unparen(u.X)
-				}
-				if id, ok := x.(*ast.Ident); ok && c.pass.TypesInfo.Uses[id] == v {
-					calls = append(calls, call)
-					break
-				}
-			}
-			return true
-		})
-	}
-	c.builderCalls[v] = calls
-	return calls
-}
-
-func (c *checker) addSite(st *site) {
-	st.fn = c.cur
-	if c.cur != nil {
-		c.cur.sites = append(c.cur.sites, st)
-	} else {
-		c.sites = append(c.sites, st)
-	}
-}
-
-func hasStringParam(sig *types.Signature) bool {
-	for i := 0; i < sig.Params().Len(); i++ {
-		if isString(sig.Params().At(i).Type()) {
-			return true
-		}
-	}
-	return false
+	c.wrappers.wrapperCall(call, fn, c.cur)
 }
 
 func isContext(t types.Type) bool {
@@ -853,76 +242,42 @@ func isContext(t types.Type) bool {
 // summaries of its functions, the query builders, and with SSA the locals,
 // the run-time concatenations and the sinks.
 func (c *checker) settle() {
-	for _, g := range c.globals {
-		u := c.globalUses[g.v]
-		if !g.v.Exported() && u != nil && u.all > 0 && u.all == u.fragment {
-			continue // only ever the head of longer strings: judged there
-		}
-		c.add(g.expr.Pos(), problemsMessage(g.problems))
-	}
-	for _, call := range c.pending {
-		c.wrapperSite(call, nil)
-	}
-	c.pending = nil
-	sites := c.sites
-	for _, fi := range c.funcOrder {
-		if len(fi.pending) > 0 || len(fi.sites) > 0 {
-			c.summary(fi)
-			sites = append(sites, fi.sites...)
-		}
-	}
+	c.strs.judgeGlobals()
+	sites := c.wrappers.settleSites()
 	// A site needs SSA when a query it may send names a fenced table.
 	needSites := false
 	for _, st := range sites {
-		c.siteTemplates(st)
 		if anyMentions(st.ts, c.cfg) {
 			needSites = true
 		}
 	}
 	c.builders.judgeBuilders()
-	needSSA := len(c.locals) > 0 || needSites || c.fragmentTable && c.fragmentWrite
+	needSSA := len(c.strs.locals) > 0 || needSites || c.strs.fragmentTable && c.strs.fragmentWrite
 	if needSSA {
-		c.runSSA(sites)
+		runSSA(&ssaInputs{
+			pass: c.pass, cfg: c.cfg, out: c.out,
+			strs: c.strs, sinks: c.sinks, flow: c.flow, wrappers: c.wrappers,
+			goDefer: c.goDefer,
+		}, sites)
 	}
 }
 
-// templateText reports whether e is the text given to the Parse method of
-// a text/template or html/template Template: its actions are values
-// known at run time.
-func (c *checker) templateText(e ast.Expr, stack []ast.Node) bool {
-	call, ok := stack[len(stack)-1].(*ast.CallExpr)
-	if !ok || len(call.Args) != 1 || call.Args[0] != e {
-		return false
-	}
-	fn, ok := typeutil.Callee(c.pass.TypesInfo, call).(*types.Func)
-	if !ok || fn.Name() != "Parse" || fn.Pkg() == nil || fn.Signature().Recv() == nil {
-		return false
-	}
-	p := fn.Pkg().Path()
-	return p == "text/template" || p == "html/template"
-}
+// static is the value of a constant string expression (the SQL text
+// unit's), for builderHost.
+func (c *checker) static(e ast.Expr) (string, bool) { return c.strs.static(e) }
 
-// templateParts splits a template's text at its actions ({{…}}), each a
-// hole.
-func templateParts(s string) []sqlcheck.Part {
-	var out []sqlcheck.Part
-	for {
-		i := strings.Index(s, "{{")
-		if i < 0 {
-			break
-		}
-		j := strings.Index(s[i:], "}}")
-		if j < 0 {
-			break
-		}
-		if i > 0 {
-			out = append(out, sqlcheck.Part{Text: s[:i]})
-		}
-		out = append(out, sqlcheck.Part{Hole: true})
-		s = s[i+j+2:]
-	}
-	if s != "" {
-		out = append(out, sqlcheck.Part{Text: s})
-	}
-	return out
-}
+// objVar is the variable an identifier denotes or declares, or nil, for
+// builderHost.
+func (c *checker) objVar(id *ast.Ident) *types.Var { return objVar(c.pass.TypesInfo, id) }
+
+// evalExpr is the SQL text a string expression may hold at run time (the
+// flow unit's), for builderHost.
+func (c *checker) evalExpr(e ast.Expr) ([]template, bool) { return c.flow.evalExpr(e) }
+
+// varDefs are the assignments of a variable seen by the walk (the flow
+// unit's), for builderHost.
+func (c *checker) varDefs(v *types.Var) []def { return c.flow.varDefs(v) }
+
+// returnsOf is what a function returns as its first result (the wrappers
+// unit's), for builderHost.
+func (c *checker) returnsOf(fn *types.Func) ([]template, bool) { return c.wrappers.returnsOf(fn) }
