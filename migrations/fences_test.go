@@ -196,6 +196,7 @@ const (
 )
 
 func TestFenceKeysAreRegisteredOnceAndJobsBornReady(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t).RawDB()
 	t.Run("a job registers its key as it is inserted, and a key is never registered alone", func(t *testing.T) {
 		newJob(t, db, "registered")
@@ -262,6 +263,7 @@ func TestFenceKeysAreRegisteredOnceAndJobsBornReady(t *testing.T) {
 }
 
 func TestFenceEveryUpdateDeclaresTheCurrentAttempt(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t).RawDB()
 	id := newJob(t, db, "k")
 	claim(t, db, id, 0)
@@ -310,6 +312,7 @@ func TestFenceEveryUpdateDeclaresTheCurrentAttempt(t *testing.T) {
 // attempt rule, even when the statement declares the right attempt and
 // carries a lint-clean fence.
 func TestFenceAllowsOnlyTheStateMachine(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t).RawDB()
 	job := func(key string) int64 { return newJob(t, db, key) }
 
@@ -418,6 +421,7 @@ func TestFenceAllowsOnlyTheStateMachine(t *testing.T) {
 // state would. What counts is behaviour, not an error's wording: the fence
 // refuses the statement and the row stays exactly as it was.
 func TestFenceRefusesMovesOutsideTheStateMachine(t *testing.T) {
+	t.Parallel()
 	d := dbtest.New(t)
 	root := d.RawDB()
 	app, c := appAccount(t, d)
@@ -485,6 +489,7 @@ func TestFenceRefusesMovesOutsideTheStateMachine(t *testing.T) {
 // The key's window and the lookup-lag window are measured from
 // key_first_used_at and last_send_at: nobody may reopen or stretch them.
 func TestFenceKeyWindowIsSetOnceNeverMovedBack(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t).RawDB()
 	id := newJob(t, db, "k")
 	claim(t, db, id, 0)
@@ -521,6 +526,7 @@ func TestFenceKeyWindowIsSetOnceNeverMovedBack(t *testing.T) {
 }
 
 func TestFenceTerminalRowsNeverChange(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t).RawDB()
 	for _, terminal := range []string{"succeeded", "failed"} {
 		t.Run(terminal, func(t *testing.T) {
@@ -552,6 +558,7 @@ func settled(t *testing.T, db *sql.DB, key string) int64 {
 // A settled job is never reset or removed, whatever the session's clock
 // says: not by DELETE, not by REPLACE, not by the archival procedure.
 func TestFenceSettledJobsAreNeverDeletedOrReplaced(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t).RawDB()
 	id := settled(t, db, "k")
 	for name, offset := range map[string]int{"an honest clock": 0, "a session clock 60 days ahead": 60 * day} {
@@ -583,6 +590,7 @@ func TestFenceSettledJobsAreNeverDeletedOrReplaced(t *testing.T) {
 // written as history before the fences existed: the fences themselves would
 // never let anyone write a job that looks 40 days old.
 func TestFenceArchivalMovesOldTerminalJobsAndKeepsTheirKeys(t *testing.T) {
+	t.Parallel()
 	aged := func(key, state string, days int) string {
 		return fmt.Sprintf("INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, state, attempt, next_run_at, created_at, updated_at) "+
 			"VALUES ('%s', 'pay-1', 500, 'EUR', '%s', 1, UTC_TIMESTAMP(6) - INTERVAL %[3]d DAY, UTC_TIMESTAMP(6) - INTERVAL %[3]d DAY, UTC_TIMESTAMP(6) - INTERVAL %[3]d DAY)", key, state, days)
@@ -641,6 +649,7 @@ func TestFenceArchivalMovesOldTerminalJobsAndKeepsTheirKeys(t *testing.T) {
 }
 
 func TestFenceObservationLogIsAppendOnly(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t).RawDB()
 	refused(t, db, "evidence is born unprocessed",
 		"INSERT INTO refund_observations (dedup_key, operation_key, source, provider_status, payload, received_at, processed_at) "+
@@ -666,6 +675,7 @@ func TestFenceObservationLogIsAppendOnly(t *testing.T) {
 // The ledger follows its job: refunded only while the job is succeeded with
 // the same refund id, never changed or removed afterwards.
 func TestFenceLedgerFollowsItsJob(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t).RawDB()
 	open := "INSERT INTO refunds (operation_key, payment_ref, amount_minor, currency, created_at, updated_at) VALUES (?, 'pay-1', 500, 'EUR', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))"
 	refused(t, db, "opened with its job", open, "no-job")
@@ -693,6 +703,7 @@ func TestFenceLedgerFollowsItsJob(t *testing.T) {
 // allows more), so every refusal must fit even with the largest ids; refused
 // checks the length of every refusal the other tests provoke.
 func TestFenceMessagesFitMySQLsLimit(t *testing.T) {
+	t.Parallel()
 	db := dbtest.New(t).RawDB()
 	mustExec(t, db, "ALTER TABLE refund_jobs AUTO_INCREMENT = 9223372036854775000")
 	id := newJob(t, db, "k")

@@ -23,6 +23,7 @@ import (
 // Neither leaves a registration behind now, and Enqueue then creates the
 // job.
 func TestFenceKeyIsRegisteredOnlyWithItsJob(t *testing.T) {
+	t.Parallel()
 	d := dbtest.New(t)
 	app, c := appAccount(t, d)
 	ctx := t.Context()

@@ -98,6 +98,7 @@ func wantEveryZombieWriteBack(t *testing.T, out string) {
 // no settled job may move, no answer may be lost, every job settles, and
 // every process's history must be one the state machine allows.
 func TestChaosShortRun(t *testing.T) {
+	t.Parallel()
 	bin := buildRefundd(t, "")
 	var out bytes.Buffer
 	c := config(t, bin)
