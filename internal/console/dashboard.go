@@ -82,7 +82,7 @@ var (
 	// read once by databaseTime, less the window), a range of the attempts
 	// log's (op, claimed_at) index. Not the clock in the query: SYSDATE(6)
 	// is evaluated per row, so the optimizer reads every row of the op
-	// (BenchmarkConsolePages at 1M jobs: 434 ms a view, 25 ms without).
+	// (BenchmarkConsolePages at 1M jobs: 434 ms a view; with the value, 14 ms).
 	countAttempts = fmt.Sprintf("SELECT COUNT(*) FROM (SELECT 1 FROM %s WHERE op = ? AND claimed_at >= ? LIMIT %d) capped",
 		ent.RefundJobAttemptsTable, MaxCounted+1)
 )
