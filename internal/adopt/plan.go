@@ -222,12 +222,6 @@ func (pl *planner) plan() error {
 	return pl.copyChecks()
 }
 
-// copyChecks refuses, by name, what the online copy cannot carry over to
-// the table it swaps in: triggers of the team's on refund_jobs (they would
-// follow the old table at the RENAME, and a trigger's name is unique in
-// the schema, so no copy of one can wait on the new table), and a table
-// with the shadow's or the old table's name that an interrupted copy did
-// not leave.
 // autoincNote warns of the deadlock the online copy's triggers add on a
 // server whose innodb_autoinc_lock_mode is not 2 (interleaved; MySQL 8's
 // default, MariaDB's is 1). The triggers write the shadow, whose id is
@@ -258,6 +252,12 @@ func (pl *planner) autoincNote(steps string) error {
 	return nil
 }
 
+// copyChecks refuses, by name, what the online copy cannot carry over to
+// the table it swaps in: triggers of the team's on refund_jobs (they would
+// follow the old table at the RENAME, and a trigger's name is unique in
+// the schema, so no copy of one can wait on the new table), and a table
+// with the shadow's or the old table's name that an interrupted copy did
+// not leave.
 func (pl *planner) copyChecks() error {
 	if len(pl.copying) == 0 {
 		return nil
