@@ -70,7 +70,22 @@ func newDB(t testing.TB, before int, history func(*sql.DB)) *DB {
 			t.Logf("kept database %s", name)
 			return
 		}
-		if err := drop(context.Background()); err != nil {
+		err := drop(context.Background())
+		// MariaDB refuses to drop a database whose directory holds a file
+		// it does not know (error 1010, errno 39): under load its atomic
+		// DDL once left a trigger file's backup (refund_audit.TRG-) in a
+		// cloned database. Tried again, then the database stays, named in
+		// the log for a person to drop: the test's own assertions ran.
+		var me *mysql.MySQLError
+		for try := 0; try < 3 && errors.As(err, &me) && me.Number == 1010; try++ {
+			time.Sleep(200 * time.Millisecond)
+			err = drop(context.Background())
+		}
+		if errors.As(err, &me) && me.Number == 1010 {
+			t.Logf("left test database %s behind: %v", name, err)
+			return
+		}
+		if err != nil {
 			t.Errorf("drop test database: %v", err)
 		}
 	})
