@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"ariga.io/atlas/sql/migrate"
@@ -37,10 +38,58 @@ type Routine struct {
 	Create string // the CREATE statement, without DELIMITER
 }
 
+// targets keeps ReplayTarget's answers by server, account and directory
+// checksum: replaying every file on a scratch database, and inspecting it
+// after each, is most of what planning an adoption costs, and the answer
+// depends on nothing else. A failed replay is not kept.
+var targets = struct {
+	sync.Mutex
+	m map[string]*Target
+}{m: map[string]*Target{}}
+
 // ReplayTarget replays dir on a scratch database on db's server (dropped
 // afterwards; the account needs CREATE and DROP on fencekit_scratch_…) and
-// returns the state after its last file.
+// returns the state after its last file. The answer for a server, an
+// account and a directory's checksum is kept for the process's life and
+// shared: callers must not modify it.
 func ReplayTarget(ctx context.Context, db *sql.DB, dir migrate.Dir) (*Target, error) {
+	key := targetKey(ctx, db, dir)
+	if key != "" {
+		targets.Lock()
+		t, ok := targets.m[key]
+		targets.Unlock()
+		if ok {
+			return t, nil
+		}
+	}
+	t, err := replayTarget(ctx, db, dir)
+	if err != nil {
+		return nil, err
+	}
+	if key != "" {
+		targets.Lock()
+		targets.m[key] = t
+		targets.Unlock()
+	}
+	return t, nil
+}
+
+// targetKey names db's server, its account and dir's files, or is empty
+// when one cannot be read (the replay then runs, unkept).
+func targetKey(ctx context.Context, db *sql.DB, dir migrate.Dir) string {
+	sum, err := dir.Checksum()
+	if err != nil {
+		return ""
+	}
+	var version, host, user string
+	var port int64
+	if err := db.QueryRowContext(ctx, "SELECT VERSION(), @@hostname, @@port, CURRENT_USER()").Scan(&version, &host, &port, &user); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s\x00%s\x00%d\x00%s\x00%s", version, host, port, user, sum.Sum())
+}
+
+func replayTarget(ctx context.Context, db *sql.DB, dir migrate.Dir) (*Target, error) {
 	var (
 		last *snapshot
 		file string
