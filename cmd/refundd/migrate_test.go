@@ -120,8 +120,14 @@ func TestMigrateCreateQuotesTheDatabaseName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
-	t.Cleanup(func() { _, _ = root.Exec("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(name, "`", "``") + "`") })
+	// Closed after the drop: a deferred Close ran before the cleanups, and
+	// every run left the database behind.
+	t.Cleanup(func() {
+		if _, err := root.Exec("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(name, "`", "``") + "`"); err != nil {
+			t.Errorf("drop %q: %v", name, err)
+		}
+		root.Close()
+	})
 	err = run(context.Background(), []string{"migrate", "-create", "-dsn", devdb.DSN(cfg, name)}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatalf("migrate -create %q: %v", name, err)

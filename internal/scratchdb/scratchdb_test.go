@@ -51,8 +51,14 @@ func TestRecreateQuotesTheDatabaseName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
-	t.Cleanup(func() { _, _ = root.Exec("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(name, "`", "``") + "`") })
+	// Closed after the drop: a deferred Close ran before the cleanups, and
+	// every run left the database behind.
+	t.Cleanup(func() {
+		if _, err := root.Exec("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(name, "`", "``") + "`"); err != nil {
+			t.Errorf("drop %q: %v", name, err)
+		}
+		root.Close()
+	})
 	if err := scratchdb.Recreate(ctx, c.FormatDSN(), "demo"); err != nil {
 		t.Fatalf("recreate %q: %v", name, err)
 	}
