@@ -43,24 +43,13 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
-# go vet and the self-lint type-check the same packages: side by side,
-# each printing its findings when both have ended.
-step "go vet, and beside it fencelint over this repository (the project lints itself)"
+step "go vet"
+go vet ./... ./analyzer/... ./bench/...
+
+step "fencelint (the project lints itself)"
 mkdir -p bin
 go build -o bin/fencelint ./cmd/fencelint
-vet_out=$(mktemp)
-go vet ./... ./analyzer/... ./bench/... >"$vet_out" 2>&1 &
-vet_pid=$!
-lint_rc=0
-go vet -vettool="$PWD/bin/fencelint" ./... ./analyzer/... ./bench/... || lint_rc=$?
-vet_rc=0
-wait "$vet_pid" || vet_rc=$?
-printf -- '-- go vet:\n'
-cat "$vet_out"
-rm -f "$vet_out"
-if [ "$vet_rc" -ne 0 ] || [ "$lint_rc" -ne 0 ]; then
-  echo "go vet exited $vet_rc, fencelint $lint_rc"; exit 1
-fi
+go vet -vettool="$PWD/bin/fencelint" ./... ./analyzer/... ./bench/...
 
 step "go test -race (every test but the linter's, which follow)"
 # The default -p (2 here). -p 3 was faster (the database tests wait on the
@@ -69,28 +58,18 @@ step "go test -race (every test but the linter's, which follow)"
 # DATABASE failed with error 1010.
 go test -race -count=1 -timeout 15m $(go list ./... | grep -v '/cmd/fencelint$') ./bench/...
 
-# The benchmark at a tiny size runs beside the linter's tests, which need
-# no database: most of its time is waiting (leases to expire, a scan
-# interval, the memory section's windows). Every section once (one round,
-# no sweep): it keeps the benchmark compiling and running; its figures at
-# this size mean nothing. Its output is printed when both have ended.
 # The linter's own tests run without the race detector: fencelint has no
 # goroutines of its own, and go vet runs it in one process per package;
 # -race makes building SSA five to six times slower (analyzer/: 8 s
 # against 50 s).
-step "the linter's tests, and beside them the benchmark at a tiny size (docs/benchmarks.md has the real run)"
-bench_out=$(mktemp)
-(cd bench && go run . -jobs 200 -rounds 1 -sweep "" -json) >"$bench_out" 2>&1 &
-bench_pid=$!
+step "the linter's tests"
 go test -count=1 -timeout 15m ./cmd/fencelint/ ./analyzer/...
-bench_rc=0
-wait "$bench_pid" || bench_rc=$?
-printf '\n-- the benchmark at a tiny size:\n'
-cat "$bench_out"
-rm -f "$bench_out"
-if [ "$bench_rc" -ne 0 ]; then
-  echo "the benchmark at a tiny size failed (exit $bench_rc)"; exit "$bench_rc"
-fi
+
+# Every section once (one round, no sweep): it keeps the benchmark
+# compiling and running; its figures at this size mean nothing. (Beside
+# the linter's tests it gained nothing: both are CPU-bound here.)
+step "benchmark at a tiny size (docs/benchmarks.md has the real run)"
+(cd bench && go run . -jobs 200 -rounds 1 -sweep "" -json)
 
 if scripts/tidb.sh path >/dev/null 2>&1; then
   step "TiDB (the cached tidb-server)"
