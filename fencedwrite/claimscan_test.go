@@ -13,10 +13,6 @@ import (
 	"github.com/fencekit/fencekit/ledger"
 )
 
-// digits is a ten-row table for generating rows in one statement, on
-// MariaDB and MySQL alike (no sequence engine, no recursion limit).
-const digits = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
-
 // A claim pass reads the due rows, not every ready row: with 5,000 jobs
 // ready but due in an hour (backoffs, a provider's outage) and three due,
 // each scan of the scheduler reads about three index entries. Before, the
@@ -34,7 +30,7 @@ func TestClaimScansReadOnlyTheDueRows(t *testing.T) {
 		t.Helper()
 		if _, err := raw.Exec("INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_action, next_run_at, created_at, updated_at) "+
 			"SELECT CONCAT(?, a.d + 10*b.d + 100*c.d + 1000*e.d), 'pay-gen', 100, 'EUR', '"+action+"', "+due+", "+fencedwrite.ClockUTC+", "+fencedwrite.ClockUTC+
-			" FROM "+digits+" a, "+digits+" b, "+digits+" c, "+digits+" e WHERE a.d + 10*b.d + 100*c.d + 1000*e.d < ?", prefix, n); err != nil {
+			" FROM "+dbtest.Digits+" a, "+dbtest.Digits+" b, "+dbtest.Digits+" c, "+dbtest.Digits+" e WHERE a.d + 10*b.d + 100*c.d + 1000*e.d < ?", prefix, n); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,6 +28,16 @@ const (
 	ClockMicros = "CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED)"
 	// ClockUTC is the real time as a UTC DATETIME(6).
 	ClockUTC = "TIMESTAMPADD(MICROSECOND, " + ClockMicros + ", TIMESTAMP'1970-01-01 00:00:00')"
+	// ScanClock is ClockUTC read once for a scan: a derived table of one
+	// row, joined in the FROM clause, whose value (ScanNow) the optimizer
+	// takes as a constant, so that `col <= ScanNow` bounds a range of col's
+	// index. ClockUTC itself in a WHERE is evaluated per row (SYSDATE), and
+	// the scan reads the index by its earlier columns alone. MySQL 8 never
+	// merges a derived table without an underlying table into the outer
+	// query; MariaDB reads it as a system table.
+	ScanClock = "(SELECT " + ClockUTC + " AS `fk_scan_now`) `fk_clock`"
+	// ScanNow is ScanClock's value.
+	ScanNow = "`fk_clock`.`fk_scan_now`"
 )
 
 // Micros is the SQL that turns a UTC DATETIME(6) column into microseconds

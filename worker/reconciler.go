@@ -169,12 +169,11 @@ const MaxCountedDue = 10_000
 
 // reconcilesDue counts the due reconciles (up to MaxCountedDue) and the age
 // of the oldest on the database clock, on the index ClaimDueReconciles scans:
-// a range that ends at the clock, read once in a derived table of one row
-// (SYSDATE(6) in the WHERE itself is evaluated per row, and the count read
-// every ready reconcile, due or not, as the claims' scans did).
+// a range that ends at the clock, read once (fencedwrite.ScanClock).
 var reconcilesDue = fmt.Sprintf("SELECT COUNT(*), COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(next_run_at), %[1]s), 0) FROM "+
-	"(SELECT next_run_at FROM refund_jobs, (SELECT %[1]s AS fk_scan_now) fk_clock WHERE state = '%[2]s' AND next_action = '%[3]s' AND next_run_at <= fk_clock.fk_scan_now "+
-	"ORDER BY next_run_at LIMIT %[4]d) due", fencedwrite.ClockUTC, fencedwrite.StateReady, fencedwrite.ActionReconcile, MaxCountedDue)
+	"(SELECT next_run_at FROM refund_jobs, %[5]s WHERE state = '%[2]s' AND next_action = '%[3]s' AND next_run_at <= %[6]s "+
+	"ORDER BY next_run_at LIMIT %[4]d) due", fencedwrite.ClockUTC, fencedwrite.StateReady, fencedwrite.ActionReconcile, MaxCountedDue,
+	fencedwrite.ScanClock, fencedwrite.ScanNow)
 
 // report reports the age of the oldest unfinished job and the due
 // reconciles.

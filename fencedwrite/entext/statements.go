@@ -68,10 +68,6 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 		pk    = quote(id)
 		clock = fencedwrite.ClockUTC
 		keys  = quote(KeysTable(table))
-		// scanClock is the batch scans' reading of the clock, a derived
-		// table of one row, and scanNow its value.
-		scanClock = "(SELECT " + clock + " AS `fk_scan_now`) `fk_clock`"
-		scanNow   = "`fk_clock`.`fk_scan_now`"
 	)
 	compared := []string{a.ProviderRef, a.NextAction, a.LastError, a.ReviewReason, a.ReviewEvidence}
 	read := fmt.Sprintf("SELECT %s, %s", quote(a.State), quote(a.Token))
@@ -160,16 +156,16 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 		// or running row, due or not (TestClaimScansReadOnlyTheDueRows).
 		{Op: fencedrt.OpDue, Name: "Due", Params: []fencedrt.Param{fencedrt.ParamLimit},
 			SQL: fmt.Sprintf("SELECT %s FROM %s, %s WHERE %s = '%s' AND %s <= %s ORDER BY %s, %s LIMIT ? FOR UPDATE SKIP LOCKED",
-				locked, t, scanClock, quote(a.State), fencedwrite.StateReady, quote(a.NextRunAt), scanNow, quote(a.NextRunAt), pk)},
+				locked, t, fencedwrite.ScanClock, quote(a.State), fencedwrite.StateReady, quote(a.NextRunAt), fencedwrite.ScanNow, quote(a.NextRunAt), pk)},
 		// The due reconciles alone, on their own index: the unknown
 		// outcomes that a scheduler claims before fresh sends.
 		{Op: fencedrt.OpDueReconcile, Name: "DueReconcile", Params: []fencedrt.Param{fencedrt.ParamLimit},
 			SQL: fmt.Sprintf("SELECT %s FROM %s, %s WHERE %s = '%s' AND %s = '%s' AND %s <= %s ORDER BY %s, %s LIMIT ? FOR UPDATE SKIP LOCKED",
-				locked, t, scanClock, quote(a.State), fencedwrite.StateReady, quote(a.NextAction), fencedwrite.ActionReconcile,
-				quote(a.NextRunAt), scanNow, quote(a.NextRunAt), pk)},
+				locked, t, fencedwrite.ScanClock, quote(a.State), fencedwrite.StateReady, quote(a.NextAction), fencedwrite.ActionReconcile,
+				quote(a.NextRunAt), fencedwrite.ScanNow, quote(a.NextRunAt), pk)},
 		{Op: fencedrt.OpExpired, Name: "Expired", Params: []fencedrt.Param{fencedrt.ParamLimit},
 			SQL: fmt.Sprintf("SELECT %s FROM %s, %s WHERE %s = '%s' AND %s < %s ORDER BY %s, %s LIMIT ? FOR UPDATE SKIP LOCKED",
-				locked, t, scanClock, quote(a.State), fencedwrite.StateRunning, quote(a.LeaseUntil), scanNow, quote(a.LeaseUntil), pk)},
+				locked, t, fencedwrite.ScanClock, quote(a.State), fencedwrite.StateRunning, quote(a.LeaseUntil), fencedwrite.ScanNow, quote(a.LeaseUntil), pk)},
 		// A job's key is registered after the job, in the same
 		// transaction. Where the database's fence runs, the job's insert
 		// has registered it already (or taken a registration of the same

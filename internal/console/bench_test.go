@@ -91,7 +91,6 @@ func fillAttempts(b testing.TB, raw *sql.DB) {
 // fill writes n jobs in one INSERT … SELECT over a generated sequence.
 func fill(b testing.TB, raw *sql.DB, n int) {
 	b.Helper()
-	const digits = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
 	q := fmt.Sprintf(`INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, state, attempt, lease_until,
 		next_action, next_run_at, provider_refund_id, review_reason, created_at, updated_at)
 	SELECT CONCAT('bench-', s.n), CONCAT('pay-', s.n DIV 2), 1000 + s.n %% 9000, 'EUR', s.state,
@@ -104,7 +103,7 @@ func fill(b testing.TB, raw *sql.DB, n int) {
 			WHEN q.n %% 50 = 2 THEN 'ready' WHEN q.n %% 250 = 3 THEN 'running' ELSE 'succeeded' END AS state
 		FROM (SELECT a.d + 10*b.d + 100*c.d + 1000*d.d + 10000*e.d + 100000*f.d + 1000000*g.d + 1 AS n
 			FROM %[2]s a, %[2]s b, %[2]s c, %[2]s d, %[2]s e, %[2]s f, %[2]s g) q
-		WHERE q.n <= %[1]d) s`, n, digits)
+		WHERE q.n <= %[1]d) s`, n, dbtest.Digits)
 	if _, err := raw.Exec(q); err != nil {
 		b.Fatalf("fill %d jobs: %v", n, err)
 	}

@@ -225,6 +225,11 @@ func Account(t testing.TB, root *sql.DB, db string, grants func(db, account stri
 	return cfg
 }
 
+// Digits is a derived table of the ten digits, column d: cross-joined with
+// itself it generates rows in one INSERT … SELECT, on MariaDB and MySQL
+// alike (no sequence engine, no recursion limit).
+const Digits = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+
 // IsTriggerRefusal reports whether err is the database fence's refusal
 // (SIGNAL SQLSTATE '45000', error 1644) and its message contains want.
 func IsTriggerRefusal(err error, want string) bool {
