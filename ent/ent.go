@@ -16,6 +16,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
+	"github.com/fencekit/fencekit/ent/transcodejob"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -80,6 +81,7 @@ func checkColumn(t, c string) error {
 			refund.Table:           refund.ValidColumn,
 			refundjob.Table:        refundjob.ValidColumn,
 			refundjobattempt.Table: refundjobattempt.ValidColumn,
+			transcodejob.Table:     transcodejob.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

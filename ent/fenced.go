@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/ent/refundjob"
+	"github.com/fencekit/fencekit/ent/transcodejob"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 )
@@ -24,6 +25,25 @@ func fencedNullable(s string) any {
 
 // fencedMaxDelay bounds a reschedule's delay.
 const fencedMaxDelay = 30 * 24 * time.Hour
+
+// FencedTableFence is one fenced table of this package: its name, its
+// database fence (triggers, keys table, archive), the fence's tables (the
+// keys, the archive, the fence's rollout mode) and its archival procedure.
+type FencedTableFence struct {
+	Table, FencesSQL                   string
+	KeysTable, ArchiveTable, ModeTable string
+	ArchiveProcedure                   string
+}
+
+// FencedTables are the fenced tables of this package, in schema order:
+// migdiff writes each one's fence as a migration when it changes, and the
+// migrations' tests check the newest file of each against it.
+var FencedTables = []FencedTableFence{
+	{Table: RefundJobFencedTable, FencesSQL: RefundJobFencesSQL, KeysTable: "refund_jobs_keys", ArchiveTable: "refund_jobs_archive",
+		ModeTable: RefundJobFenceModeTable, ArchiveProcedure: "refund_jobs_archive"},
+	{Table: TranscodeJobFencedTable, FencesSQL: TranscodeJobFencesSQL, KeysTable: "transcode_jobs_keys", ArchiveTable: "transcode_jobs_archive",
+		ModeTable: TranscodeJobFenceModeTable, ArchiveProcedure: "transcode_jobs_archive"},
+}
 
 // RefundJobFencedTable is the table whose rows only the fenced API may
 // write, and the columns of its fence. fencelint reads these constants to
@@ -271,8 +291,8 @@ func (l *RefundJobLease) ClaimedAt() time.Time { return l.claimedAt }
 // claim's row lock.
 func (l *RefundJobLease) Request() RefundJobEnqueue { return l.req }
 
-// ProviderRefundID is the provider's id for the refund, when a provider
-// answer revealed one before this claim; empty otherwise.
+// ProviderRefundID is the provider's id for the request (provider_refund_id), when a
+// provider answer revealed one before this claim; empty otherwise.
 func (l *RefundJobLease) ProviderRefundID() string { return l.providerRef }
 
 // KeyFirstUsedAt is when the idempotency key was first sent (database
@@ -620,7 +640,7 @@ func (c *RefundJobClient) ResolveReconcile(job *RefundJob, note string) *RefundJ
 }
 
 // ResolveRefund is an operator's resolution of a job in manual review back
-// to ready, due now, to send the refund again with the same key: attempt+1.
+// to ready, due now, to send the request again with the same key (refund): attempt+1.
 // It is only correct with recorded proof that the original refund did not
 // happen and cannot take effect later (a definitive provider answer for the
 // same key), never on "not found". proof names that evidence; verify it in
@@ -922,6 +942,877 @@ func (c *RefundJobClient) Enqueue(ctx context.Context, p RefundJobEnqueue, fn fu
 	job, err = c.Get(ctx, id)
 	if err != nil {
 		return nil, true, fmt.Errorf("enqueue refund_jobs %q: read new job %d: %w", key, id, err)
+	}
+	return job, true, nil
+}
+
+// TranscodeJobFencedTable is the table whose rows only the fenced API may
+// write, and the columns of its fence. fencelint reads these constants to
+// recognise TranscodeJob's generic update builders and the fence they need.
+const (
+	TranscodeJobFencedTable        = "transcode_jobs"
+	TranscodeJobFencedStateColumn  = "state"
+	TranscodeJobFencedTokenColumn  = "attempt"
+	TranscodeJobFencedWriterColumn = "writer_attempt"
+	TranscodeJobFencedLeaseColumn  = "lease_until"
+)
+
+// The statements of transcode_jobs. Each UPDATE locks by primary key only,
+// carries `WHERE id AND state AND attempt` and declares the attempt it holds.
+const (
+	fencedTranscodeJobRead               = "SELECT `state`, `attempt`, `encoder_job_id`, `next_action`, `last_error`, `review_reason`, `review_evidence` FROM `transcode_jobs` WHERE `id` = ?"
+	fencedTranscodeJobReadLocked         = "SELECT `state`, `attempt`, `encoder_job_id`, `next_action`, `last_error`, `review_reason`, `review_evidence` FROM `transcode_jobs` WHERE `id` = ? FOR UPDATE"
+	fencedTranscodeJobClaimLock          = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `encoder_job_id`, `job_key`, `source_uri`, `preset`, `duration_ms`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `transcode_jobs` FORCE INDEX (PRIMARY) WHERE `id` = ? FOR UPDATE"
+	fencedTranscodeJobDue                = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `encoder_job_id`, `job_key`, `source_uri`, `preset`, `duration_ms`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `transcode_jobs`, (SELECT TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') AS `fk_scan_now`) `fk_clock` WHERE `state` = 'ready' AND `next_run_at` <= `fk_clock`.`fk_scan_now` ORDER BY `next_run_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED"
+	fencedTranscodeJobDueReconcile       = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `encoder_job_id`, `job_key`, `source_uri`, `preset`, `duration_ms`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `transcode_jobs`, (SELECT TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') AS `fk_scan_now`) `fk_clock` WHERE `state` = 'ready' AND `next_action` = 'reconcile' AND `next_run_at` <= `fk_clock`.`fk_scan_now` ORDER BY `next_run_at`, `id` LIMIT ? FOR UPDATE SKIP LOCKED"
+	fencedTranscodeJobExpired            = "SELECT `id`, `state`, `attempt`, `next_action`, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `next_run_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `lease_until`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `key_first_used_at`), TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `last_send_at`), `encoder_job_id`, `job_key`, `source_uri`, `preset`, `duration_ms`, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED) FROM `transcode_jobs`, (SELECT TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') AS `fk_scan_now`) `fk_clock` WHERE `state` = 'running' AND `lease_until` < `fk_clock`.`fk_scan_now` ORDER BY `lease_until`, `id` LIMIT ? FOR UPDATE SKIP LOCKED"
+	fencedTranscodeJobRegisterKey        = "INSERT INTO `transcode_jobs_keys` (`job_key`, `source_uri`, `preset`, `duration_ms`, `registered_at`, `job_created_at`) SELECT ?, ?, ?, ?, TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM `transcode_jobs_keys` k WHERE k.`job_key` = ? AND k.`source_uri` = ? AND k.`preset` = ? AND k.`duration_ms` = ? AND NOT EXISTS (SELECT 1 FROM `transcode_jobs_archive` a WHERE a.`job_key` = k.`job_key`))"
+	fencedTranscodeJobReadKey            = "SELECT k.`source_uri`, k.`preset`, k.`duration_ms`, EXISTS (SELECT 1 FROM `transcode_jobs_archive` a WHERE a.`job_key` = k.`job_key`) FROM `transcode_jobs_keys` k WHERE k.`job_key` = ?"
+	fencedTranscodeJobInsert             = "INSERT INTO `transcode_jobs` (`job_key`, `source_uri`, `preset`, `duration_ms`, `state`, `attempt`, `next_action`, `next_run_at`, `created_at`, `updated_at`) VALUES (?, ?, ?, ?, 'ready', 0, 'transcode', TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'))"
+	fencedTranscodeJobClaimSend          = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'running', `lease_until` = ?, `next_action` = 'transcode', `key_first_used_at` = COALESCE(`key_first_used_at`, ?), `last_send_at` = ?, `updated_at` = ?, `writer_attempt` = ? WHERE `id` = ? AND `state` = 'ready' AND `attempt` = ?"
+	fencedTranscodeJobClaimReconcile     = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'running', `lease_until` = ?, `next_action` = 'reconcile', `updated_at` = ?, `writer_attempt` = ? WHERE `id` = ? AND `state` = 'ready' AND `attempt` = ?"
+	fencedTranscodeJobTakeover           = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `lease_until` = ?, `next_action` = 'reconcile', `updated_at` = ?, `writer_attempt` = ? WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
+	fencedTranscodeJobComplete           = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `state` = 'succeeded', `encoder_job_id` = ?, `lease_until` = NULL, `last_error` = NULL, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
+	fencedTranscodeJobReschedule         = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `state` = 'ready', `next_action` = ?, `next_run_at` = TIMESTAMPADD(MICROSECOND, ?, TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00')), `lease_until` = NULL, `encoder_job_id` = COALESCE(?, `encoder_job_id`), `last_error` = ?, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
+	fencedTranscodeJobManualReview       = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `state` = 'manual_review', `review_reason` = ?, `review_evidence` = ?, `encoder_job_id` = COALESCE(?, `encoder_job_id`), `lease_until` = NULL, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
+	fencedTranscodeJobFail               = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `state` = 'failed', `last_error` = ?, `encoder_job_id` = COALESCE(?, `encoder_job_id`), `lease_until` = NULL, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'running' AND `attempt` = ?"
+	fencedTranscodeJobWakeUp             = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `next_run_at` = LEAST(`next_run_at`, TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00')), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'ready' AND `attempt` = ?"
+	fencedTranscodeJobResolveSucceeded   = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'succeeded', `encoder_job_id` = ?, `review_evidence` = ?, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'manual_review' AND `attempt` = ?"
+	fencedTranscodeJobResolveReconcile   = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'ready', `next_action` = 'reconcile', `next_run_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `review_evidence` = ?, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'manual_review' AND `attempt` = ?"
+	fencedTranscodeJobResolveRefund      = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'ready', `next_action` = 'transcode', `next_run_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `review_evidence` = ?, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` = ? AND `state` = 'manual_review' AND `attempt` = ?"
+	fencedTranscodeJobClaimSendMany      = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'running', `lease_until` = ?, `next_action` = 'transcode', `key_first_used_at` = COALESCE(`key_first_used_at`, ?), `last_send_at` = ?, `updated_at` = ?, `writer_attempt` = ? WHERE `id` IN (?) AND `state` = 'ready' AND `attempt` = ?"
+	fencedTranscodeJobClaimReconcileMany = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `state` = 'running', `lease_until` = ?, `next_action` = 'reconcile', `updated_at` = ?, `writer_attempt` = ? WHERE `id` IN (?) AND `state` = 'ready' AND `attempt` = ?"
+	fencedTranscodeJobTakeoverMany       = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `attempt` = ?, `lease_until` = ?, `next_action` = 'reconcile', `updated_at` = ?, `writer_attempt` = ? WHERE `id` IN (?) AND `state` = 'running' AND `attempt` = ?"
+	fencedTranscodeJobCompleteMany       = "UPDATE `transcode_jobs` FORCE INDEX (PRIMARY) SET `state` = 'succeeded', `encoder_job_id` = ELT(FIELD(`id`, ?), ?), `lease_until` = NULL, `last_error` = NULL, `updated_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), `writer_attempt` = ? WHERE `id` IN (?) AND `state` = 'running' AND `attempt` = ?"
+)
+
+var fencedTranscodeJob = fencedrt.MustTable(fencedrt.TableSpec{
+	Name:     TranscodeJobFencedTable,
+	Entity:   "TranscodeJob",
+	ID:       "id",
+	State:    TranscodeJobFencedStateColumn,
+	Token:    TranscodeJobFencedTokenColumn,
+	Writer:   TranscodeJobFencedWriterColumn,
+	Compared: []string{"encoder_job_id", "next_action", "last_error", "review_reason", "review_evidence"},
+	Request:  []string{"job_key", "source_uri", "preset", "duration_ms"},
+	Send:     "transcode",
+	Stmts: map[fencedrt.Op]fencedrt.Stmt{
+		fencedrt.OpRead: {
+			SQL:    fencedTranscodeJobRead,
+			Params: []fencedrt.Param{fencedrt.ParamID},
+		},
+		fencedrt.OpReadLocked: {
+			SQL:    fencedTranscodeJobReadLocked,
+			Params: []fencedrt.Param{fencedrt.ParamID},
+		},
+		fencedrt.OpClaimLock: {
+			SQL:    fencedTranscodeJobClaimLock,
+			Params: []fencedrt.Param{fencedrt.ParamID},
+		},
+		fencedrt.OpDue: {
+			SQL:    fencedTranscodeJobDue,
+			Params: []fencedrt.Param{fencedrt.ParamLimit},
+		},
+		fencedrt.OpDueReconcile: {
+			SQL:    fencedTranscodeJobDueReconcile,
+			Params: []fencedrt.Param{fencedrt.ParamLimit},
+		},
+		fencedrt.OpExpired: {
+			SQL:    fencedTranscodeJobExpired,
+			Params: []fencedrt.Param{fencedrt.ParamLimit},
+		},
+		fencedrt.OpRegisterKey: {
+			SQL:    fencedTranscodeJobRegisterKey,
+			Params: []fencedrt.Param{fencedrt.RequestParam("job_key"), fencedrt.RequestParam("source_uri"), fencedrt.RequestParam("preset"), fencedrt.RequestParam("duration_ms"), fencedrt.RequestParam("job_key"), fencedrt.RequestParam("source_uri"), fencedrt.RequestParam("preset"), fencedrt.RequestParam("duration_ms")},
+		},
+		fencedrt.OpReadKey: {
+			SQL:    fencedTranscodeJobReadKey,
+			Params: []fencedrt.Param{fencedrt.ParamKey},
+		},
+		fencedrt.OpInsert: {
+			SQL:    fencedTranscodeJobInsert,
+			Params: []fencedrt.Param{fencedrt.RequestParam("job_key"), fencedrt.RequestParam("source_uri"), fencedrt.RequestParam("preset"), fencedrt.RequestParam("duration_ms")},
+		},
+		fencedrt.OpClaimSend: {
+			SQL:    fencedTranscodeJobClaimSend,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamLeaseUntil, fencedrt.ParamNow, fencedrt.ParamNow, fencedrt.ParamNow, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpClaimReconcile: {
+			SQL:    fencedTranscodeJobClaimReconcile,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamLeaseUntil, fencedrt.ParamNow, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpTakeover: {
+			SQL:    fencedTranscodeJobTakeover,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamLeaseUntil, fencedrt.ParamNow, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpComplete: {
+			SQL:    fencedTranscodeJobComplete,
+			Params: []fencedrt.Param{fencedrt.ParamProviderRef, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "encoder_job_id", Param: fencedrt.ParamProviderRef},
+			},
+		},
+		fencedrt.OpReschedule: {
+			SQL:    fencedTranscodeJobReschedule,
+			Params: []fencedrt.Param{fencedrt.ParamNextAction, fencedrt.ParamDelay, fencedrt.ParamProviderRef, fencedrt.ParamLastError, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "next_action", Param: fencedrt.ParamNextAction},
+				{Column: "encoder_job_id", Param: fencedrt.ParamProviderRef, OrKeep: true},
+				{Column: "last_error", Param: fencedrt.ParamLastError},
+			},
+		},
+		fencedrt.OpManualReview: {
+			SQL:    fencedTranscodeJobManualReview,
+			Params: []fencedrt.Param{fencedrt.ParamReason, fencedrt.ParamEvidence, fencedrt.ParamProviderRef, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "review_reason", Param: fencedrt.ParamReason},
+				{Column: "review_evidence", Param: fencedrt.ParamEvidence},
+				{Column: "encoder_job_id", Param: fencedrt.ParamProviderRef, OrKeep: true},
+			},
+		},
+		fencedrt.OpFail: {
+			SQL:    fencedTranscodeJobFail,
+			Params: []fencedrt.Param{fencedrt.ParamLastError, fencedrt.ParamProviderRef, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "last_error", Param: fencedrt.ParamLastError},
+				{Column: "encoder_job_id", Param: fencedrt.ParamProviderRef, OrKeep: true},
+			},
+		},
+		fencedrt.OpWakeUp: {
+			SQL:    fencedTranscodeJobWakeUp,
+			Params: []fencedrt.Param{fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpResolveSucceeded: {
+			SQL:    fencedTranscodeJobResolveSucceeded,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamProviderRef, fencedrt.ParamEvidence, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "encoder_job_id", Param: fencedrt.ParamProviderRef},
+				{Column: "review_evidence", Param: fencedrt.ParamEvidence},
+			},
+		},
+		fencedrt.OpResolveReconcile: {
+			SQL:    fencedTranscodeJobResolveReconcile,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamEvidence, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "next_action", Literal: "reconcile"},
+				{Column: "review_evidence", Param: fencedrt.ParamEvidence},
+			},
+		},
+		fencedrt.OpResolveRefund: {
+			SQL:    fencedTranscodeJobResolveRefund,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamEvidence, fencedrt.ParamWriter, fencedrt.ParamID, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "next_action", Literal: "transcode"},
+				{Column: "review_evidence", Param: fencedrt.ParamEvidence},
+			},
+		},
+		fencedrt.OpClaimSendMany: {
+			SQL:    fencedTranscodeJobClaimSendMany,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamLeaseUntil, fencedrt.ParamNow, fencedrt.ParamNow, fencedrt.ParamNow, fencedrt.ParamWriter, fencedrt.ParamIDs, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpClaimReconcileMany: {
+			SQL:    fencedTranscodeJobClaimReconcileMany,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamLeaseUntil, fencedrt.ParamNow, fencedrt.ParamWriter, fencedrt.ParamIDs, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpTakeoverMany: {
+			SQL:    fencedTranscodeJobTakeoverMany,
+			Params: []fencedrt.Param{fencedrt.ParamNewAttempt, fencedrt.ParamLeaseUntil, fencedrt.ParamNow, fencedrt.ParamWriter, fencedrt.ParamIDs, fencedrt.ParamAttempt},
+		},
+		fencedrt.OpCompleteMany: {
+			SQL:    fencedTranscodeJobCompleteMany,
+			Params: []fencedrt.Param{fencedrt.ParamIDs, fencedrt.Each(fencedrt.ParamProviderRef), fencedrt.ParamWriter, fencedrt.ParamIDs, fencedrt.ParamAttempt},
+			Sets: []fencedrt.Set{
+				{Column: "encoder_job_id", Param: fencedrt.ParamProviderRef},
+			},
+		},
+	},
+})
+
+// TranscodeJobFencesSQL is the database fence of transcode_jobs (triggers,
+// the keys table, the archival procedure), generated from the same
+// annotation as the statements above. A migration file carries it; see
+// docs/migrations.md.
+const TranscodeJobFencesSQL = "-- The database fence of `transcode_jobs`, generated by fencedwrite/entext from the Fenced\n-- annotation of TranscodeJob: do not edit; change the annotation and run\n-- `go generate ./ent/... && go run ./internal/cmd/migdiff -fences <name>`.\n-- It replaces every trigger and procedure of earlier versions.\n--\n-- The rules, enforced whoever writes, in any language:\n--   1. A key is registered in `transcode_jobs_keys` only together with its job (by the\n--      job's insert, never alone), and takes one job, ever: archiving a job\n--      keeps its key, so a re-delivered request is never a second job. A\n--      registration left without any job (written alone before this rule)\n--      is taken by the job of the same request. A job is born ready at\n--      attempt 0, holding no lease.\n--   2. Every UPDATE declares the attempt it holds in `writer_attempt`; it must equal\n--      the row's attempt, and is cleared afterwards.\n--   3. Only the moves of the state machine are allowed, each with its attempt\n--      rule: claim ready -> running (+1, due), takeover running -> running (+1,\n--      lease expired, reconcile), complete / reschedule / manual review / fail\n--      from running (same attempt), wake-up ready -> ready (same attempt, only\n--      sooner), operator resolution manual_review -> succeeded | ready (+1).\n--   4. succeeded and failed rows never change again, in any column.\n--   5. The request's identity and parameters never change. Text is compared\n--      byte for byte (CAST(… AS BINARY)): utf8mb4_bin pads with spaces, so\n--      'k' = 'k ' in the tables' collation, and a key with a trailing space\n--      is another idempotency key at the provider. The same holds for the\n--      columns a write may not change and for every lookup of a request.\n--   6. `key_first_used_at` is set once, by a claim that sends, never moved; `last_send_at`\n--      only moves forward, by a claim that sends. Neither lies in the future.\n--   7. Rows are deleted only through CALL transcode_jobs_archive(cutoff): terminal, last\n--      changed over 30 days ago, and copied to `transcode_jobs_archive` first.\n--   8. Times the fence relies on (`updated_at`, `created_at`, leases, due times) are\n--      checked or stamped on the server's real clock: SET timestamp moves nothing.\n--   9. Every read of another row is a locking read (LOCK IN SHARE MODE, which\n--      MySQL 8 and MariaDB both accept): it waits for that row's writer and\n--      sees what was committed, whatever isolation level the session chose\n--      (InnoDB does not lock the reads of an UPDATE, INSERT … SELECT or\n--      REPLACE … SELECT under READ UNCOMMITTED and READ COMMITTED by itself).\n--  10. The job table's rules (born ready, one key, the moves of an UPDATE, no\n--      delete) run in one of two modes, kept in `transcode_jobs_fence_mode`: enforce\n--      (the default, and the only mode of a new database) refuses the write;\n--      observe, for the weeks of adopting a live table, lets the write through\n--      and records who wrote what and which rule it broke in\n--      `transcode_jobs_fence_violations`, append-only. A write that breaks no rule never reads\n--      the mode. Only the migration account changes it, and every change is\n--      recorded in `transcode_jobs_fence_mode_changes`. Fenced writers are fenced by their\n--      WHERE clause in both modes.\n\nCREATE TABLE IF NOT EXISTS `transcode_jobs_keys` (\n  `job_key` varchar(128) NOT NULL,\n  `source_uri` varchar(512) NOT NULL,\n  `preset` varchar(128) NOT NULL,\n  `duration_ms` bigint NOT NULL,\n  `registered_at` datetime(6) NOT NULL,\n  `job_created_at` datetime(6) NULL,\n  PRIMARY KEY (`job_key`)\n) CHARSET utf8mb4 COLLATE utf8mb4_bin;\n\nCREATE TABLE IF NOT EXISTS `transcode_jobs_archive` LIKE `transcode_jobs`;\n\n-- Every key already enqueued or archived stays known.\nINSERT INTO `transcode_jobs_keys` (`job_key`, `source_uri`, `preset`, `duration_ms`, `registered_at`, `job_created_at`)\n  SELECT j.`job_key`, j.`source_uri`, j.`preset`, j.`duration_ms`, j.`created_at`, j.`created_at` FROM `transcode_jobs` j\n  WHERE NOT EXISTS (SELECT 1 FROM `transcode_jobs_keys` k WHERE k.`job_key` = j.`job_key`);\nINSERT INTO `transcode_jobs_keys` (`job_key`, `source_uri`, `preset`, `duration_ms`, `registered_at`, `job_created_at`)\n  SELECT j.`job_key`, j.`source_uri`, j.`preset`, j.`duration_ms`, j.`created_at`, j.`created_at` FROM `transcode_jobs_archive` j\n  WHERE NOT EXISTS (SELECT 1 FROM `transcode_jobs_keys` k WHERE k.`job_key` = j.`job_key`);\n\nDROP TRIGGER IF EXISTS `transcode_jobs_born_ready`;\nDROP TRIGGER IF EXISTS `transcode_jobs_register_key`;\nDROP TRIGGER IF EXISTS `transcode_jobs_fence`;\nDROP TRIGGER IF EXISTS `transcode_jobs_no_delete`;\nDROP PROCEDURE IF EXISTS `transcode_jobs_archive`;\nDROP TRIGGER IF EXISTS `transcode_jobs_keys_registered`;\nDROP TRIGGER IF EXISTS `transcode_jobs_keys_bind_once`;\nDROP TRIGGER IF EXISTS `transcode_jobs_keys_never_change`;\nDROP TRIGGER IF EXISTS `transcode_jobs_keys_no_delete`;\nDROP TRIGGER IF EXISTS `transcode_jobs_archive_only_old_terminal`;\nDROP TRIGGER IF EXISTS `transcode_jobs_archive_no_update`;\nDROP TRIGGER IF EXISTS `transcode_jobs_archive_no_delete`;\nDROP PROCEDURE IF EXISTS `transcode_jobs_fence_refuse`;\nDROP TRIGGER IF EXISTS `transcode_jobs_fence_mode_audited`;\nDROP TRIGGER IF EXISTS `transcode_jobs_fence_mode_recorded`;\nDROP TRIGGER IF EXISTS `transcode_jobs_fence_mode_no_delete`;\nDROP TRIGGER IF EXISTS `transcode_jobs_fence_mode_changes_append_only`;\nDROP TRIGGER IF EXISTS `transcode_jobs_fence_mode_changes_no_delete`;\nDROP TRIGGER IF EXISTS `transcode_jobs_fence_violations_append_only`;\nDROP TRIGGER IF EXISTS `transcode_jobs_fence_violations_no_delete`;\n\n-- The fence's mode (rule 10): one row, born enforce.\nCREATE TABLE IF NOT EXISTS `transcode_jobs_fence_mode` (\n  `id` tinyint NOT NULL,\n  `mode` enum('enforce','observe') NOT NULL,\n  `reason` varchar(255) NOT NULL,\n  `changed_at` datetime(6) NOT NULL,\n  PRIMARY KEY (`id`)\n) CHARSET utf8mb4 COLLATE utf8mb4_bin;\nINSERT IGNORE INTO `transcode_jobs_fence_mode` (`id`, `mode`, `reason`, `changed_at`) VALUES (1, 'enforce', 'the fence is born enforcing', TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'));\n\n-- Every change of the mode, append-only.\nCREATE TABLE IF NOT EXISTS `transcode_jobs_fence_mode_changes` (\n  `id` bigint NOT NULL AUTO_INCREMENT,\n  `changed_at` datetime(6) NOT NULL,\n  `from_mode` varchar(16) NOT NULL,\n  `to_mode` varchar(16) NOT NULL,\n  `reason` varchar(255) NOT NULL,\n  `account` varchar(288) NOT NULL,\n  `connection_id` bigint NOT NULL,\n  PRIMARY KEY (`id`)\n) CHARSET utf8mb4 COLLATE utf8mb4_bin;\n\n-- The writes the fence let through in observe mode, append-only: who wrote\n-- (the account as it connected, its connection, the program name it sent in\n-- its connection attributes, when performance_schema is on), what (the\n-- statement, the row, its state and attempt before and after, the attempt it\n-- declared) and the rule it broke.\nCREATE TABLE IF NOT EXISTS `transcode_jobs_fence_violations` (\n  `id` bigint NOT NULL AUTO_INCREMENT,\n  `observed_at` datetime(6) NOT NULL,\n  `operation` enum('insert','update','delete') NOT NULL,\n  `row_id` bigint NULL,\n  `rule` varchar(255) NOT NULL,\n  `old_state` varchar(32) NULL,\n  `new_state` varchar(32) NULL,\n  `old_attempt` bigint NULL,\n  `new_attempt` bigint NULL,\n  `declared_attempt` bigint NULL,\n  `changed_columns` varchar(1024) NULL,\n  `account` varchar(288) NOT NULL,\n  `connection_id` bigint NOT NULL,\n  `program_name` varchar(255) NULL,\n  `statement` text NULL,\n  PRIMARY KEY (`id`),\n  KEY `observed_at` (`observed_at`)\n) CHARSET utf8mb4 COLLATE utf8mb4_bin;\n\nDELIMITER //\n\n-- What every rule of the job table does when a write breaks it: in enforce\n-- mode, refuse it (SQLSTATE 45000, error 1644; 23000 with errno 1062 for a\n-- key taken before); in observe mode, record it and let it through. It\n-- reads the mode only then, so a write that breaks no rule pays nothing.\nCREATE PROCEDURE `transcode_jobs_fence_refuse`(IN op VARCHAR(6), IN row_id BIGINT, IN rule VARCHAR(255), IN errno INT,\n                               IN old_state VARCHAR(32), IN new_state VARCHAR(32),\n                               IN old_attempt BIGINT, IN new_attempt BIGINT, IN declared BIGINT, IN changed VARCHAR(1024))\nBEGIN\n  DECLARE m VARCHAR(16) DEFAULT 'enforce';\n  DECLARE prog VARCHAR(255) DEFAULT NULL;\n  DECLARE stmt TEXT DEFAULT NULL;\n  BEGIN\n    DECLARE CONTINUE HANDLER FOR NOT FOUND SET m = 'enforce';\n    SELECT `mode` INTO m FROM `transcode_jobs_fence_mode` WHERE `id` = 1 LOCK IN SHARE MODE;\n  END;\n  IF m <> 'observe' THEN\n    IF errno = 1062 THEN\n      SIGNAL SQLSTATE '23000' SET MYSQL_ERRNO = 1062, MESSAGE_TEXT = rule;\n    END IF;\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = rule;\n  END IF;\n  -- Who wrote, as far as the server knows: the program name its client sent\n  -- and the statement it runs (the outermost), both from performance_schema,\n  -- which MySQL 8 keeps on and MariaDB off by default (docs/adopting.md);\n  -- without it they stay NULL, and the account, the connection and the\n  -- columns the write changed still say who and what.\n  BEGIN\n    DECLARE CONTINUE HANDLER FOR SQLEXCEPTION SET prog = NULL;\n    SELECT LEFT(ATTR_VALUE, 255) INTO prog FROM performance_schema.session_connect_attrs\n      WHERE PROCESSLIST_ID = CONNECTION_ID() AND ATTR_NAME = 'program_name' LIMIT 1;\n  END;\n  BEGIN\n    DECLARE CONTINUE HANDLER FOR SQLEXCEPTION SET stmt = NULL;\n    -- A prepared statement's execution shows no text: the statement the\n    -- session prepared last stands for it.\n    SELECT LEFT(COALESCE(s.SQL_TEXT, (SELECT p.SQL_TEXT FROM performance_schema.prepared_statements_instances p\n                                      WHERE p.OWNER_THREAD_ID = s.THREAD_ID ORDER BY p.OWNER_EVENT_ID DESC LIMIT 1)), 4096)\n      INTO stmt FROM performance_schema.events_statements_current s\n      JOIN performance_schema.threads th ON th.THREAD_ID = s.THREAD_ID\n      WHERE th.PROCESSLIST_ID = CONNECTION_ID() AND s.NESTING_EVENT_LEVEL = 0 LIMIT 1;\n  END;\n  INSERT INTO `transcode_jobs_fence_violations` (`observed_at`, `operation`, `row_id`, `rule`, `old_state`, `new_state`, `old_attempt`, `new_attempt`, `declared_attempt`, `changed_columns`, `account`, `connection_id`, `program_name`, `statement`)\n    VALUES (TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00'), op, row_id, rule, old_state, new_state, old_attempt, new_attempt, declared, changed, USER(), CONNECTION_ID(), prog, stmt);\nEND//\n\n-- The mode changes with a reason, and only between the two modes; the\n-- change is recorded whoever makes it.\nCREATE TRIGGER `transcode_jobs_fence_mode_audited` BEFORE UPDATE ON `transcode_jobs_fence_mode` FOR EACH ROW\nBEGIN\n  IF NEW.`id` <> 1 OR NEW.`reason` = '' OR NEW.`reason` <=> OLD.`reason` THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_fence_mode: a change of mode gives a new reason';\n  END IF;\n  SET NEW.`changed_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00');\nEND//\n\nCREATE TRIGGER `transcode_jobs_fence_mode_recorded` AFTER UPDATE ON `transcode_jobs_fence_mode` FOR EACH ROW\nBEGIN\n  INSERT INTO `transcode_jobs_fence_mode_changes` (`changed_at`, `from_mode`, `to_mode`, `reason`, `account`, `connection_id`)\n    VALUES (NEW.`changed_at`, OLD.`mode`, NEW.`mode`, NEW.`reason`, USER(), CONNECTION_ID());\nEND//\n\nCREATE TRIGGER `transcode_jobs_fence_mode_no_delete` BEFORE DELETE ON `transcode_jobs_fence_mode` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_fence_mode: the mode is changed, never deleted';\nEND//\n\nCREATE TRIGGER `transcode_jobs_fence_mode_changes_append_only` BEFORE UPDATE ON `transcode_jobs_fence_mode_changes` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_fence_mode_changes: the record of mode changes is append-only';\nEND//\n\nCREATE TRIGGER `transcode_jobs_fence_mode_changes_no_delete` BEFORE DELETE ON `transcode_jobs_fence_mode_changes` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_fence_mode_changes: the record of mode changes is append-only';\nEND//\n\nCREATE TRIGGER `transcode_jobs_fence_violations_append_only` BEFORE UPDATE ON `transcode_jobs_fence_violations` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_fence_violations: the record of violations is append-only';\nEND//\n\nCREATE TRIGGER `transcode_jobs_fence_violations_no_delete` BEFORE DELETE ON `transcode_jobs_fence_violations` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_fence_violations: the record of violations is append-only';\nEND//\n\n-- A key is registered only while its job exists with the same request (in\n-- the job table, or archived): the job's insert registers it.\nCREATE TRIGGER `transcode_jobs_keys_registered` BEFORE INSERT ON `transcode_jobs_keys` FOR EACH ROW\nBEGIN\n  DECLARE now DATETIME(6) DEFAULT TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00');\n  IF NOT EXISTS (SELECT 1 FROM `transcode_jobs` j WHERE j.`job_key` = NEW.`job_key` AND CAST(j.`job_key` AS BINARY) = CAST(NEW.`job_key` AS BINARY) AND j.`source_uri` = NEW.`source_uri` AND CAST(j.`source_uri` AS BINARY) = CAST(NEW.`source_uri` AS BINARY) AND j.`preset` = NEW.`preset` AND CAST(j.`preset` AS BINARY) = CAST(NEW.`preset` AS BINARY) AND j.`duration_ms` = NEW.`duration_ms` LOCK IN SHARE MODE)\n     AND NOT EXISTS (SELECT 1 FROM `transcode_jobs_archive` a WHERE a.`job_key` = NEW.`job_key` AND CAST(a.`job_key` AS BINARY) = CAST(NEW.`job_key` AS BINARY) AND a.`source_uri` = NEW.`source_uri` AND CAST(a.`source_uri` AS BINARY) = CAST(NEW.`source_uri` AS BINARY) AND a.`preset` = NEW.`preset` AND CAST(a.`preset` AS BINARY) = CAST(NEW.`preset` AS BINARY) AND a.`duration_ms` = NEW.`duration_ms` LOCK IN SHARE MODE) THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_keys: a key is registered only together with its job';\n  END IF;\n  SET NEW.`registered_at` = now, NEW.`job_created_at` = now;\nEND//\n\nCREATE TRIGGER `transcode_jobs_keys_never_change` BEFORE UPDATE ON `transcode_jobs_keys` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_keys: a registered key never changes and takes one job, ever';\nEND//\n\nCREATE TRIGGER `transcode_jobs_keys_no_delete` BEFORE DELETE ON `transcode_jobs_keys` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_keys: a key once enqueued stays known for ever';\nEND//\n\nCREATE TRIGGER `transcode_jobs_born_ready` BEFORE INSERT ON `transcode_jobs` FOR EACH ROW\nBEGIN\n  DECLARE now DATETIME(6) DEFAULT TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00');\n  IF NEW.`state` <> 'ready' OR NEW.`attempt` <> 0 THEN\n    CALL `transcode_jobs_fence_refuse`('insert', NEW.`id`, 'transcode_jobs: a job is born ready at attempt 0', 0, NULL, NEW.`state`, NULL, NEW.`attempt`, NEW.`writer_attempt`, NULL);\n  END IF;\n  IF NEW.`writer_attempt` IS NOT NULL OR NEW.`lease_until` IS NOT NULL OR NEW.`key_first_used_at` IS NOT NULL OR NEW.`last_send_at` IS NOT NULL THEN\n    CALL `transcode_jobs_fence_refuse`('insert', NEW.`id`, 'transcode_jobs: a new job holds no lease, declares no writer and has sent nothing', 0, NULL, NEW.`state`, NULL, NEW.`attempt`, NEW.`writer_attempt`, NULL);\n  END IF;\n  SET NEW.`created_at` = now, NEW.`updated_at` = now;\nEND//\n\n-- A job registers its key as it is inserted: AFTER INSERT, which the update\n-- half of an INSERT … ON DUPLICATE KEY UPDATE never fires. A key registered\n-- before is refused (error 1062, a duplicate key), unless its registration\n-- holds this very request and no job took it: a registration left alone\n-- from before this rule, which the job takes.\nCREATE TRIGGER `transcode_jobs_register_key` AFTER INSERT ON `transcode_jobs` FOR EACH ROW\nBEGIN\n  DECLARE known BOOLEAN DEFAULT FALSE;\n  BEGIN\n    DECLARE CONTINUE HANDLER FOR 1062 SET known = TRUE;\n    INSERT INTO `transcode_jobs_keys` (`job_key`, `source_uri`, `preset`, `duration_ms`, `registered_at`) VALUES (NEW.`job_key`, NEW.`source_uri`, NEW.`preset`, NEW.`duration_ms`, NEW.`created_at`);\n  END;\n  IF known AND (NOT EXISTS (SELECT 1 FROM `transcode_jobs_keys` k WHERE k.`job_key` = NEW.`job_key` AND CAST(k.`job_key` AS BINARY) = CAST(NEW.`job_key` AS BINARY) AND k.`source_uri` = NEW.`source_uri` AND CAST(k.`source_uri` AS BINARY) = CAST(NEW.`source_uri` AS BINARY) AND k.`preset` = NEW.`preset` AND CAST(k.`preset` AS BINARY) = CAST(NEW.`preset` AS BINARY) AND k.`duration_ms` = NEW.`duration_ms` LOCK IN SHARE MODE)\n                OR EXISTS (SELECT 1 FROM `transcode_jobs_archive` a WHERE a.`job_key` = NEW.`job_key` LOCK IN SHARE MODE)) THEN\n    CALL `transcode_jobs_fence_refuse`('insert', NEW.`id`, 'transcode_jobs: a key takes one job, ever (archived or not)', 1062, NULL, NEW.`state`, NULL, NEW.`attempt`, NEW.`writer_attempt`, NULL);\n  END IF;\nEND//\n\n-- Every UPDATE: the first rule it breaks, if any, is refused (enforce) or\n-- recorded with the columns the write changed (observe). The messages are\n-- built only for a write that breaks a rule.\n--\n-- The moves a fenced writer makes by the thousand (a claim that sends, a\n-- claim of a reconcile, leaving running) are checked first by one\n-- expression, in a session on UTC (time_zone '+00:00', as the fenced layer\n-- sets it; SYSDATE(6) is then the real clock in UTC, read once; the zone's\n-- name compared byte for byte, as its collation pads with spaces and a\n-- named zone loaded as '+00:00' and set as '+00:00 ' is no offset): every rule\n-- the checks below apply to that move, written as one condition. A NULL\n-- anywhere, another time zone or any other move makes the condition false,\n-- never true, and the checks below decide, rule by rule, with their\n-- messages: the fast path only ever accepts what they accept.\nCREATE TRIGGER `transcode_jobs_fence` BEFORE UPDATE ON `transcode_jobs` FOR EACH ROW\nmain: BEGIN\n  DECLARE utc DATETIME(6) DEFAULT IF(BINARY @@session.time_zone = '+00:00', SYSDATE(6), NULL);\n  IF utc IS NOT NULL AND NEW.`writer_attempt` = OLD.`attempt`\n     AND NEW.`id` <=> OLD.`id` AND CAST(NEW.`job_key` AS BINARY) <=> CAST(OLD.`job_key` AS BINARY) AND CAST(NEW.`source_uri` AS BINARY) <=> CAST(OLD.`source_uri` AS BINARY) AND CAST(NEW.`preset` AS BINARY) <=> CAST(OLD.`preset` AS BINARY) AND NEW.`duration_ms` <=> OLD.`duration_ms` AND NEW.`created_at` <=> OLD.`created_at`\n     AND ((OLD.`state` = 'ready' AND NEW.`state` = 'running' AND NEW.`attempt` = OLD.`attempt` + 1\n           AND OLD.`next_run_at` <= utc AND NEW.`lease_until` IS NOT NULL\n           AND ((NEW.`next_action` = 'transcode' AND OLD.`next_action` = 'transcode'\n                 AND NEW.`last_send_at` IS NOT NULL AND NEW.`last_send_at` <= utc + INTERVAL 1 SECOND\n                 AND (OLD.`last_send_at` IS NULL OR NEW.`last_send_at` > OLD.`last_send_at`)\n                 AND ((OLD.`key_first_used_at` IS NULL AND NEW.`key_first_used_at` IS NOT NULL AND NEW.`key_first_used_at` <= utc + INTERVAL 1 SECOND)\n                      OR (OLD.`key_first_used_at` IS NOT NULL AND NEW.`key_first_used_at` = OLD.`key_first_used_at`)))\n                OR (NEW.`next_action` = 'reconcile' AND OLD.`next_action` = 'reconcile'\n                    AND NEW.`key_first_used_at` <=> OLD.`key_first_used_at` AND NEW.`last_send_at` <=> OLD.`last_send_at`)))\n          OR (OLD.`state` = 'running' AND NEW.`state` IN ('succeeded', 'ready', 'manual_review', 'failed')\n              AND NEW.`attempt` = OLD.`attempt` AND NEW.`lease_until` IS NULL\n              AND (NEW.`state` <> 'succeeded' OR NEW.`encoder_job_id` IS NOT NULL)\n              AND NEW.`key_first_used_at` <=> OLD.`key_first_used_at` AND NEW.`last_send_at` <=> OLD.`last_send_at`)) THEN\n    SET NEW.`writer_attempt` = NULL, NEW.`updated_at` = utc;\n    LEAVE main;\n  END IF;\n  BEGIN\n  DECLARE now DATETIME(6) DEFAULT TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00');\n  DECLARE msg VARCHAR(255) DEFAULT NULL;\n  DECLARE rule VARCHAR(128) DEFAULT NULL;\n  DECLARE sends BOOLEAN DEFAULT OLD.`state` = 'ready' AND NEW.`state` = 'running' AND NEW.`next_action` = 'transcode';\n  IF @@session.time_zone <> 'SYSTEM' AND @@session.time_zone NOT REGEXP '^[+-][0-9]{1,2}:[0-9]{2}$' THEN\n    SET msg = 'transcode_jobs: the fence needs time_zone SYSTEM or a numeric offset: named zones repeat an hour';\n  ELSEIF OLD.`state` IN ('succeeded', 'failed') THEN\n    SET msg = CONCAT('transcode_jobs#', OLD.`id`, ': ', OLD.`state`, ' is terminal and never changes');\n  ELSEIF NEW.`writer_attempt` IS NULL THEN\n    SET msg = CONCAT('transcode_jobs#', OLD.`id`, ': an UPDATE must declare the attempt it holds: SET writer_attempt = ', OLD.`attempt`);\n  ELSEIF NEW.`writer_attempt` <> OLD.`attempt` THEN\n    SET msg = CONCAT('transcode_jobs#', OLD.`id`, ': stale writer declares attempt ', NEW.`writer_attempt`, ', row is at ', OLD.`attempt`);\n  ELSEIF NOT (NEW.`id` <=> OLD.`id` AND CAST(NEW.`job_key` AS BINARY) <=> CAST(OLD.`job_key` AS BINARY) AND CAST(NEW.`source_uri` AS BINARY) <=> CAST(OLD.`source_uri` AS BINARY) AND CAST(NEW.`preset` AS BINARY) <=> CAST(OLD.`preset` AS BINARY) AND NEW.`duration_ms` <=> OLD.`duration_ms` AND NEW.`created_at` <=> OLD.`created_at`) THEN\n    SET msg = CONCAT('transcode_jobs#', OLD.`id`, ': the id, the request and its creation time never change');\n  ELSEIF NEW.`attempt` <> OLD.`attempt` AND NEW.`attempt` <> OLD.`attempt` + 1 THEN\n    SET msg = CONCAT('transcode_jobs#', OLD.`id`, ': attempt may only stay or grow by one, not go ', OLD.`attempt`, ' -> ', NEW.`attempt`);\n  ELSE\n    IF OLD.`state` = 'ready' AND NEW.`state` = 'running' THEN\n      IF NEW.`attempt` <> OLD.`attempt` + 1 THEN\n        SET rule = 'a claim takes attempt+1';\n      ELSEIF NOT (OLD.`next_run_at` <= now) THEN\n        SET rule = 'a claim needs a due job (database clock)';\n      ELSEIF NEW.`lease_until` IS NULL THEN\n        SET rule = 'a claim holds a lease';\n      ELSEIF OLD.`next_action` = 'reconcile' AND NEW.`next_action` <> 'reconcile' THEN\n        SET rule = 'a claim never turns a reconcile into a send';\n      ELSEIF sends AND (NEW.`key_first_used_at` IS NULL OR NEW.`last_send_at` IS NULL OR NEW.`last_send_at` <=> OLD.`last_send_at`) THEN\n        SET rule = 'a claim that sends records the key''s first use and the send';\n      END IF;\n    ELSEIF OLD.`state` = 'running' AND NEW.`state` = 'running' THEN\n      IF NEW.`attempt` <> OLD.`attempt` + 1 THEN\n        SET rule = 'only a takeover stays running, with attempt+1';\n      ELSEIF NOT (OLD.`lease_until` < now) THEN\n        SET rule = 'a takeover needs a lease expired by the database clock';\n      ELSEIF NEW.`next_action` <> 'reconcile' OR NEW.`lease_until` IS NULL THEN\n        SET rule = 'a takeover holds a new lease and reconciles';\n      END IF;\n    ELSEIF OLD.`state` = 'running' AND NEW.`state` IN ('succeeded', 'ready', 'manual_review', 'failed') THEN\n      IF NEW.`attempt` <> OLD.`attempt` THEN\n        SET rule = 'complete, reschedule, manual review and fail keep the attempt';\n      ELSEIF NEW.`lease_until` IS NOT NULL THEN\n        SET rule = 'leaving running gives the lease up';\n      ELSEIF NEW.`state` = 'succeeded' AND NEW.`encoder_job_id` IS NULL THEN\n        SET rule = 'success needs the encoder job id';\n      END IF;\n    ELSEIF OLD.`state` = 'ready' AND NEW.`state` = 'ready' THEN\n      IF NEW.`attempt` <> OLD.`attempt` OR NEW.`next_run_at` > OLD.`next_run_at`\n         OR NOT (NEW.`next_action` <=> OLD.`next_action` AND NEW.`lease_until` <=> OLD.`lease_until` AND CAST(NEW.`encoder_job_id` AS BINARY) <=> CAST(OLD.`encoder_job_id` AS BINARY)\n                 AND CAST(NEW.`last_error` AS BINARY) <=> CAST(OLD.`last_error` AS BINARY) AND CAST(NEW.`review_reason` AS BINARY) <=> CAST(OLD.`review_reason` AS BINARY) AND CAST(NEW.`review_evidence` AS BINARY) <=> CAST(OLD.`review_evidence` AS BINARY)) THEN\n        SET rule = 'a wake-up only makes a job due sooner';\n      END IF;\n    ELSEIF OLD.`state` = 'manual_review' AND NEW.`state` IN ('succeeded', 'ready') THEN\n      IF NEW.`attempt` <> OLD.`attempt` + 1 THEN\n        SET rule = 'an operator resolution takes attempt+1';\n      ELSEIF NEW.`review_evidence` IS NULL OR NEW.`lease_until` IS NOT NULL THEN\n        SET rule = 'an operator resolution records its evidence and holds no lease';\n      ELSEIF NEW.`state` = 'succeeded' AND NEW.`encoder_job_id` IS NULL THEN\n        SET rule = 'success needs the encoder job id';\n      END IF;\n    ELSE\n      SET rule = 'not a move of the state machine';\n    END IF;\n    IF rule IS NOT NULL THEN\n      SET msg = CONCAT('transcode_jobs#', OLD.`id`, ': ', OLD.`state`, ' -> ', NEW.`state`, ': ', rule);\n    ELSEIF NOT (NEW.`key_first_used_at` <=> OLD.`key_first_used_at`)\n       AND (OLD.`key_first_used_at` IS NOT NULL OR NOT sends OR NEW.`key_first_used_at` > now + INTERVAL 1 SECOND) THEN\n      SET msg = CONCAT('transcode_jobs#', OLD.`id`, ': key_first_used_at is set once, by a claim that sends, never in the future');\n    ELSEIF NOT (NEW.`last_send_at` <=> OLD.`last_send_at`)\n       AND (NOT sends OR NEW.`last_send_at` > now + INTERVAL 1 SECOND OR NEW.`last_send_at` < OLD.`last_send_at`) THEN\n      SET msg = CONCAT('transcode_jobs#', OLD.`id`, ': last_send_at moves forward only, by a claim that sends, never into the future');\n    END IF;\n  END IF;\n  IF msg IS NOT NULL THEN\n    CALL `transcode_jobs_fence_refuse`('update', OLD.`id`, msg, 0, OLD.`state`, NEW.`state`, OLD.`attempt`, NEW.`attempt`, NEW.`writer_attempt`,\n      CONCAT_WS(',', IF(NEW.`id` <=> OLD.`id`, NULL, 'id'), IF(CAST(NEW.`job_key` AS BINARY) <=> CAST(OLD.`job_key` AS BINARY), NULL, 'job_key'), IF(CAST(NEW.`source_uri` AS BINARY) <=> CAST(OLD.`source_uri` AS BINARY), NULL, 'source_uri'), IF(CAST(NEW.`preset` AS BINARY) <=> CAST(OLD.`preset` AS BINARY), NULL, 'preset'), IF(NEW.`duration_ms` <=> OLD.`duration_ms`, NULL, 'duration_ms'), IF(NEW.`state` <=> OLD.`state`, NULL, 'state'), IF(NEW.`attempt` <=> OLD.`attempt`, NULL, 'attempt'), IF(NEW.`writer_attempt` <=> OLD.`writer_attempt`, NULL, 'writer_attempt'), IF(NEW.`lease_until` <=> OLD.`lease_until`, NULL, 'lease_until'), IF(NEW.`next_action` <=> OLD.`next_action`, NULL, 'next_action'), IF(NEW.`next_run_at` <=> OLD.`next_run_at`, NULL, 'next_run_at'), IF(CAST(NEW.`encoder_job_id` AS BINARY) <=> CAST(OLD.`encoder_job_id` AS BINARY), NULL, 'encoder_job_id'), IF(NEW.`key_first_used_at` <=> OLD.`key_first_used_at`, NULL, 'key_first_used_at'), IF(NEW.`last_send_at` <=> OLD.`last_send_at`, NULL, 'last_send_at'), IF(CAST(NEW.`last_error` AS BINARY) <=> CAST(OLD.`last_error` AS BINARY), NULL, 'last_error'), IF(CAST(NEW.`review_reason` AS BINARY) <=> CAST(OLD.`review_reason` AS BINARY), NULL, 'review_reason'), IF(CAST(NEW.`review_evidence` AS BINARY) <=> CAST(OLD.`review_evidence` AS BINARY), NULL, 'review_evidence'), IF(NEW.`created_at` <=> OLD.`created_at`, NULL, 'created_at'), IF(NEW.`updated_at` <=> OLD.`updated_at`, NULL, 'updated_at')));\n  END IF;\n  SET NEW.`writer_attempt` = NULL;\n  -- A wake-up of a job already due changes nothing, and says so (0 changed\n  -- rows): clientFoundRows=true tells it from a stale write.\n  IF OLD.`state` = 'ready' AND NEW.`state` = 'ready' AND NEW.`next_run_at` <=> OLD.`next_run_at` THEN\n    SET NEW.`updated_at` = OLD.`updated_at`;\n  ELSE\n    SET NEW.`updated_at` = now;\n  END IF;\n  END;\nEND//\n\nCREATE TRIGGER `transcode_jobs_no_delete` BEFORE DELETE ON `transcode_jobs` FOR EACH ROW\nBEGIN\n  DECLARE msg VARCHAR(255);\n  IF OLD.`state` NOT IN ('succeeded', 'failed') OR NOT (OLD.`updated_at` < TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') - INTERVAL 30 DAY)\n     OR NOT EXISTS (SELECT 1 FROM `transcode_jobs_archive` a WHERE a.`id` = OLD.`id` AND a.`job_key` = OLD.`job_key` AND CAST(a.`job_key` AS BINARY) = CAST(OLD.`job_key` AS BINARY)\n                    AND a.`state` = OLD.`state` AND a.`attempt` = OLD.`attempt` LOCK IN SHARE MODE) THEN\n    SET msg = CONCAT('transcode_jobs#', OLD.`id`, ': only archived terminal jobs 30 days old are deleted (CALL transcode_jobs_archive)');\n    CALL `transcode_jobs_fence_refuse`('delete', OLD.`id`, msg, 0, OLD.`state`, NULL, OLD.`attempt`, NULL, NULL, NULL);\n  END IF;\nEND//\n\nCREATE TRIGGER `transcode_jobs_archive_only_old_terminal` BEFORE INSERT ON `transcode_jobs_archive` FOR EACH ROW\nBEGIN\n  IF NOT EXISTS (SELECT 1 FROM `transcode_jobs` j WHERE j.`id` = NEW.`id` AND j.`job_key` = NEW.`job_key` AND CAST(j.`job_key` AS BINARY) = CAST(NEW.`job_key` AS BINARY)\n                 AND j.`state` IN ('succeeded', 'failed') AND j.`state` = NEW.`state`\n                 AND j.`attempt` = NEW.`attempt` AND j.`updated_at` < TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') - INTERVAL 30 DAY LOCK IN SHARE MODE) THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_archive: only terminal jobs 30 days old are archived (CALL transcode_jobs_archive)';\n  END IF;\nEND//\n\nCREATE TRIGGER `transcode_jobs_archive_no_update` BEFORE UPDATE ON `transcode_jobs_archive` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_archive: archived jobs never change';\nEND//\n\nCREATE TRIGGER `transcode_jobs_archive_no_delete` BEFORE DELETE ON `transcode_jobs_archive` FOR EACH ROW\nBEGIN\n  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_archive: archived jobs are never deleted';\nEND//\n\n-- The archival path: moves succeeded and failed jobs last changed before cutoff\n-- (itself at least 30 days ago by the server's real clock) into `transcode_jobs_archive`, in one\n-- transaction. Their keys stay registered in `transcode_jobs_keys`.\nCREATE PROCEDURE `transcode_jobs_archive`(IN cutoff DATETIME(6))\nBEGIN\n  DECLARE EXIT HANDLER FOR SQLEXCEPTION\n  BEGIN\n    ROLLBACK;\n    RESIGNAL;\n  END;\n  IF cutoff IS NULL OR cutoff > TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00') - INTERVAL 30 DAY THEN\n    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'transcode_jobs_archive: the cutoff must be at least 30 days in the past';\n  END IF;\n  START TRANSACTION;\n  INSERT INTO `transcode_jobs_archive`\n    SELECT * FROM `transcode_jobs` WHERE `state` IN ('succeeded', 'failed') AND `updated_at` < cutoff FOR UPDATE;\n  DELETE FROM `transcode_jobs` WHERE `state` IN ('succeeded', 'failed') AND `updated_at` < cutoff;\n  COMMIT;\nEND//\n\nDELIMITER ;\n"
+
+// The tables of the fence's rollout mode (docs/adopting.md): the mode
+// (enforce or observe), the record of its changes, and the writes the fence
+// let through in observe mode.
+const (
+	TranscodeJobFenceModeTable        = "transcode_jobs_fence_mode"
+	TranscodeJobFenceModeChangesTable = "transcode_jobs_fence_mode_changes"
+	TranscodeJobFenceViolationsTable  = "transcode_jobs_fence_violations"
+)
+
+// TranscodeJobLease is the write right of one committed claim or takeover of a
+// TranscodeJob: the job id and the attempt (the fencing token). Only Claim
+// and Takeover create one, after their COMMIT was acknowledged; its fields
+// cannot be set anywhere else. A lease does not expire by itself: it loses
+// its rights when another takeover commits, and every transition built from
+// it is fenced on its attempt.
+type TranscodeJobLease struct {
+	lease                  fencedrt.Lease // the write right; id and attempt are its copies
+	id                     int64
+	attempt                int64
+	action                 transcodejob.NextAction
+	leaseUntil             time.Time
+	claimedAt              time.Time
+	req                    TranscodeJobEnqueue
+	providerRef            string
+	keyFirstUsed, lastSend *time.Time
+	resend                 bool
+}
+
+// ID is the job's id.
+func (l *TranscodeJobLease) ID() int64 { return l.id }
+
+// Attempt is the fencing token this lease holds.
+func (l *TranscodeJobLease) Attempt() int64 { return l.attempt }
+
+// NextAction is what the holder must do: refund (send the request) or
+// reconcile (ask the provider about the same key first).
+func (l *TranscodeJobLease) NextAction() transcodejob.NextAction { return l.action }
+
+// LeaseUntil is the database time after which others may take over.
+func (l *TranscodeJobLease) LeaseUntil() time.Time { return l.leaseUntil }
+
+// ClaimedAt is the database time of the claim or takeover.
+func (l *TranscodeJobLease) ClaimedAt() time.Time { return l.claimedAt }
+
+// Request is the refund request the job was enqueued with, read under the
+// claim's row lock.
+func (l *TranscodeJobLease) Request() TranscodeJobEnqueue { return l.req }
+
+// EncoderJobID is the provider's id for the request (encoder_job_id), when a
+// provider answer revealed one before this claim; empty otherwise.
+func (l *TranscodeJobLease) EncoderJobID() string { return l.providerRef }
+
+// KeyFirstUsedAt is when the idempotency key was first sent (database
+// time): the start of the key's window. Nil when it was never sent.
+func (l *TranscodeJobLease) KeyFirstUsedAt() *time.Time { return l.keyFirstUsed }
+
+// LastSendAt is when a request may last have been sent with the key
+// (database time): the start of the lookup-lag window. Nil when never.
+func (l *TranscodeJobLease) LastSendAt() *time.Time { return l.lastSend }
+
+// Resend reports whether this lease sends a key that an earlier claim may
+// already have sent (a resend, not a first send).
+func (l *TranscodeJobLease) Resend() bool { return l.resend }
+
+// String identifies the lease in logs as table#id@attempt.
+func (l *TranscodeJobLease) String() string {
+	if l == nil {
+		return "transcode_jobs#?@?"
+	}
+	return fmt.Sprintf("transcode_jobs#%d@%d", l.id, l.attempt)
+}
+
+func (l *TranscodeJobLease) valid() bool {
+	return l != nil && l.lease.ID() == l.id && l.id > 0 && l.attempt > 0
+}
+
+func newTranscodeJobLease(c fencedrt.Claimed) (*TranscodeJobLease, error) {
+	req, err := parseTranscodeJobRequest(c.Request)
+	if err != nil {
+		return nil, fmt.Errorf("claim transcode_jobs#%d: %w: %w", c.ID, fencedwrite.ErrUnexpectedState, err)
+	}
+	return &TranscodeJobLease{lease: c.Lease, id: c.ID, attempt: c.Attempt, action: transcodejob.NextAction(c.Action), leaseUntil: c.LeaseUntil, claimedAt: c.ClaimedAt,
+		req: req, providerRef: c.ProviderRef, keyFirstUsed: c.KeyFirstUsedAt, lastSend: c.LastSendAt, resend: c.Resend}, nil
+}
+
+// parseTranscodeJobRequest reads the request a claim returned as text.
+func parseTranscodeJobRequest(v []string) (TranscodeJobEnqueue, error) {
+	var p TranscodeJobEnqueue
+	if len(v) != 4 {
+		return p, fmt.Errorf("read request: %d columns, want 4", len(v))
+	}
+	p.JobKey = v[0]
+	p.SourceURI = v[1]
+	p.Preset = v[2]
+	if n, err := strconv.ParseInt(v[3], 10, 64); err != nil {
+		return p, fmt.Errorf("read request: duration_ms: %w", err)
+	} else {
+		p.DurationMs = int64(n)
+	}
+	return p, nil
+}
+
+// leases turns committed claims into leases.
+func newTranscodeJobLeases(claimed []fencedrt.Claimed) ([]*TranscodeJobLease, error) {
+	out := make([]*TranscodeJobLease, 0, len(claimed))
+	for _, c := range claimed {
+		l, err := newTranscodeJobLease(c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// Claim claims the due ready TranscodeJob with the given id: in one short
+// transaction it locks the row by primary key, checks it is ready and due,
+// and moves it to running with attempt+1 and a lease measured on the
+// database's own clock (one no session can move). A claim whose next action
+// is refund first checks that the idempotency key is still safely inside its
+// window (otherwise the claim reconciles instead), records the key's first
+// use and records this claim as the latest possible send.
+//
+// Only a nil error means the caller holds the lease. Every error matches
+// exactly one of fencedwrite.ErrNotFound, ErrNotClaimable, ErrInvalid (bad
+// options: nothing was written), ErrRolledBack (nothing was claimed; try
+// again later), ErrUnexpectedState (the database fence refused the claim)
+// and ErrCommitUnknown: the COMMIT reply was lost, so the claim may or may
+// not be in place, and even a row showing the expected attempt proves
+// nothing. On ErrCommitUnknown do not call the provider and do not retry;
+// the next scheduler pass reads the truth.
+func (c *TranscodeJobClient) Claim(ctx context.Context, id int64, o fencedwrite.ClaimOptions) (*TranscodeJobLease, error) {
+	if _, ok := c.driver.(*txDriver); ok {
+		return nil, fmt.Errorf("claim transcode_jobs#%d: %w: a claim runs in a transaction of its own", id, ErrTxStarted)
+	}
+	claimed, err := fencedrt.Claim(ctx, c.driver, fencedTranscodeJob, id, o)
+	if err != nil {
+		return nil, err
+	}
+	return newTranscodeJobLease(claimed)
+}
+
+// Takeover takes over the running TranscodeJob with the given id whose
+// lease has expired by the database clock, in a short transaction of its
+// own under the row lock: attempt+1, a new lease, and next action reconcile,
+// whatever it was. Its errors mean what Claim's mean; a job whose lease has
+// not expired, or that is no longer running (its holder settled it), is
+// fencedwrite.ErrNotClaimable.
+func (c *TranscodeJobClient) Takeover(ctx context.Context, id int64, o fencedwrite.ClaimOptions) (*TranscodeJobLease, error) {
+	if _, ok := c.driver.(*txDriver); ok {
+		return nil, fmt.Errorf("takeover transcode_jobs#%d: %w: a takeover runs in a transaction of its own", id, ErrTxStarted)
+	}
+	claimed, err := fencedrt.Takeover(ctx, c.driver, fencedTranscodeJob, id, o)
+	if err != nil {
+		return nil, err
+	}
+	return newTranscodeJobLease(claimed)
+}
+
+// ClaimDue claims up to limit due ready jobs, oldest first, in one short
+// transaction: it locks what the pending index finds (SKIP LOCKED, a
+// speed-up only: without it the result is the same, only slower) and moves
+// each job with the rules of Claim: the jobs read at the same attempt that
+// make the same move share one UPDATE fenced on their ids, that state and
+// that attempt (when it matches fewer rows than it names, the batch rolls
+// back and runs again one UPDATE per job). Its errors are
+// Claim's, for the whole batch: on fencedwrite.ErrCommitUnknown no lease is
+// returned; do not send anything. Claim only what can be sent now: no more
+// than free worker slots and outbound budget allow.
+func (c *TranscodeJobClient) ClaimDue(ctx context.Context, limit int, o fencedwrite.ClaimOptions) ([]*TranscodeJobLease, error) {
+	if _, ok := c.driver.(*txDriver); ok {
+		return nil, fmt.Errorf("claim due transcode_jobs: %w: a claim runs in a transaction of its own", ErrTxStarted)
+	}
+	claimed, err := fencedrt.ClaimDue(ctx, c.driver, fencedTranscodeJob, limit, o)
+	if err != nil {
+		return nil, err
+	}
+	return newTranscodeJobLeases(claimed)
+}
+
+// ClaimDueReconciles is ClaimDue for the due ready jobs whose next action is
+// reconcile only, oldest first, found on their own index: the outcomes that
+// are unknown, the money at risk, which a scheduler claims before fresh
+// sends. Its errors are ClaimDue's.
+func (c *TranscodeJobClient) ClaimDueReconciles(ctx context.Context, limit int, o fencedwrite.ClaimOptions) ([]*TranscodeJobLease, error) {
+	if _, ok := c.driver.(*txDriver); ok {
+		return nil, fmt.Errorf("claim due reconciles transcode_jobs: %w: a claim runs in a transaction of its own", ErrTxStarted)
+	}
+	claimed, err := fencedrt.ClaimDueReconciles(ctx, c.driver, fencedTranscodeJob, limit, o)
+	if err != nil {
+		return nil, err
+	}
+	return newTranscodeJobLeases(claimed)
+}
+
+// TakeoverExpired takes over up to limit running jobs whose leases expired
+// by the database clock, oldest lease first, in one short transaction, with
+// the rules of Takeover: every new lease reconciles. Its errors are
+// ClaimDue's.
+func (c *TranscodeJobClient) TakeoverExpired(ctx context.Context, limit int, o fencedwrite.ClaimOptions) ([]*TranscodeJobLease, error) {
+	if _, ok := c.driver.(*txDriver); ok {
+		return nil, fmt.Errorf("takeover expired transcode_jobs: %w: a takeover runs in a transaction of its own", ErrTxStarted)
+	}
+	claimed, err := fencedrt.TakeoverExpired(ctx, c.driver, fencedTranscodeJob, limit, o)
+	if err != nil {
+		return nil, err
+	}
+	return newTranscodeJobLeases(claimed)
+}
+
+// TranscodeJobTransition is one fenced write of a TranscodeJob, built from a
+// TranscodeJobLease (Complete, Reschedule, ManualReview, Fail) or from a job the
+// caller read (WakeUp, ResolveSucceeded, ResolveReconcile, ResolveRefund).
+// Run it with TranscodeJobClient.Apply, or with Fence inside TranscodeJobClient.Run.
+type TranscodeJobTransition struct {
+	w *fencedrt.Write
+}
+
+// Op is the transition's name, e.g. "complete".
+func (t *TranscodeJobTransition) Op() string {
+	if t == nil || t.w == nil {
+		return ""
+	}
+	return string(t.w.Op())
+}
+
+// To is the state the transition leaves the job in.
+func (t *TranscodeJobTransition) To() transcodejob.State {
+	if t == nil || t.w == nil {
+		return ""
+	}
+	return transcodejob.State(fencedrt.Transitions[t.w.Op()].To)
+}
+
+// leased builds the holder's transition op from the lease's write right.
+func (l *TranscodeJobLease) leased(op fencedrt.Op, vals fencedrt.Values) *TranscodeJobTransition {
+	return &TranscodeJobTransition{w: fencedrt.LeaseWrite(l.lease, op, vals)}
+}
+
+// read builds transition op fenced on the attempt the caller read.
+func readTranscodeJobTransition(op fencedrt.Op, id, seen int64, vals fencedrt.Values) *TranscodeJobTransition {
+	return &TranscodeJobTransition{w: fencedrt.ReadWrite(fencedTranscodeJob, op, id, seen, vals)}
+}
+
+// invalidTranscodeJobTransition carries an error that Fence returns instead of writing.
+func invalidTranscodeJobTransition(op fencedrt.Op, id, attempt int64, err error) *TranscodeJobTransition {
+	return &TranscodeJobTransition{w: fencedrt.Invalid(fencedTranscodeJob, op, id, attempt, err)}
+}
+
+func (l *TranscodeJobLease) check(op fencedrt.Op) *TranscodeJobTransition {
+	if !l.valid() {
+		var id, attempt int64
+		if l != nil {
+			id, attempt = l.id, l.attempt
+		}
+		return invalidTranscodeJobTransition(op, id, attempt, fencedwrite.ErrInvalidLease)
+	}
+	return nil
+}
+
+// Complete settles the job as succeeded with the provider's verified refund
+// id: running → succeeded, lease cleared. Apply it together with the ledger
+// update, in the same transaction.
+func (l *TranscodeJobLease) Complete(providerRefundID string) *TranscodeJobTransition {
+	const op = fencedrt.OpComplete
+	if t := l.check(op); t != nil {
+		return t
+	}
+	if providerRefundID == "" {
+		return invalidTranscodeJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "provider_refund_id", Problem: "must not be empty: complete only on a verified refund"})
+	}
+	return l.leased(op, fencedrt.Values{fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamProviderRef: providerRefundID})
+}
+
+// Reschedule puts the job back to ready, due after the given delay (measured
+// on the database clock), with the given next action: reconcile after a
+// pending or unknown outcome; refund only when the provider certainly did
+// not execute the request. providerRefundID, when not empty, is saved (the
+// provider revealed it, on a pending answer say); when empty, a refund id
+// learnt on an earlier attempt is kept, never erased (the reconcile's "not
+// found, refund id known" rule needs it). lastError, when not empty, is
+// recorded.
+func (l *TranscodeJobLease) Reschedule(next transcodejob.NextAction, after time.Duration, providerRefundID, lastError string) *TranscodeJobTransition {
+	const op = fencedrt.OpReschedule
+	if t := l.check(op); t != nil {
+		return t
+	}
+	if err := transcodejob.NextActionValidator(next); err != nil {
+		return invalidTranscodeJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "next_action", Problem: err.Error()})
+	}
+	if after < 0 || after > fencedMaxDelay {
+		return invalidTranscodeJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "after", Problem: fmt.Sprintf("must be between 0 and %v, got %v", fencedMaxDelay, after)})
+	}
+	return l.leased(op, fencedrt.Values{
+		fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamNextAction: string(next), fencedrt.ParamDelay: after.Microseconds(),
+		fencedrt.ParamProviderRef: fencedNullable(providerRefundID), fencedrt.ParamLastError: fencedNullable(lastError),
+	})
+}
+
+// ManualReview hands the job to an operator with the reason and the
+// evidence: running → manual_review. providerRefundID, when not empty, is
+// saved.
+func (l *TranscodeJobLease) ManualReview(reason, evidence, providerRefundID string) *TranscodeJobTransition {
+	const op = fencedrt.OpManualReview
+	if t := l.check(op); t != nil {
+		return t
+	}
+	if reason == "" {
+		return invalidTranscodeJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "reason", Problem: "must not be empty: say why a person must look"})
+	}
+	return l.leased(op, fencedrt.Values{
+		fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamReason: reason, fencedrt.ParamEvidence: fencedNullable(evidence), fencedrt.ParamProviderRef: fencedNullable(providerRefundID),
+	})
+}
+
+// Fail settles the job as failed on a definitive provider rejection, with
+// the reason: running → failed. Never use it for an unknown outcome.
+func (l *TranscodeJobLease) Fail(reason, providerRefundID string) *TranscodeJobTransition {
+	const op = fencedrt.OpFail
+	if t := l.check(op); t != nil {
+		return t
+	}
+	if reason == "" {
+		return invalidTranscodeJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "reason", Problem: "must not be empty: record the provider's rejection"})
+	}
+	return l.leased(op, fencedrt.Values{fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamLastError: reason, fencedrt.ParamProviderRef: fencedNullable(providerRefundID)})
+}
+
+// seen checks a job the caller read before building a transition from it.
+func seenTranscodeJob(op fencedrt.Op, job *TranscodeJob, want transcodejob.State) *TranscodeJobTransition {
+	if job == nil || job.ID <= 0 {
+		return invalidTranscodeJobTransition(op, 0, 0, &fencedwrite.FieldError{Field: "job", Problem: "must be a job read from the database"})
+	}
+	if job.State != want {
+		return invalidTranscodeJobTransition(op, job.ID, job.Attempt, fmt.Errorf("%w: the job was read as %s, %s needs %s", fencedwrite.ErrUnexpectedState, job.State, op, want))
+	}
+	return nil
+}
+
+// WakeUp makes a waiting job due now, when new evidence arrives for it. It
+// is fenced on the attempt the caller read: ready → ready, same attempt.
+func (c *TranscodeJobClient) WakeUp(job *TranscodeJob) *TranscodeJobTransition {
+	const op = fencedrt.OpWakeUp
+	if t := seenTranscodeJob(op, job, transcodejob.StateReady); t != nil {
+		return t
+	}
+	return readTranscodeJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamKey: job.JobKey})
+}
+
+// ResolveSucceeded is an operator's resolution of a job in manual review as
+// succeeded, with the provider's refund id and the evidence that justifies
+// it: attempt+1, manual_review → succeeded. Apply it with the ledger update.
+func (c *TranscodeJobClient) ResolveSucceeded(job *TranscodeJob, providerRefundID, evidence string) *TranscodeJobTransition {
+	const op = fencedrt.OpResolveSucceeded
+	if t := seenTranscodeJob(op, job, transcodejob.StateManualReview); t != nil {
+		return t
+	}
+	if providerRefundID == "" || evidence == "" {
+		return invalidTranscodeJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "evidence", Problem: "a provider refund id and the evidence are both required"})
+	}
+	return readTranscodeJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamKey: job.JobKey, fencedrt.ParamProviderRef: providerRefundID, fencedrt.ParamEvidence: evidence})
+}
+
+// ResolveReconcile is an operator's resolution of a job in manual review
+// back to ready, due now, to reconcile again: attempt+1.
+func (c *TranscodeJobClient) ResolveReconcile(job *TranscodeJob, note string) *TranscodeJobTransition {
+	const op = fencedrt.OpResolveReconcile
+	if t := seenTranscodeJob(op, job, transcodejob.StateManualReview); t != nil {
+		return t
+	}
+	if note == "" {
+		return invalidTranscodeJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "note", Problem: "must not be empty: say why reconciling again will help"})
+	}
+	return readTranscodeJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamKey: job.JobKey, fencedrt.ParamEvidence: note})
+}
+
+// ResolveTranscode is an operator's resolution of a job in manual review back
+// to ready, due now, to send the request again with the same key (transcode): attempt+1.
+// It is only correct with recorded proof that the original refund did not
+// happen and cannot take effect later (a definitive provider answer for the
+// same key), never on "not found". proof names that evidence; verify it in
+// the same transaction (the callback of Apply) so the resolution commits
+// only with it.
+func (c *TranscodeJobClient) ResolveTranscode(job *TranscodeJob, proof string) *TranscodeJobTransition {
+	const op = fencedrt.OpResolveRefund
+	if t := seenTranscodeJob(op, job, transcodejob.StateManualReview); t != nil {
+		return t
+	}
+	if proof == "" {
+		return invalidTranscodeJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "proof", Problem: "must not be empty: resending needs proof the first request cannot take effect"})
+	}
+	return readTranscodeJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamKey: job.JobKey, fencedrt.ParamEvidence: proof})
+}
+
+// Apply runs t and then fn in one transaction on one connection, and runs
+// the COMMIT itself: t's fenced UPDATE first, then fn's business writes
+// (the ledger, say) on tx, only when the fence held. fn may be nil.
+//
+// nil means committed and acknowledged. Every error matches exactly one of:
+//
+//   - fencedwrite.ErrSuperseded: another claim, takeover or resolution moved
+//     the attempt on; nothing was written; stop, and record what the
+//     provider said as evidence;
+//   - ErrAlreadySettled: this very write is already in place (an earlier
+//     COMMIT whose reply was lost); treat it as success;
+//   - ErrRolledBack: nothing is in place, the lease still holds; retry;
+//   - ErrCommitUnknown: the COMMIT reply was lost and a locking re-read could
+//     not settle it; do not act again until a read shows the truth;
+//   - ErrUnexpectedState: the job is not where this write expects, or the
+//     database fence refused it; look before acting;
+//   - ErrFoundRowsOff: the connection counts changed rows (see
+//     fencedwrite.DSN);
+//   - ErrInvalid: the transition or the callback was wrong; nothing was
+//     written, and retrying will not help.
+//
+// A superseded write whose COMMIT reply was lost matches both ErrSuperseded
+// and ErrCommitUnknown.
+func (c *TranscodeJobClient) Apply(ctx context.Context, t *TranscodeJobTransition, fn func(context.Context, *Tx) error) error {
+	return c.Run(ctx, func(ctx context.Context, tx *Tx) error {
+		if err := tx.TranscodeJob.Fence(ctx, t); err != nil {
+			return err
+		}
+		if fn == nil {
+			return nil
+		}
+		return fn(ctx, tx)
+	})
+}
+
+// Run runs fn in a transaction that the fenced layer owns, for callers that
+// need to order their own reads and writes around the fenced write: fn must
+// apply at least one transition with tx.TranscodeJob.Fence. Outcomes are
+// Apply's.
+func (c *TranscodeJobClient) Run(ctx context.Context, fn func(context.Context, *Tx) error) error {
+	if _, ok := c.driver.(*txDriver); ok {
+		return fmt.Errorf("run fenced transaction: %w: the fenced runner owns its transaction", ErrTxStarted)
+	}
+	return fencedrt.Run(ctx, c.driver, c.beginFenced, fn)
+}
+
+// TranscodeJobBatchItem is one job's write-back in ApplyBatch: its
+// transition and the business write that goes with it (nil for none).
+type TranscodeJobBatchItem struct {
+	Transition *TranscodeJobTransition
+	Then       func(context.Context, *Tx) error
+}
+
+// ApplyBatch applies the write-backs of several jobs in one transaction on
+// one connection, each fenced on its own attempt and paired with its own
+// business write, and runs the COMMIT itself: one transaction per batch
+// instead of one per job. Completions held at the same attempt share one
+// fenced UPDATE (`WHERE id IN (…) AND state AND attempt`, each row's own
+// values picked by its id), and with fencedwrite.WithDeferredRows in ctx the
+// business writes that defer their rows (the ledger's) share one statement
+// per kind; when a shared statement does not hold for every row it names,
+// the batch rolls back and runs again with one statement per item, so each
+// item still gets its own outcome. It returns one error per
+// item, with Apply's meaning for that item alone. One job's lost fence never
+// rolls back another's write: a write that matches no row is skipped and
+// classified after the transaction; a business write that fails takes its
+// item out and the batch starts over without it. A deadlock, a broken
+// connection or a refused COMMIT rolls back every item
+// (fencedwrite.ErrRolledBack); a lost COMMIT reply is re-read job by job.
+func (c *TranscodeJobClient) ApplyBatch(ctx context.Context, items []TranscodeJobBatchItem) []error {
+	if _, ok := c.driver.(*txDriver); ok {
+		errs := make([]error, len(items))
+		for i := range errs {
+			errs[i] = fmt.Errorf("apply batch transcode_jobs: %w: the fenced runner owns its transaction", ErrTxStarted)
+		}
+		return errs
+	}
+	batch := make([]fencedrt.BatchItem[*Tx], len(items))
+	for i, it := range items {
+		if it.Transition != nil {
+			batch[i].W = it.Transition.w
+		}
+		batch[i].Fn = it.Then
+	}
+	return fencedrt.RunBatch(ctx, c.driver, c.beginFenced, batch)
+}
+
+// beginFenced starts a transaction that only the fenced runner ends: a
+// callback that commits or rolls back gets fencedwrite.ErrRunnerOwnsCommit,
+// and a statement that would end the transaction is refused before it is
+// sent (see fencedrt.Guard).
+func (c *TranscodeJobClient) beginFenced(ctx context.Context) (fencedrt.Begun[*Tx], error) {
+	guard := fencedrt.Guard(c.driver)
+	cfg := c.config
+	cfg.driver = guard
+	tx, err := (&Client{config: cfg}).Tx(ctx)
+	if err != nil {
+		return fencedrt.Begun[*Tx]{}, err
+	}
+	tx.OnCommit(func(next Committer) Committer {
+		return CommitFunc(func(ctx context.Context, tx *Tx) error {
+			if err := fencedrt.CheckCommit(ctx); err != nil {
+				return err
+			}
+			return next.Commit(ctx, tx)
+		})
+	})
+	return fencedrt.Begun[*Tx]{Tx: tx, Exec: tx.config.driver, Raw: guard.Started()}, nil
+}
+
+// Fence applies t inside the transaction of TranscodeJobClient.Run, on the
+// transactional client the runner passed to its callback. When the fence
+// does not hold it returns an error; return it, and Run rolls back, re-reads
+// the row afresh and reports the outcome.
+func (c *TranscodeJobClient) Fence(ctx context.Context, t *TranscodeJobTransition) error {
+	if t == nil || t.w == nil {
+		return fmt.Errorf("fence transcode_jobs: %w: the transition is nil or zero; build it from a lease or a job you read", fencedwrite.ErrInvalid)
+	}
+	return fencedrt.Fence(ctx, c.driver, t.w)
+}
+
+// AppliedInRun returns the fenced writes applied so far to the job with
+// operation key key, in the fenced transaction (Apply, Run, ApplyBatch)
+// whose callback passed ctx: a business write that must pair with its job's
+// transition checks it (the ledger settles only with its job's completion).
+// Outside such a callback it returns nothing.
+func (c *TranscodeJobClient) AppliedInRun(ctx context.Context, key string) []fencedwrite.Applied {
+	return fencedrt.AppliedInRunFor(ctx, key)
+}
+
+// DeferRow hands the write of one business row of kind to the runner of the
+// ApplyBatch whose callback passed ctx, when that batch defers rows
+// (fencedwrite.WithDeferredRows), and reports whether it did; when it did
+// not, the callback makes the write itself. The runner makes the deferred
+// rows of one kind in one statement before the COMMIT; when that statement
+// fails or changes fewer rows than it names, the batch rolls back and runs
+// again without deferring, so each callback's own write tells which item
+// failed.
+func (c *TranscodeJobClient) DeferRow(ctx context.Context, kind fencedwrite.RowBatch, key string, values ...any) bool {
+	return fencedrt.DeferRow(ctx, kind, key, values...)
+}
+
+// TranscodeJobEnqueue holds the request parameters of a new job. Enqueueing
+// the same JobKey again with the same parameters is a
+// no-op; with different ones, an error.
+type TranscodeJobEnqueue struct {
+	JobKey     string
+	SourceURI  string
+	Preset     string
+	DurationMs int64
+}
+
+func (p TranscodeJobEnqueue) validate() error {
+	var errs []error
+	if err := transcodejob.JobKeyValidator(p.JobKey); err != nil {
+		errs = append(errs, &fencedwrite.FieldError{Field: "job_key", Problem: err.Error()})
+	}
+	if err := transcodejob.SourceURIValidator(p.SourceURI); err != nil {
+		errs = append(errs, &fencedwrite.FieldError{Field: "source_uri", Problem: err.Error()})
+	}
+	if err := transcodejob.PresetValidator(p.Preset); err != nil {
+		errs = append(errs, &fencedwrite.FieldError{Field: "preset", Problem: err.Error()})
+	}
+	if err := transcodejob.DurationMsValidator(p.DurationMs); err != nil {
+		errs = append(errs, &fencedwrite.FieldError{Field: "duration_ms", Problem: err.Error()})
+	}
+	return errors.Join(errs...)
+}
+
+// conflicts lists the parameters in which job differs from p.
+func (p TranscodeJobEnqueue) conflicts(job *TranscodeJob) error {
+	var errs []error
+	if job.SourceURI != p.SourceURI {
+		errs = append(errs, &fencedwrite.FieldError{Field: "source_uri", Problem: fmt.Sprintf("enqueued as %v, requested as %v", job.SourceURI, p.SourceURI)})
+	}
+	if job.Preset != p.Preset {
+		errs = append(errs, &fencedwrite.FieldError{Field: "preset", Problem: fmt.Sprintf("enqueued as %v, requested as %v", job.Preset, p.Preset)})
+	}
+	if job.DurationMs != p.DurationMs {
+		errs = append(errs, &fencedwrite.FieldError{Field: "duration_ms", Problem: fmt.Sprintf("enqueued as %v, requested as %v", job.DurationMs, p.DurationMs)})
+	}
+	return errors.Join(errs...)
+}
+
+// conflictsWithKey lists the parameters in which a registered key (as
+// text, in the order of the key's other parameters) differs from p.
+func (p TranscodeJobEnqueue) conflictsWithKey(stored []string) error {
+	var errs []error
+	if got := fmt.Sprint(p.SourceURI); len(stored) <= 0 || stored[0] != got {
+		var was string
+		if len(stored) > 0 {
+			was = stored[0]
+		}
+		errs = append(errs, &fencedwrite.FieldError{Field: "source_uri", Problem: fmt.Sprintf("enqueued as %v, requested as %v", was, got)})
+	}
+	if got := fmt.Sprint(p.Preset); len(stored) <= 1 || stored[1] != got {
+		var was string
+		if len(stored) > 1 {
+			was = stored[1]
+		}
+		errs = append(errs, &fencedwrite.FieldError{Field: "preset", Problem: fmt.Sprintf("enqueued as %v, requested as %v", was, got)})
+	}
+	if got := fmt.Sprint(p.DurationMs); len(stored) <= 2 || stored[2] != got {
+		var was string
+		if len(stored) > 2 {
+			was = stored[2]
+		}
+		errs = append(errs, &fencedwrite.FieldError{Field: "duration_ms", Problem: fmt.Sprintf("enqueued as %v, requested as %v", was, got)})
+	}
+	return errors.Join(errs...)
+}
+
+// Enqueue creates the request's job, born ready at attempt 0 and due now,
+// registers its key with it, and runs fn (the ledger row, say; fn may be
+// nil) in the same transaction.
+//
+// A key is known for ever once enqueued. Enqueueing it again with the same
+// parameters is a no-op that reports created=false and the existing job;
+// when the archive holds its job (settled and archived), the error matches
+// fencedwrite.ErrKeyArchived (treat it like the no-op: the request is not
+// new). With different parameters the error matches
+// fencedwrite.ErrKeyConflict and names each differing field. A key
+// registered with no job at all (a registration written alone, before the
+// database refused them, or on an engine without triggers) is never
+// reported archived: for the same parameters Enqueue creates the job
+// (created=true), for others it is ErrKeyConflict. Bad input is
+// refused before anything reaches the database, with an error
+// (fencedwrite.ErrInvalid) naming each bad field. On
+// fencedwrite.ErrCommitUnknown, call Enqueue again with the same parameters
+// to learn whether the job exists; on ErrRolledBack nothing was enqueued.
+func (c *TranscodeJobClient) Enqueue(ctx context.Context, p TranscodeJobEnqueue, fn func(context.Context, *Tx) error) (job *TranscodeJob, created bool, err error) {
+	if err := p.validate(); err != nil {
+		return nil, false, fmt.Errorf("enqueue transcode_jobs: %w", err)
+	}
+	key := p.JobKey
+	if _, ok := c.driver.(*txDriver); ok {
+		return nil, false, fmt.Errorf("enqueue transcode_jobs %q: %w: enqueue runs in a transaction of its own", key, ErrTxStarted)
+	}
+	vals := fencedrt.Values{
+		fencedrt.RequestParam("job_key"):     p.JobKey,
+		fencedrt.RequestParam("source_uri"):  p.SourceURI,
+		fencedrt.RequestParam("preset"):      p.Preset,
+		fencedrt.RequestParam("duration_ms"): p.DurationMs,
+	}
+	id, err := fencedrt.Insert(ctx, c.driver, fencedTranscodeJob, c.beginFenced, vals, fn)
+	switch {
+	case errors.Is(err, fencedrt.ErrKeyExists):
+		job, err := c.Query().Where(transcodejob.JobKeyEQ(key)).Only(ctx)
+		switch {
+		case IsNotFound(err):
+			stored, found, err := fencedrt.ReadKey(ctx, c.driver, fencedTranscodeJob, key)
+			switch {
+			case err != nil:
+				return nil, false, fmt.Errorf("enqueue transcode_jobs %q: read registered key: %w: %w", key, fencedwrite.ErrRolledBack, err)
+			case !found:
+				return nil, false, fmt.Errorf("enqueue transcode_jobs %q: %w: the key is registered but neither its job nor its registration can be read", key, fencedwrite.ErrUnexpectedState)
+			}
+			// A key is archived only when the archive holds its job (the
+			// last column). A registration that no job holds, of this very
+			// request, is taken by the new job as it is inserted: it is not
+			// met here.
+			archived := len(stored) > 0 && stored[len(stored)-1] == "1"
+			if err := p.conflictsWithKey(stored); err != nil {
+				if !archived {
+					return nil, false, fmt.Errorf("enqueue transcode_jobs %q: %w: the key is registered with no job, for another request: %w", key, fencedwrite.ErrKeyConflict, err)
+				}
+				return nil, false, fmt.Errorf("enqueue transcode_jobs %q: %w: %w", key, fencedwrite.ErrKeyConflict, err)
+			}
+			if !archived {
+				return nil, false, fmt.Errorf("enqueue transcode_jobs %q: %w: the key is registered for this request with no job, yet its job was refused", key, fencedwrite.ErrUnexpectedState)
+			}
+			return nil, false, fmt.Errorf("enqueue transcode_jobs %q: %w", key, fencedwrite.ErrKeyArchived)
+		case err != nil:
+			return nil, false, fmt.Errorf("enqueue transcode_jobs %q: read existing job: %w: %w", key, fencedwrite.ErrRolledBack, err)
+		}
+		if err := p.conflicts(job); err != nil {
+			return job, false, fmt.Errorf("enqueue transcode_jobs %q: %w: %w", key, fencedwrite.ErrKeyConflict, err)
+		}
+		return job, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("enqueue transcode_jobs %q: %w", key, err)
+	}
+	job, err = c.Get(ctx, id)
+	if err != nil {
+		return nil, true, fmt.Errorf("enqueue transcode_jobs %q: read new job %d: %w", key, id, err)
 	}
 	return job, true, nil
 }

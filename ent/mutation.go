@@ -16,6 +16,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
+	"github.com/fencekit/fencekit/ent/transcodejob"
 )
 
 const (
@@ -31,6 +32,7 @@ const (
 	TypeRefund           = "Refund"
 	TypeRefundJob        = "RefundJob"
 	TypeRefundJobAttempt = "RefundJobAttempt"
+	TypeTranscodeJob     = "TranscodeJob"
 )
 
 // ObservationMutation represents an operation that mutates the Observation nodes in the graph.
@@ -4041,4 +4043,1512 @@ func (m *RefundJobAttemptMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *RefundJobAttemptMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown RefundJobAttempt edge %s", name)
+}
+
+// TranscodeJobMutation represents an operation that mutates the TranscodeJob nodes in the graph.
+type TranscodeJobMutation struct {
+	config
+	op                Op
+	typ               string
+	id                *int64
+	job_key           *string
+	source_uri        *string
+	preset            *string
+	duration_ms       *int64
+	addduration_ms    *int64
+	state             *transcodejob.State
+	attempt           *int64
+	addattempt        *int64
+	writer_attempt    *int64
+	addwriter_attempt *int64
+	lease_until       *time.Time
+	next_action       *transcodejob.NextAction
+	next_run_at       *time.Time
+	encoder_job_id    *string
+	key_first_used_at *time.Time
+	last_send_at      *time.Time
+	last_error        *string
+	review_reason     *string
+	review_evidence   *string
+	created_at        *time.Time
+	updated_at        *time.Time
+	clearedFields     map[string]struct{}
+	done              bool
+	oldValue          func(context.Context) (*TranscodeJob, error)
+	predicates        []predicate.TranscodeJob
+}
+
+var _ ent.Mutation = (*TranscodeJobMutation)(nil)
+
+// transcodejobOption allows management of the mutation configuration using functional options.
+type transcodejobOption func(*TranscodeJobMutation)
+
+// newTranscodeJobMutation creates new mutation for the TranscodeJob entity.
+func newTranscodeJobMutation(c config, op Op, opts ...transcodejobOption) *TranscodeJobMutation {
+	m := &TranscodeJobMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeTranscodeJob,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withTranscodeJobID sets the ID field of the mutation.
+func withTranscodeJobID(id int64) transcodejobOption {
+	return func(m *TranscodeJobMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *TranscodeJob
+		)
+		m.oldValue = func(ctx context.Context) (*TranscodeJob, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().TranscodeJob.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withTranscodeJob sets the old TranscodeJob of the mutation.
+func withTranscodeJob(node *TranscodeJob) transcodejobOption {
+	return func(m *TranscodeJobMutation) {
+		m.oldValue = func(context.Context) (*TranscodeJob, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m TranscodeJobMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m TranscodeJobMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of TranscodeJob entities.
+func (m *TranscodeJobMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *TranscodeJobMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *TranscodeJobMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().TranscodeJob.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetJobKey sets the "job_key" field.
+func (m *TranscodeJobMutation) SetJobKey(s string) {
+	m.job_key = &s
+}
+
+// JobKey returns the value of the "job_key" field in the mutation.
+func (m *TranscodeJobMutation) JobKey() (r string, exists bool) {
+	v := m.job_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldJobKey returns the old "job_key" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldJobKey(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldJobKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldJobKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldJobKey: %w", err)
+	}
+	return oldValue.JobKey, nil
+}
+
+// ResetJobKey resets all changes to the "job_key" field.
+func (m *TranscodeJobMutation) ResetJobKey() {
+	m.job_key = nil
+}
+
+// SetSourceURI sets the "source_uri" field.
+func (m *TranscodeJobMutation) SetSourceURI(s string) {
+	m.source_uri = &s
+}
+
+// SourceURI returns the value of the "source_uri" field in the mutation.
+func (m *TranscodeJobMutation) SourceURI() (r string, exists bool) {
+	v := m.source_uri
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSourceURI returns the old "source_uri" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldSourceURI(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSourceURI is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSourceURI requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSourceURI: %w", err)
+	}
+	return oldValue.SourceURI, nil
+}
+
+// ResetSourceURI resets all changes to the "source_uri" field.
+func (m *TranscodeJobMutation) ResetSourceURI() {
+	m.source_uri = nil
+}
+
+// SetPreset sets the "preset" field.
+func (m *TranscodeJobMutation) SetPreset(s string) {
+	m.preset = &s
+}
+
+// Preset returns the value of the "preset" field in the mutation.
+func (m *TranscodeJobMutation) Preset() (r string, exists bool) {
+	v := m.preset
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPreset returns the old "preset" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldPreset(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPreset is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPreset requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPreset: %w", err)
+	}
+	return oldValue.Preset, nil
+}
+
+// ResetPreset resets all changes to the "preset" field.
+func (m *TranscodeJobMutation) ResetPreset() {
+	m.preset = nil
+}
+
+// SetDurationMs sets the "duration_ms" field.
+func (m *TranscodeJobMutation) SetDurationMs(i int64) {
+	m.duration_ms = &i
+	m.addduration_ms = nil
+}
+
+// DurationMs returns the value of the "duration_ms" field in the mutation.
+func (m *TranscodeJobMutation) DurationMs() (r int64, exists bool) {
+	v := m.duration_ms
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDurationMs returns the old "duration_ms" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldDurationMs(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDurationMs is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDurationMs requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDurationMs: %w", err)
+	}
+	return oldValue.DurationMs, nil
+}
+
+// AddDurationMs adds i to the "duration_ms" field.
+func (m *TranscodeJobMutation) AddDurationMs(i int64) {
+	if m.addduration_ms != nil {
+		*m.addduration_ms += i
+	} else {
+		m.addduration_ms = &i
+	}
+}
+
+// AddedDurationMs returns the value that was added to the "duration_ms" field in this mutation.
+func (m *TranscodeJobMutation) AddedDurationMs() (r int64, exists bool) {
+	v := m.addduration_ms
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetDurationMs resets all changes to the "duration_ms" field.
+func (m *TranscodeJobMutation) ResetDurationMs() {
+	m.duration_ms = nil
+	m.addduration_ms = nil
+}
+
+// SetState sets the "state" field.
+func (m *TranscodeJobMutation) SetState(t transcodejob.State) {
+	m.state = &t
+}
+
+// State returns the value of the "state" field in the mutation.
+func (m *TranscodeJobMutation) State() (r transcodejob.State, exists bool) {
+	v := m.state
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldState returns the old "state" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldState(ctx context.Context) (v transcodejob.State, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldState is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldState requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldState: %w", err)
+	}
+	return oldValue.State, nil
+}
+
+// ResetState resets all changes to the "state" field.
+func (m *TranscodeJobMutation) ResetState() {
+	m.state = nil
+}
+
+// SetAttempt sets the "attempt" field.
+func (m *TranscodeJobMutation) SetAttempt(i int64) {
+	m.attempt = &i
+	m.addattempt = nil
+}
+
+// Attempt returns the value of the "attempt" field in the mutation.
+func (m *TranscodeJobMutation) Attempt() (r int64, exists bool) {
+	v := m.attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAttempt returns the old "attempt" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldAttempt(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAttempt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAttempt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAttempt: %w", err)
+	}
+	return oldValue.Attempt, nil
+}
+
+// AddAttempt adds i to the "attempt" field.
+func (m *TranscodeJobMutation) AddAttempt(i int64) {
+	if m.addattempt != nil {
+		*m.addattempt += i
+	} else {
+		m.addattempt = &i
+	}
+}
+
+// AddedAttempt returns the value that was added to the "attempt" field in this mutation.
+func (m *TranscodeJobMutation) AddedAttempt() (r int64, exists bool) {
+	v := m.addattempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAttempt resets all changes to the "attempt" field.
+func (m *TranscodeJobMutation) ResetAttempt() {
+	m.attempt = nil
+	m.addattempt = nil
+}
+
+// SetWriterAttempt sets the "writer_attempt" field.
+func (m *TranscodeJobMutation) SetWriterAttempt(i int64) {
+	m.writer_attempt = &i
+	m.addwriter_attempt = nil
+}
+
+// WriterAttempt returns the value of the "writer_attempt" field in the mutation.
+func (m *TranscodeJobMutation) WriterAttempt() (r int64, exists bool) {
+	v := m.writer_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWriterAttempt returns the old "writer_attempt" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldWriterAttempt(ctx context.Context) (v *int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWriterAttempt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWriterAttempt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWriterAttempt: %w", err)
+	}
+	return oldValue.WriterAttempt, nil
+}
+
+// AddWriterAttempt adds i to the "writer_attempt" field.
+func (m *TranscodeJobMutation) AddWriterAttempt(i int64) {
+	if m.addwriter_attempt != nil {
+		*m.addwriter_attempt += i
+	} else {
+		m.addwriter_attempt = &i
+	}
+}
+
+// AddedWriterAttempt returns the value that was added to the "writer_attempt" field in this mutation.
+func (m *TranscodeJobMutation) AddedWriterAttempt() (r int64, exists bool) {
+	v := m.addwriter_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearWriterAttempt clears the value of the "writer_attempt" field.
+func (m *TranscodeJobMutation) ClearWriterAttempt() {
+	m.writer_attempt = nil
+	m.addwriter_attempt = nil
+	m.clearedFields[transcodejob.FieldWriterAttempt] = struct{}{}
+}
+
+// WriterAttemptCleared returns if the "writer_attempt" field was cleared in this mutation.
+func (m *TranscodeJobMutation) WriterAttemptCleared() bool {
+	_, ok := m.clearedFields[transcodejob.FieldWriterAttempt]
+	return ok
+}
+
+// ResetWriterAttempt resets all changes to the "writer_attempt" field.
+func (m *TranscodeJobMutation) ResetWriterAttempt() {
+	m.writer_attempt = nil
+	m.addwriter_attempt = nil
+	delete(m.clearedFields, transcodejob.FieldWriterAttempt)
+}
+
+// SetLeaseUntil sets the "lease_until" field.
+func (m *TranscodeJobMutation) SetLeaseUntil(t time.Time) {
+	m.lease_until = &t
+}
+
+// LeaseUntil returns the value of the "lease_until" field in the mutation.
+func (m *TranscodeJobMutation) LeaseUntil() (r time.Time, exists bool) {
+	v := m.lease_until
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLeaseUntil returns the old "lease_until" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldLeaseUntil(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLeaseUntil is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLeaseUntil requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLeaseUntil: %w", err)
+	}
+	return oldValue.LeaseUntil, nil
+}
+
+// ClearLeaseUntil clears the value of the "lease_until" field.
+func (m *TranscodeJobMutation) ClearLeaseUntil() {
+	m.lease_until = nil
+	m.clearedFields[transcodejob.FieldLeaseUntil] = struct{}{}
+}
+
+// LeaseUntilCleared returns if the "lease_until" field was cleared in this mutation.
+func (m *TranscodeJobMutation) LeaseUntilCleared() bool {
+	_, ok := m.clearedFields[transcodejob.FieldLeaseUntil]
+	return ok
+}
+
+// ResetLeaseUntil resets all changes to the "lease_until" field.
+func (m *TranscodeJobMutation) ResetLeaseUntil() {
+	m.lease_until = nil
+	delete(m.clearedFields, transcodejob.FieldLeaseUntil)
+}
+
+// SetNextAction sets the "next_action" field.
+func (m *TranscodeJobMutation) SetNextAction(ta transcodejob.NextAction) {
+	m.next_action = &ta
+}
+
+// NextAction returns the value of the "next_action" field in the mutation.
+func (m *TranscodeJobMutation) NextAction() (r transcodejob.NextAction, exists bool) {
+	v := m.next_action
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNextAction returns the old "next_action" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldNextAction(ctx context.Context) (v transcodejob.NextAction, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNextAction is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNextAction requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNextAction: %w", err)
+	}
+	return oldValue.NextAction, nil
+}
+
+// ResetNextAction resets all changes to the "next_action" field.
+func (m *TranscodeJobMutation) ResetNextAction() {
+	m.next_action = nil
+}
+
+// SetNextRunAt sets the "next_run_at" field.
+func (m *TranscodeJobMutation) SetNextRunAt(t time.Time) {
+	m.next_run_at = &t
+}
+
+// NextRunAt returns the value of the "next_run_at" field in the mutation.
+func (m *TranscodeJobMutation) NextRunAt() (r time.Time, exists bool) {
+	v := m.next_run_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNextRunAt returns the old "next_run_at" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldNextRunAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNextRunAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNextRunAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNextRunAt: %w", err)
+	}
+	return oldValue.NextRunAt, nil
+}
+
+// ResetNextRunAt resets all changes to the "next_run_at" field.
+func (m *TranscodeJobMutation) ResetNextRunAt() {
+	m.next_run_at = nil
+}
+
+// SetEncoderJobID sets the "encoder_job_id" field.
+func (m *TranscodeJobMutation) SetEncoderJobID(s string) {
+	m.encoder_job_id = &s
+}
+
+// EncoderJobID returns the value of the "encoder_job_id" field in the mutation.
+func (m *TranscodeJobMutation) EncoderJobID() (r string, exists bool) {
+	v := m.encoder_job_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEncoderJobID returns the old "encoder_job_id" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldEncoderJobID(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEncoderJobID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEncoderJobID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEncoderJobID: %w", err)
+	}
+	return oldValue.EncoderJobID, nil
+}
+
+// ClearEncoderJobID clears the value of the "encoder_job_id" field.
+func (m *TranscodeJobMutation) ClearEncoderJobID() {
+	m.encoder_job_id = nil
+	m.clearedFields[transcodejob.FieldEncoderJobID] = struct{}{}
+}
+
+// EncoderJobIDCleared returns if the "encoder_job_id" field was cleared in this mutation.
+func (m *TranscodeJobMutation) EncoderJobIDCleared() bool {
+	_, ok := m.clearedFields[transcodejob.FieldEncoderJobID]
+	return ok
+}
+
+// ResetEncoderJobID resets all changes to the "encoder_job_id" field.
+func (m *TranscodeJobMutation) ResetEncoderJobID() {
+	m.encoder_job_id = nil
+	delete(m.clearedFields, transcodejob.FieldEncoderJobID)
+}
+
+// SetKeyFirstUsedAt sets the "key_first_used_at" field.
+func (m *TranscodeJobMutation) SetKeyFirstUsedAt(t time.Time) {
+	m.key_first_used_at = &t
+}
+
+// KeyFirstUsedAt returns the value of the "key_first_used_at" field in the mutation.
+func (m *TranscodeJobMutation) KeyFirstUsedAt() (r time.Time, exists bool) {
+	v := m.key_first_used_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldKeyFirstUsedAt returns the old "key_first_used_at" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldKeyFirstUsedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldKeyFirstUsedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldKeyFirstUsedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldKeyFirstUsedAt: %w", err)
+	}
+	return oldValue.KeyFirstUsedAt, nil
+}
+
+// ClearKeyFirstUsedAt clears the value of the "key_first_used_at" field.
+func (m *TranscodeJobMutation) ClearKeyFirstUsedAt() {
+	m.key_first_used_at = nil
+	m.clearedFields[transcodejob.FieldKeyFirstUsedAt] = struct{}{}
+}
+
+// KeyFirstUsedAtCleared returns if the "key_first_used_at" field was cleared in this mutation.
+func (m *TranscodeJobMutation) KeyFirstUsedAtCleared() bool {
+	_, ok := m.clearedFields[transcodejob.FieldKeyFirstUsedAt]
+	return ok
+}
+
+// ResetKeyFirstUsedAt resets all changes to the "key_first_used_at" field.
+func (m *TranscodeJobMutation) ResetKeyFirstUsedAt() {
+	m.key_first_used_at = nil
+	delete(m.clearedFields, transcodejob.FieldKeyFirstUsedAt)
+}
+
+// SetLastSendAt sets the "last_send_at" field.
+func (m *TranscodeJobMutation) SetLastSendAt(t time.Time) {
+	m.last_send_at = &t
+}
+
+// LastSendAt returns the value of the "last_send_at" field in the mutation.
+func (m *TranscodeJobMutation) LastSendAt() (r time.Time, exists bool) {
+	v := m.last_send_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLastSendAt returns the old "last_send_at" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldLastSendAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLastSendAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLastSendAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLastSendAt: %w", err)
+	}
+	return oldValue.LastSendAt, nil
+}
+
+// ClearLastSendAt clears the value of the "last_send_at" field.
+func (m *TranscodeJobMutation) ClearLastSendAt() {
+	m.last_send_at = nil
+	m.clearedFields[transcodejob.FieldLastSendAt] = struct{}{}
+}
+
+// LastSendAtCleared returns if the "last_send_at" field was cleared in this mutation.
+func (m *TranscodeJobMutation) LastSendAtCleared() bool {
+	_, ok := m.clearedFields[transcodejob.FieldLastSendAt]
+	return ok
+}
+
+// ResetLastSendAt resets all changes to the "last_send_at" field.
+func (m *TranscodeJobMutation) ResetLastSendAt() {
+	m.last_send_at = nil
+	delete(m.clearedFields, transcodejob.FieldLastSendAt)
+}
+
+// SetLastError sets the "last_error" field.
+func (m *TranscodeJobMutation) SetLastError(s string) {
+	m.last_error = &s
+}
+
+// LastError returns the value of the "last_error" field in the mutation.
+func (m *TranscodeJobMutation) LastError() (r string, exists bool) {
+	v := m.last_error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLastError returns the old "last_error" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldLastError(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLastError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLastError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLastError: %w", err)
+	}
+	return oldValue.LastError, nil
+}
+
+// ClearLastError clears the value of the "last_error" field.
+func (m *TranscodeJobMutation) ClearLastError() {
+	m.last_error = nil
+	m.clearedFields[transcodejob.FieldLastError] = struct{}{}
+}
+
+// LastErrorCleared returns if the "last_error" field was cleared in this mutation.
+func (m *TranscodeJobMutation) LastErrorCleared() bool {
+	_, ok := m.clearedFields[transcodejob.FieldLastError]
+	return ok
+}
+
+// ResetLastError resets all changes to the "last_error" field.
+func (m *TranscodeJobMutation) ResetLastError() {
+	m.last_error = nil
+	delete(m.clearedFields, transcodejob.FieldLastError)
+}
+
+// SetReviewReason sets the "review_reason" field.
+func (m *TranscodeJobMutation) SetReviewReason(s string) {
+	m.review_reason = &s
+}
+
+// ReviewReason returns the value of the "review_reason" field in the mutation.
+func (m *TranscodeJobMutation) ReviewReason() (r string, exists bool) {
+	v := m.review_reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReviewReason returns the old "review_reason" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldReviewReason(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReviewReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReviewReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReviewReason: %w", err)
+	}
+	return oldValue.ReviewReason, nil
+}
+
+// ClearReviewReason clears the value of the "review_reason" field.
+func (m *TranscodeJobMutation) ClearReviewReason() {
+	m.review_reason = nil
+	m.clearedFields[transcodejob.FieldReviewReason] = struct{}{}
+}
+
+// ReviewReasonCleared returns if the "review_reason" field was cleared in this mutation.
+func (m *TranscodeJobMutation) ReviewReasonCleared() bool {
+	_, ok := m.clearedFields[transcodejob.FieldReviewReason]
+	return ok
+}
+
+// ResetReviewReason resets all changes to the "review_reason" field.
+func (m *TranscodeJobMutation) ResetReviewReason() {
+	m.review_reason = nil
+	delete(m.clearedFields, transcodejob.FieldReviewReason)
+}
+
+// SetReviewEvidence sets the "review_evidence" field.
+func (m *TranscodeJobMutation) SetReviewEvidence(s string) {
+	m.review_evidence = &s
+}
+
+// ReviewEvidence returns the value of the "review_evidence" field in the mutation.
+func (m *TranscodeJobMutation) ReviewEvidence() (r string, exists bool) {
+	v := m.review_evidence
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReviewEvidence returns the old "review_evidence" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldReviewEvidence(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReviewEvidence is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReviewEvidence requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReviewEvidence: %w", err)
+	}
+	return oldValue.ReviewEvidence, nil
+}
+
+// ClearReviewEvidence clears the value of the "review_evidence" field.
+func (m *TranscodeJobMutation) ClearReviewEvidence() {
+	m.review_evidence = nil
+	m.clearedFields[transcodejob.FieldReviewEvidence] = struct{}{}
+}
+
+// ReviewEvidenceCleared returns if the "review_evidence" field was cleared in this mutation.
+func (m *TranscodeJobMutation) ReviewEvidenceCleared() bool {
+	_, ok := m.clearedFields[transcodejob.FieldReviewEvidence]
+	return ok
+}
+
+// ResetReviewEvidence resets all changes to the "review_evidence" field.
+func (m *TranscodeJobMutation) ResetReviewEvidence() {
+	m.review_evidence = nil
+	delete(m.clearedFields, transcodejob.FieldReviewEvidence)
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *TranscodeJobMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *TranscodeJobMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *TranscodeJobMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *TranscodeJobMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *TranscodeJobMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the TranscodeJob entity.
+// If the TranscodeJob object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TranscodeJobMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *TranscodeJobMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// Where appends a list predicates to the TranscodeJobMutation builder.
+func (m *TranscodeJobMutation) Where(ps ...predicate.TranscodeJob) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the TranscodeJobMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *TranscodeJobMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.TranscodeJob, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *TranscodeJobMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *TranscodeJobMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (TranscodeJob).
+func (m *TranscodeJobMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *TranscodeJobMutation) Fields() []string {
+	fields := make([]string, 0, 18)
+	if m.job_key != nil {
+		fields = append(fields, transcodejob.FieldJobKey)
+	}
+	if m.source_uri != nil {
+		fields = append(fields, transcodejob.FieldSourceURI)
+	}
+	if m.preset != nil {
+		fields = append(fields, transcodejob.FieldPreset)
+	}
+	if m.duration_ms != nil {
+		fields = append(fields, transcodejob.FieldDurationMs)
+	}
+	if m.state != nil {
+		fields = append(fields, transcodejob.FieldState)
+	}
+	if m.attempt != nil {
+		fields = append(fields, transcodejob.FieldAttempt)
+	}
+	if m.writer_attempt != nil {
+		fields = append(fields, transcodejob.FieldWriterAttempt)
+	}
+	if m.lease_until != nil {
+		fields = append(fields, transcodejob.FieldLeaseUntil)
+	}
+	if m.next_action != nil {
+		fields = append(fields, transcodejob.FieldNextAction)
+	}
+	if m.next_run_at != nil {
+		fields = append(fields, transcodejob.FieldNextRunAt)
+	}
+	if m.encoder_job_id != nil {
+		fields = append(fields, transcodejob.FieldEncoderJobID)
+	}
+	if m.key_first_used_at != nil {
+		fields = append(fields, transcodejob.FieldKeyFirstUsedAt)
+	}
+	if m.last_send_at != nil {
+		fields = append(fields, transcodejob.FieldLastSendAt)
+	}
+	if m.last_error != nil {
+		fields = append(fields, transcodejob.FieldLastError)
+	}
+	if m.review_reason != nil {
+		fields = append(fields, transcodejob.FieldReviewReason)
+	}
+	if m.review_evidence != nil {
+		fields = append(fields, transcodejob.FieldReviewEvidence)
+	}
+	if m.created_at != nil {
+		fields = append(fields, transcodejob.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, transcodejob.FieldUpdatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *TranscodeJobMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case transcodejob.FieldJobKey:
+		return m.JobKey()
+	case transcodejob.FieldSourceURI:
+		return m.SourceURI()
+	case transcodejob.FieldPreset:
+		return m.Preset()
+	case transcodejob.FieldDurationMs:
+		return m.DurationMs()
+	case transcodejob.FieldState:
+		return m.State()
+	case transcodejob.FieldAttempt:
+		return m.Attempt()
+	case transcodejob.FieldWriterAttempt:
+		return m.WriterAttempt()
+	case transcodejob.FieldLeaseUntil:
+		return m.LeaseUntil()
+	case transcodejob.FieldNextAction:
+		return m.NextAction()
+	case transcodejob.FieldNextRunAt:
+		return m.NextRunAt()
+	case transcodejob.FieldEncoderJobID:
+		return m.EncoderJobID()
+	case transcodejob.FieldKeyFirstUsedAt:
+		return m.KeyFirstUsedAt()
+	case transcodejob.FieldLastSendAt:
+		return m.LastSendAt()
+	case transcodejob.FieldLastError:
+		return m.LastError()
+	case transcodejob.FieldReviewReason:
+		return m.ReviewReason()
+	case transcodejob.FieldReviewEvidence:
+		return m.ReviewEvidence()
+	case transcodejob.FieldCreatedAt:
+		return m.CreatedAt()
+	case transcodejob.FieldUpdatedAt:
+		return m.UpdatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *TranscodeJobMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case transcodejob.FieldJobKey:
+		return m.OldJobKey(ctx)
+	case transcodejob.FieldSourceURI:
+		return m.OldSourceURI(ctx)
+	case transcodejob.FieldPreset:
+		return m.OldPreset(ctx)
+	case transcodejob.FieldDurationMs:
+		return m.OldDurationMs(ctx)
+	case transcodejob.FieldState:
+		return m.OldState(ctx)
+	case transcodejob.FieldAttempt:
+		return m.OldAttempt(ctx)
+	case transcodejob.FieldWriterAttempt:
+		return m.OldWriterAttempt(ctx)
+	case transcodejob.FieldLeaseUntil:
+		return m.OldLeaseUntil(ctx)
+	case transcodejob.FieldNextAction:
+		return m.OldNextAction(ctx)
+	case transcodejob.FieldNextRunAt:
+		return m.OldNextRunAt(ctx)
+	case transcodejob.FieldEncoderJobID:
+		return m.OldEncoderJobID(ctx)
+	case transcodejob.FieldKeyFirstUsedAt:
+		return m.OldKeyFirstUsedAt(ctx)
+	case transcodejob.FieldLastSendAt:
+		return m.OldLastSendAt(ctx)
+	case transcodejob.FieldLastError:
+		return m.OldLastError(ctx)
+	case transcodejob.FieldReviewReason:
+		return m.OldReviewReason(ctx)
+	case transcodejob.FieldReviewEvidence:
+		return m.OldReviewEvidence(ctx)
+	case transcodejob.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case transcodejob.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown TranscodeJob field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TranscodeJobMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case transcodejob.FieldJobKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetJobKey(v)
+		return nil
+	case transcodejob.FieldSourceURI:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSourceURI(v)
+		return nil
+	case transcodejob.FieldPreset:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPreset(v)
+		return nil
+	case transcodejob.FieldDurationMs:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDurationMs(v)
+		return nil
+	case transcodejob.FieldState:
+		v, ok := value.(transcodejob.State)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetState(v)
+		return nil
+	case transcodejob.FieldAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAttempt(v)
+		return nil
+	case transcodejob.FieldWriterAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWriterAttempt(v)
+		return nil
+	case transcodejob.FieldLeaseUntil:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLeaseUntil(v)
+		return nil
+	case transcodejob.FieldNextAction:
+		v, ok := value.(transcodejob.NextAction)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNextAction(v)
+		return nil
+	case transcodejob.FieldNextRunAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNextRunAt(v)
+		return nil
+	case transcodejob.FieldEncoderJobID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEncoderJobID(v)
+		return nil
+	case transcodejob.FieldKeyFirstUsedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetKeyFirstUsedAt(v)
+		return nil
+	case transcodejob.FieldLastSendAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLastSendAt(v)
+		return nil
+	case transcodejob.FieldLastError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLastError(v)
+		return nil
+	case transcodejob.FieldReviewReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReviewReason(v)
+		return nil
+	case transcodejob.FieldReviewEvidence:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReviewEvidence(v)
+		return nil
+	case transcodejob.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case transcodejob.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown TranscodeJob field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *TranscodeJobMutation) AddedFields() []string {
+	var fields []string
+	if m.addduration_ms != nil {
+		fields = append(fields, transcodejob.FieldDurationMs)
+	}
+	if m.addattempt != nil {
+		fields = append(fields, transcodejob.FieldAttempt)
+	}
+	if m.addwriter_attempt != nil {
+		fields = append(fields, transcodejob.FieldWriterAttempt)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *TranscodeJobMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case transcodejob.FieldDurationMs:
+		return m.AddedDurationMs()
+	case transcodejob.FieldAttempt:
+		return m.AddedAttempt()
+	case transcodejob.FieldWriterAttempt:
+		return m.AddedWriterAttempt()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *TranscodeJobMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case transcodejob.FieldDurationMs:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddDurationMs(v)
+		return nil
+	case transcodejob.FieldAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAttempt(v)
+		return nil
+	case transcodejob.FieldWriterAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddWriterAttempt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown TranscodeJob numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *TranscodeJobMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(transcodejob.FieldWriterAttempt) {
+		fields = append(fields, transcodejob.FieldWriterAttempt)
+	}
+	if m.FieldCleared(transcodejob.FieldLeaseUntil) {
+		fields = append(fields, transcodejob.FieldLeaseUntil)
+	}
+	if m.FieldCleared(transcodejob.FieldEncoderJobID) {
+		fields = append(fields, transcodejob.FieldEncoderJobID)
+	}
+	if m.FieldCleared(transcodejob.FieldKeyFirstUsedAt) {
+		fields = append(fields, transcodejob.FieldKeyFirstUsedAt)
+	}
+	if m.FieldCleared(transcodejob.FieldLastSendAt) {
+		fields = append(fields, transcodejob.FieldLastSendAt)
+	}
+	if m.FieldCleared(transcodejob.FieldLastError) {
+		fields = append(fields, transcodejob.FieldLastError)
+	}
+	if m.FieldCleared(transcodejob.FieldReviewReason) {
+		fields = append(fields, transcodejob.FieldReviewReason)
+	}
+	if m.FieldCleared(transcodejob.FieldReviewEvidence) {
+		fields = append(fields, transcodejob.FieldReviewEvidence)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *TranscodeJobMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *TranscodeJobMutation) ClearField(name string) error {
+	switch name {
+	case transcodejob.FieldWriterAttempt:
+		m.ClearWriterAttempt()
+		return nil
+	case transcodejob.FieldLeaseUntil:
+		m.ClearLeaseUntil()
+		return nil
+	case transcodejob.FieldEncoderJobID:
+		m.ClearEncoderJobID()
+		return nil
+	case transcodejob.FieldKeyFirstUsedAt:
+		m.ClearKeyFirstUsedAt()
+		return nil
+	case transcodejob.FieldLastSendAt:
+		m.ClearLastSendAt()
+		return nil
+	case transcodejob.FieldLastError:
+		m.ClearLastError()
+		return nil
+	case transcodejob.FieldReviewReason:
+		m.ClearReviewReason()
+		return nil
+	case transcodejob.FieldReviewEvidence:
+		m.ClearReviewEvidence()
+		return nil
+	}
+	return fmt.Errorf("unknown TranscodeJob nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *TranscodeJobMutation) ResetField(name string) error {
+	switch name {
+	case transcodejob.FieldJobKey:
+		m.ResetJobKey()
+		return nil
+	case transcodejob.FieldSourceURI:
+		m.ResetSourceURI()
+		return nil
+	case transcodejob.FieldPreset:
+		m.ResetPreset()
+		return nil
+	case transcodejob.FieldDurationMs:
+		m.ResetDurationMs()
+		return nil
+	case transcodejob.FieldState:
+		m.ResetState()
+		return nil
+	case transcodejob.FieldAttempt:
+		m.ResetAttempt()
+		return nil
+	case transcodejob.FieldWriterAttempt:
+		m.ResetWriterAttempt()
+		return nil
+	case transcodejob.FieldLeaseUntil:
+		m.ResetLeaseUntil()
+		return nil
+	case transcodejob.FieldNextAction:
+		m.ResetNextAction()
+		return nil
+	case transcodejob.FieldNextRunAt:
+		m.ResetNextRunAt()
+		return nil
+	case transcodejob.FieldEncoderJobID:
+		m.ResetEncoderJobID()
+		return nil
+	case transcodejob.FieldKeyFirstUsedAt:
+		m.ResetKeyFirstUsedAt()
+		return nil
+	case transcodejob.FieldLastSendAt:
+		m.ResetLastSendAt()
+		return nil
+	case transcodejob.FieldLastError:
+		m.ResetLastError()
+		return nil
+	case transcodejob.FieldReviewReason:
+		m.ResetReviewReason()
+		return nil
+	case transcodejob.FieldReviewEvidence:
+		m.ResetReviewEvidence()
+		return nil
+	case transcodejob.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case transcodejob.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown TranscodeJob field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *TranscodeJobMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *TranscodeJobMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *TranscodeJobMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *TranscodeJobMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *TranscodeJobMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *TranscodeJobMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *TranscodeJobMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown TranscodeJob unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *TranscodeJobMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown TranscodeJob edge %s", name)
 }

@@ -23,8 +23,13 @@ type Annotation struct {
 	LeaseUntil string `json:"lease_until"`
 	// NextRunAt is when a ready job becomes due.
 	NextRunAt string `json:"next_run_at"`
-	// NextAction is the enum column with values refund and reconcile.
+	// NextAction is the enum column of what a claim does next: send the
+	// request (the value Send names) or reconcile.
 	NextAction string `json:"next_action"`
+	// Send is NextAction's value that means "send the request to the
+	// provider" ("" means refund, fencekit's own jobs). A transcoding job
+	// names it transcode, say; the other value is always reconcile.
+	Send string `json:"send,omitempty"`
 	// KeyFirstUsedAt records when the idempotency key was first sent.
 	KeyFirstUsedAt string `json:"key_first_used_at"`
 	// LastSendAt records the latest claim that may have sent a request.
@@ -53,6 +58,15 @@ type Annotation struct {
 	// takeover adds its rows in its own transaction, before COMMIT; an
 	// operator's resolution adds its own.
 	Attempts string `json:"attempts,omitempty"`
+}
+
+// SendAction is a's value of NextAction that sends the request: Send, or
+// ActionRefund when it is empty.
+func (a Annotation) SendAction() string {
+	if a.Send == "" {
+		return ActionRefund
+	}
+	return a.Send
 }
 
 // Name implements ent's schema.Annotation.

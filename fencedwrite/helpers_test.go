@@ -70,12 +70,18 @@ var instant = fencedwrite.ClaimOptions{Lease: time.Microsecond}
 // expired: a test that relies on it says so rather than waiting for it.
 func (e *env) wantLeaseExpired(id int64) {
 	e.t.Helper()
+	e.wantLeaseExpiredIn(ent.RefundJobFencedTable, id)
+}
+
+// wantLeaseExpiredIn is wantLeaseExpired for a job of the fenced table.
+func (e *env) wantLeaseExpiredIn(table string, id int64) {
+	e.t.Helper()
 	var expired bool
-	if err := e.raw.QueryRow("SELECT lease_until < "+fencedwrite.ClockUTC+" FROM refund_jobs WHERE id = ?", id).Scan(&expired); err != nil {
+	if err := e.raw.QueryRow("SELECT lease_until < "+fencedwrite.ClockUTC+" FROM `"+table+"` WHERE id = ?", id).Scan(&expired); err != nil {
 		e.t.Fatal(err)
 	}
 	if !expired {
-		e.t.Fatalf("job %d's lease has not expired on the database clock", id)
+		e.t.Fatalf("%s#%d's lease has not expired on the database clock", table, id)
 	}
 }
 

@@ -307,21 +307,30 @@ func scratch(t *testing.T, prefix string) (*mysql.Config, string) {
 	return cfg, name
 }
 
-// The database fence is generated from the annotation (ent.RefundJobFencesSQL);
-// the newest migration file that carries it must hold exactly what the
-// generator renders now, or the database runs an older fence than the code
-// expects (go run ./internal/cmd/migdiff -fences <name> writes a new one).
+// The database fence of every fenced table is generated from its annotation
+// (ent.FencedTables); the newest migration file that carries a table's fence
+// must hold exactly what the generator renders now, or the database runs an
+// older fence than the code expects (go run ./internal/cmd/migdiff -fences
+// <name> -table <table> writes a new one).
 func TestGeneratedFenceIsMigrated(t *testing.T) {
 	dir, err := migrate.NewLocalDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, content, found, err := schemadiff.LatestFences(dir, ent.RefundJobFencesSQL)
-	if err != nil || !found {
-		t.Fatalf("no migration carries the generated database fence (%v): run go run ./internal/cmd/migdiff -fences job_fences", err)
+	if len(ent.FencedTables) < 2 {
+		t.Fatalf("ent.FencedTables = %d tables, want refund_jobs and transcode_jobs", len(ent.FencedTables))
 	}
-	if content != ent.RefundJobFencesSQL {
-		t.Fatalf("%s differs from the fence generated from the annotation: run go generate ./ent/... && go run ./internal/cmd/migdiff -fences <name>", name)
+	for _, f := range ent.FencedTables {
+		name, content, found, err := schemadiff.LatestFences(dir, f.FencesSQL)
+		if err != nil || !found {
+			t.Fatalf("no migration carries the generated database fence of %s (%v): run go run ./internal/cmd/migdiff -fences <name> -table %[1]s", f.Table, err)
+		}
+		if content != f.FencesSQL {
+			t.Fatalf("%s differs from the fence of %s generated from the annotation: run go generate ./ent/... && go run ./internal/cmd/migdiff -fences <name> -table %[2]s", name, f.Table)
+		}
+		if !strings.Contains(content, "CREATE TRIGGER `"+f.Table+"_fence` BEFORE UPDATE ON `"+f.Table+"`") {
+			t.Fatalf("%s, the fence of %s, has no BEFORE UPDATE trigger on it", name, f.Table)
+		}
 	}
 	// The check is not vacuous: an edited fence is a drift.
 	tmp := copyDir(t)

@@ -69,24 +69,27 @@ func TestTiDBDirectoryFollowsMigrations(t *testing.T) {
 			t.Errorf("migrations/tidb/%s differs from migrations/%s", f.Name(), f.Name())
 		}
 	}
-	// The fence's tables, as the generator writes them: everything of the
-	// generated fence before its triggers.
-	start := strings.Index(ent.RefundJobFencesSQL, "CREATE TABLE")
-	end := strings.Index(ent.RefundJobFencesSQL, "\nDROP ")
-	if start < 0 || end < start {
-		t.Fatal("the generated fence has no tables before its triggers")
-	}
-	tables := strings.TrimSpace(ent.RefundJobFencesSQL[start:end])
-	var own []string
-	for name, content := range tidb {
-		if !mysql[name] {
-			own = append(own, name)
-			if strings.Contains(content, tables) {
-				return
+	// The fence's tables of every fenced table, as the generator writes
+	// them: everything of the generated fence before its triggers.
+	for _, f := range ent.FencedTables {
+		start := strings.Index(f.FencesSQL, "CREATE TABLE")
+		end := strings.Index(f.FencesSQL, "\nDROP ")
+		if start < 0 || end < start {
+			t.Fatalf("the generated fence of %s has no tables before its triggers", f.Table)
+		}
+		tables := strings.TrimSpace(f.FencesSQL[start:end])
+		var own []string
+		found := false
+		for name, content := range tidb {
+			if !mysql[name] {
+				own = append(own, name)
+				found = found || strings.Contains(content, tables)
 			}
 		}
+		if !found {
+			t.Errorf("no file of migrations/tidb of its own (%v) creates the generated fence's tables of %s with:\n%s", own, f.Table, tables)
+		}
 	}
-	t.Errorf("no file of migrations/tidb of its own (%v) creates the generated fence's tables with:\n%s", own, tables)
 }
 
 // The check above can fail.

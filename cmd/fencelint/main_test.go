@@ -167,3 +167,31 @@ func TestBadFlagIsAnError(t *testing.T) {
 		t.Errorf("bad -tables: exit %d, output %q", code, out)
 	}
 }
+
+// A second fenced entity needs no configuration: with the generated package
+// in sight, fencelint reads transcode_jobs and its fence from
+// ent.TranscodeJobFencedTable and its column constants (its default -tables
+// name refund_jobs alone), and reports the article's catch block on it,
+// written with the table's name or with the constant. The same write where
+// the generated package is not in sight is not reported: the table came from
+// the constants.
+func TestVetToolReadsASecondEntityFromGeneratedConstants(t *testing.T) {
+	cmd := exec.Command(goTool(), "vet", "-vettool="+fencelint, "./testdata/transcode/seen", "./testdata/transcode/unseen")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("go vet exited 0 on an unfenced write of transcode_jobs; output:\n%s", out)
+	}
+	var got []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if i := strings.Index(l, "transcode/"); i >= 0 {
+			got = append(got, l[i:])
+		}
+	}
+	want := []string{
+		"transcode/seen/jobs.go:15:32: unfenced UPDATE of transcode_jobs: WHERE lacks state = ? and attempt = ?; add AND state = ? AND attempt = ?",
+		"transcode/seen/jobs.go:27:32: unfenced UPDATE of transcode_jobs: WHERE lacks state = ? and attempt = ?; add AND state = ? AND attempt = ?",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("diagnostics:\n%s\nwant:\n%s\nfull output:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), out)
+	}
+}

@@ -46,7 +46,8 @@ func New() *Extension { return &Extension{} }
 func (*Extension) Templates() []*gen.Template {
 	return []*gen.Template{
 		gen.MustParse(gen.NewTemplate("fencedwrite").
-			Funcs(template.FuncMap{"fenced": fenced, "goOp": goOp, "goParam": goParam, "createOnly": createOnly}).
+			Funcs(template.FuncMap{"fenced": fenced, "goOp": goOp, "goParam": goParam, "createOnly": createOnly,
+				"keysTable": KeysTable, "archiveTable": ArchiveTable}).
 			ParseFS(templateFS, "template/*.tmpl")),
 	}
 }
@@ -75,16 +76,17 @@ func (*Extension) Hooks() []gen.Hook {
 // Spec is what the templates need to know about one fenced entity: its
 // columns by role and its statements.
 type Spec struct {
-	Node       *gen.Type
-	Table      string
-	IDColumn   string
-	Annotation fencedwrite.Annotation
-	Key        *gen.Field
-	Params     []*gen.Field // the key first, then the other request parameters
-	Others     []*gen.Field // the request parameters but the key
-	Stmts      []Stmt
-	Compared   []string // the columns a re-read compares
-	Fences     string   // the database fence: triggers and archival, see fences.go
+	Node        *gen.Type
+	Table       string
+	IDColumn    string
+	Annotation  fencedwrite.Annotation
+	Key         *gen.Field
+	ProviderRef *gen.Field   // the provider's id for the request: its accessor on the lease is named after it
+	Params      []*gen.Field // the key first, then the other request parameters
+	Others      []*gen.Field // the request parameters but the key
+	Stmts       []Stmt
+	Compared    []string // the columns a re-read compares
+	Fences      string   // the database fence: triggers and archival, see fences.go
 }
 
 // fenced returns the Spec of n, nil when n is not fenced, or an error naming
@@ -112,7 +114,10 @@ func fenced(n *gen.Type) (*Spec, error) {
 	c.int64("Writer", a.Writer, true)
 	c.time("LeaseUntil", a.LeaseUntil, true)
 	c.time("NextRunAt", a.NextRunAt, false)
-	c.enum("NextAction", a.NextAction, fencedwrite.ActionRefund, fencedwrite.ActionReconcile)
+	if a.Send == fencedwrite.ActionReconcile {
+		c.errf("Send", "%q is the reconcile action; name the value that sends the request", a.Send)
+	}
+	c.enum("NextAction", a.NextAction, a.SendAction(), fencedwrite.ActionReconcile)
 	c.time("KeyFirstUsedAt", a.KeyFirstUsedAt, true)
 	c.time("LastSendAt", a.LastSendAt, true)
 	c.str("ProviderRef", a.ProviderRef, true)
@@ -148,15 +153,16 @@ func fenced(n *gen.Type) (*Spec, error) {
 	}
 	stmts, compared := statements(n.Table(), n.ID.StorageKey(), a, params)
 	spec := &Spec{
-		Node:       n,
-		Table:      n.Table(),
-		IDColumn:   n.ID.StorageKey(),
-		Annotation: a,
-		Key:        key,
-		Params:     params,
-		Others:     params[1:],
-		Stmts:      stmts,
-		Compared:   compared,
+		Node:        n,
+		Table:       n.Table(),
+		IDColumn:    n.ID.StorageKey(),
+		Annotation:  a,
+		Key:         key,
+		ProviderRef: c.field("ProviderRef", a.ProviderRef),
+		Params:      params,
+		Others:      params[1:],
+		Stmts:       stmts,
+		Compared:    compared,
 	}
 	fences, err := renderFences(spec)
 	if err != nil {

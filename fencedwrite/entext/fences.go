@@ -35,7 +35,7 @@ type fencesData struct {
 	Clock                              string
 	// States and actions.
 	Ready, Running, Succeeded, Review, Failed string
-	Refund, Reconcile                         string
+	Send, Reconcile                           string // Send: the annotation's SendAction
 }
 
 type keyColumn struct{ Name, Type string }
@@ -75,7 +75,7 @@ func renderFences(s *Spec) (string, error) {
 		Created: a.CreatedAt, Updated: a.UpdatedAt, Key: s.Key.StorageKey(), Clock: fencedwrite.ClockUTC,
 		Ready: fencedwrite.StateReady, Running: fencedwrite.StateRunning, Succeeded: fencedwrite.StateSucceeded,
 		Review: fencedwrite.StateManualReview, Failed: fencedwrite.StateFailed,
-		Refund: fencedwrite.ActionRefund, Reconcile: fencedwrite.ActionReconcile,
+		Send: a.SendAction(), Reconcile: fencedwrite.ActionReconcile,
 	}
 	d.Columns = append(d.Columns, s.IDColumn)
 	d.Text = map[string]bool{}
@@ -122,6 +122,8 @@ func mysqlType(f *gen.Field) (string, error) {
 var fencesTmpl = template.Must(template.New("fences").Funcs(template.FuncMap{
 	"q":    func(s string) string { return "`" + s + "`" },
 	"join": strings.Join,
+	// words spells a column's name in a refusal's message: provider_refund_id is the provider refund id.
+	"words": func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 }).Parse(fencesSQL))
 
 // fencesSQL is the template of the database fence. Every refusal raises
@@ -422,7 +424,7 @@ main: BEGIN
      AND NEW.{{q .ID}} <=> OLD.{{q .ID}}{{range .Params}} AND {{$.Same .Name}}{{end}} AND NEW.{{q .Created}} <=> OLD.{{q .Created}}
      AND ((OLD.{{q .State}} = '{{.Ready}}' AND NEW.{{q .State}} = '{{.Running}}' AND NEW.{{q .Token}} = OLD.{{q .Token}} + 1
            AND OLD.{{q .NextRun}} <= utc AND NEW.{{q .Lease}} IS NOT NULL
-           AND ((NEW.{{q .Action}} = '{{.Refund}}' AND OLD.{{q .Action}} = '{{.Refund}}'
+           AND ((NEW.{{q .Action}} = '{{.Send}}' AND OLD.{{q .Action}} = '{{.Send}}'
                  AND NEW.{{q .LastSnd}} IS NOT NULL AND NEW.{{q .LastSnd}} <= utc + INTERVAL 1 SECOND
                  AND (OLD.{{q .LastSnd}} IS NULL OR NEW.{{q .LastSnd}} > OLD.{{q .LastSnd}})
                  AND ((OLD.{{q .KeyFirst}} IS NULL AND NEW.{{q .KeyFirst}} IS NOT NULL AND NEW.{{q .KeyFirst}} <= utc + INTERVAL 1 SECOND)
@@ -440,7 +442,7 @@ main: BEGIN
   DECLARE now DATETIME(6) DEFAULT {{.Clock}};
   DECLARE msg VARCHAR(255) DEFAULT NULL;
   DECLARE rule VARCHAR(128) DEFAULT NULL;
-  DECLARE sends BOOLEAN DEFAULT OLD.{{q .State}} = '{{.Ready}}' AND NEW.{{q .State}} = '{{.Running}}' AND NEW.{{q .Action}} = '{{.Refund}}';
+  DECLARE sends BOOLEAN DEFAULT OLD.{{q .State}} = '{{.Ready}}' AND NEW.{{q .State}} = '{{.Running}}' AND NEW.{{q .Action}} = '{{.Send}}';
   IF @@session.time_zone <> 'SYSTEM' AND @@session.time_zone NOT REGEXP '^[+-][0-9]{1,2}:[0-9]{2}$' THEN
     SET msg = '{{.T}}: the fence needs time_zone SYSTEM or a numeric offset: named zones repeat an hour';
   ELSEIF OLD.{{q .State}} IN ('{{.Succeeded}}', '{{.Failed}}') THEN
@@ -480,7 +482,7 @@ main: BEGIN
       ELSEIF NEW.{{q .Lease}} IS NOT NULL THEN
         SET rule = 'leaving running gives the lease up';
       ELSEIF NEW.{{q .State}} = '{{.Succeeded}}' AND NEW.{{q .ProviderRef}} IS NULL THEN
-        SET rule = 'success needs the provider refund id';
+        SET rule = 'success needs the {{words .ProviderRef}}';
       END IF;
     ELSEIF OLD.{{q .State}} = '{{.Ready}}' AND NEW.{{q .State}} = '{{.Ready}}' THEN
       IF NEW.{{q .Token}} <> OLD.{{q .Token}} OR NEW.{{q .NextRun}} > OLD.{{q .NextRun}}
@@ -494,7 +496,7 @@ main: BEGIN
       ELSEIF NEW.{{q .Evidence}} IS NULL OR NEW.{{q .Lease}} IS NOT NULL THEN
         SET rule = 'an operator resolution records its evidence and holds no lease';
       ELSEIF NEW.{{q .State}} = '{{.Succeeded}}' AND NEW.{{q .ProviderRef}} IS NULL THEN
-        SET rule = 'success needs the provider refund id';
+        SET rule = 'success needs the {{words .ProviderRef}}';
       END IF;
     ELSE
       SET rule = 'not a move of the state machine';

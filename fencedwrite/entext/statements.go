@@ -138,7 +138,7 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 		}
 	}
 	insertCols := append(append([]string{}, cols...), quote(a.State), quote(a.Token), quote(a.NextAction), quote(a.NextRunAt), quote(a.CreatedAt), quote(a.UpdatedAt))
-	insertVals := append(append([]string{}, vals...), "'"+fencedwrite.StateReady+"'", "0", "'"+fencedwrite.ActionRefund+"'", clock, clock, clock)
+	insertVals := append(append([]string{}, vals...), "'"+fencedwrite.StateReady+"'", "0", "'"+a.SendAction()+"'", clock, clock, clock)
 
 	stmts := []Stmt{
 		{Op: fencedrt.OpRead, Name: "Read", SQL: read, Params: []fencedrt.Param{fencedrt.ParamID}},
@@ -187,7 +187,7 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 			SQL: fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", t, strings.Join(insertCols, ", "), strings.Join(insertVals, ", "))},
 
 		transition(fencedrt.OpClaimSend, "ClaimSend", func(u *update) {
-			u.set(a.LeaseUntil, "?", fencedrt.ParamLeaseUntil).literal(a.NextAction, fencedwrite.ActionRefund, false).
+			u.set(a.LeaseUntil, "?", fencedrt.ParamLeaseUntil).literal(a.NextAction, a.SendAction(), false).
 				set(a.KeyFirstUsedAt, fmt.Sprintf("COALESCE(%s, ?)", quote(a.KeyFirstUsedAt)), fencedrt.ParamNow).
 				set(a.LastSendAt, "?", fencedrt.ParamNow).set(a.UpdatedAt, "?", fencedrt.ParamNow)
 		}),
@@ -230,7 +230,7 @@ func statements(table, id string, a fencedwrite.Annotation, params []*gen.Field)
 			updatedNow(u)
 		}),
 		transition(fencedrt.OpResolveRefund, "ResolveRefund", func(u *update) {
-			u.literal(a.NextAction, fencedwrite.ActionRefund, true).set(a.NextRunAt, clock).value(a.ReviewEvidence, fencedrt.ParamEvidence)
+			u.literal(a.NextAction, a.SendAction(), true).set(a.NextRunAt, clock).value(a.ReviewEvidence, fencedrt.ParamEvidence)
 			updatedNow(u)
 		}),
 	}

@@ -23,7 +23,7 @@ type Claimed struct {
 	Lease      Lease
 	ID         int64
 	Attempt    int64     // the new attempt: the fencing token of the lease
-	Action     string    // fencedwrite.ActionRefund or fencedwrite.ActionReconcile
+	Action     string    // the table's send action (fencedwrite.ActionRefund for refund_jobs) or fencedwrite.ActionReconcile
 	LeaseUntil time.Time // database time (UTC) when others may take over
 	ClaimedAt  time.Time // database time (UTC) of the claim
 	// Request holds the request's key and parameters, as text, in the
@@ -131,7 +131,7 @@ func claimTx(ctx context.Context, tx dialect.Tx, t *Table, op Op, id int64, o fe
 	if len(jobs) == 0 {
 		return Claimed{}, fencedwrite.ErrNotFound
 	}
-	c, next, err := decide(jobs[0], op, o)
+	c, next, err := decide(jobs[0], op, o, t.send())
 	if err != nil {
 		return Claimed{}, err
 	}
@@ -245,7 +245,7 @@ func batchTx(ctx context.Context, tx dialect.Tx, t *Table, scan, op Op, limit in
 	)
 	for _, j := range jobs {
 		j.now = now
-		c, next, err := decide(j, op, o)
+		c, next, err := decide(j, op, o, t.send())
 		if errors.Is(err, fencedwrite.ErrNotClaimable) {
 			continue // found by the scan, but no longer claimable under the lock
 		}
@@ -295,8 +295,9 @@ func batchTx(ctx context.Context, tx dialect.Tx, t *Table, scan, op Op, limit in
 }
 
 // decide applies the claim or takeover rules to the locked row: which
-// statement moves it and the lease it gets.
-func decide(j lockedJob, op Op, o fencedwrite.ClaimOptions) (Claimed, Op, error) {
+// statement moves it and the lease it gets. send is the table's next action
+// that sends the request; any other is a reconcile.
+func decide(j lockedJob, op Op, o fencedwrite.ClaimOptions, send string) (Claimed, Op, error) {
 	now := time.UnixMicro(j.now).UTC()
 	c := Claimed{ID: j.id, Attempt: j.attempt + 1, ClaimedAt: now, LeaseUntil: now.Add(o.Lease),
 		Request: j.request, ProviderRef: j.providerRef.String, KeyFirstUsedAt: microsTime(j.keyFirst), LastSendAt: microsTime(j.lastSend)}
@@ -310,12 +311,12 @@ func decide(j lockedJob, op Op, o fencedwrite.ClaimOptions) (Claimed, Op, error)
 		}
 		c.Action = j.action
 		keyFresh := !j.keyFirst.Valid || j.keyFirst.Int64 > j.now-o.KeyWindow().Microseconds()
-		if c.Action == fencedwrite.ActionRefund && !keyFresh {
+		if c.Action == send && !keyFresh {
 			// The provider may have forgotten the key: sending again could
 			// pay twice. Ask instead.
 			c.Action = fencedwrite.ActionReconcile
 		}
-		if c.Action == fencedwrite.ActionRefund {
+		if c.Action == send {
 			c.Resend = j.keyFirst.Valid
 			if !j.keyFirst.Valid {
 				c.KeyFirstUsedAt = &now

@@ -44,12 +44,23 @@ type TableSpec struct {
 	// Attempts is the attempts log's table, "" when the table keeps none;
 	// then it declares OpRecordClaims and OpRecordResolution.
 	Attempts string
-	Stmts    map[Op]Stmt
+	// Send is the next action that sends the request (the annotation's
+	// SendAction); "" means fencedwrite.ActionRefund.
+	Send  string
+	Stmts map[Op]Stmt
 }
 
 // Table is a checked TableSpec. Build it with MustTable.
 type Table struct {
 	spec TableSpec
+}
+
+// send is the next action that sends the request.
+func (t *Table) send() string {
+	if t.spec.Send == "" {
+		return fencedwrite.ActionRefund
+	}
+	return t.spec.Send
 }
 
 // Name is the table's name.

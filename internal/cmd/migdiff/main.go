@@ -5,7 +5,8 @@
 //
 //	go run ./internal/cmd/migdiff -name add_column   # plan and write changes
 //	go run ./internal/cmd/migdiff -rehash            # after editing a hand-written file
-//	go run ./internal/cmd/migdiff -fences job_fences # when the generated database fence changed
+//	go run ./internal/cmd/migdiff -fences job_fences # when the generated database fence of refund_jobs changed
+//	go run ./internal/cmd/migdiff -fences transcode_job_fences -table transcode_jobs
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"ariga.io/atlas/sql/migrate"
@@ -29,7 +31,8 @@ func main() {
 		name   = flag.String("name", "", "name of the migration file to write when the schema changed")
 		path   = flag.String("dir", "migrations", "migration directory")
 		rehash = flag.Bool("rehash", false, "only rewrite atlas.sum")
-		fences = flag.String("fences", "", "write the generated database fence (ent.RefundJobFencesSQL) as a new file with this name when it changed")
+		fences = flag.String("fences", "", "write the generated database fence of -table (ent.FencedTables) as a new file with this name when it changed")
+		table  = flag.String("table", "refund_jobs", "with -fences: the fenced table whose fence to write")
 	)
 	flag.Parse()
 	log.SetFlags(0)
@@ -44,7 +47,11 @@ func main() {
 		return
 	}
 	if *fences != "" {
-		wrote, err := schemadiff.WriteFences(dir, *fences, ent.RefundJobFencesSQL, time.Now())
+		generated, err := fencesOf(*table)
+		if err != nil {
+			log.Fatal(err)
+		}
+		wrote, err := schemadiff.WriteFences(dir, *fences, generated, time.Now())
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -87,4 +94,17 @@ func main() {
 	} else {
 		fmt.Println("migdiff: the schema and the migrations agree")
 	}
+}
+
+// fencesOf returns the generated database fence of the fenced table, or an
+// error that lists the fenced tables.
+func fencesOf(table string) (string, error) {
+	var names []string
+	for _, f := range ent.FencedTables {
+		if f.Table == table {
+			return f.FencesSQL, nil
+		}
+		names = append(names, f.Table)
+	}
+	return "", fmt.Errorf("migdiff -table: %q is not a fenced table (the fenced tables: %s)", table, strings.Join(names, ", "))
 }
