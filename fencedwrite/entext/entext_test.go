@@ -86,26 +86,37 @@ func TestGeneratedCodeIsUpToDate(t *testing.T) {
 // names at init), and declares one statement for every transition of the
 // state machine, fenced on the columns its constants name.
 func TestGeneratedStatementsAreFenced(t *testing.T) {
-	table, ok := fencedrt.Registered(ent.RefundJobFencedTable)
-	if !ok {
-		t.Fatal("the generated package declared no fenced table")
+	cols := map[string][4]string{
+		ent.RefundJobFencedTable: {ent.RefundJobFencedStateColumn, ent.RefundJobFencedTokenColumn, ent.RefundJobFencedWriterColumn, ent.RefundJobFencedLeaseColumn},
+		ent.TranscodeJobFencedTable: {ent.TranscodeJobFencedStateColumn, ent.TranscodeJobFencedTokenColumn, ent.TranscodeJobFencedWriterColumn,
+			ent.TranscodeJobFencedLeaseColumn},
 	}
-	spec := table.Spec()
-	if spec.State != ent.RefundJobFencedStateColumn || spec.Token != ent.RefundJobFencedTokenColumn || spec.Writer != ent.RefundJobFencedWriterColumn {
-		t.Fatalf("the table's columns %s/%s/%s differ from the generated constants", spec.State, spec.Token, spec.Writer)
+	if len(cols) != len(ent.FencedTables) {
+		t.Fatalf("%d fenced tables, %d checked here", len(ent.FencedTables), len(cols))
 	}
-	for op, tr := range fencedrt.Transitions {
-		s, ok := spec.Stmts[op]
+	for _, f := range ent.FencedTables {
+		table, ok := fencedrt.Registered(f.Table)
 		if !ok {
-			t.Errorf("no statement for %s", op)
-			continue
+			t.Fatalf("the generated package declared no fenced table %s", f.Table)
 		}
-		fence := fmt.Sprintf(" WHERE `id` = ? AND `%s` = '%s' AND `%s` = ?", ent.RefundJobFencedStateColumn, tr.From, ent.RefundJobFencedTokenColumn)
-		if !strings.HasSuffix(s.SQL, fence) || !strings.Contains(s.SQL, "`"+ent.RefundJobFencedWriterColumn+"` = ?") {
-			t.Errorf("%s is not fenced: %s", op, s.SQL)
+		state, token, writer, lease := cols[f.Table][0], cols[f.Table][1], cols[f.Table][2], cols[f.Table][3]
+		spec := table.Spec()
+		if spec.State != state || spec.Token != token || spec.Writer != writer {
+			t.Fatalf("%s: the table's columns %s/%s/%s differ from the generated constants", f.Table, spec.State, spec.Token, spec.Writer)
 		}
-		if strings.Contains(s.SQL, "`"+ent.RefundJobFencedLeaseColumn+"` >") || strings.Contains(s.SQL, "< `"+ent.RefundJobFencedLeaseColumn+"`") {
-			t.Errorf("%s makes lease expiry revoke write rights: %s", op, s.SQL)
+		for op, tr := range fencedrt.Transitions {
+			s, ok := spec.Stmts[op]
+			if !ok {
+				t.Errorf("%s: no statement for %s", f.Table, op)
+				continue
+			}
+			fence := fmt.Sprintf(" WHERE `id` = ? AND `%s` = '%s' AND `%s` = ?", state, tr.From, token)
+			if !strings.HasSuffix(s.SQL, fence) || !strings.Contains(s.SQL, "`"+writer+"` = ?") {
+				t.Errorf("%s: %s is not fenced: %s", f.Table, op, s.SQL)
+			}
+			if strings.Contains(s.SQL, "`"+lease+"` >") || strings.Contains(s.SQL, "< `"+lease+"`") {
+				t.Errorf("%s: %s makes lease expiry revoke write rights: %s", f.Table, op, s.SQL)
+			}
 		}
 	}
 }
@@ -132,6 +143,8 @@ func TestAnnotationMistakesAreNamed(t *testing.T) {
 		`annotation field Attempts: enum "op" of "job_attempts" lacks the value "resolution"`,
 		`annotation field Attempts: column "holder" of "job_attempts" must be immutable: the log is append-only`,
 		`annotation field Attempts: table "job_attempts" lacks the column "lease_until"`,
+		`fencedwrite: Upload: annotation field NextAction: enum "next_action" lacks the value "upload" (needs upload, reconcile)`,
+		`fencedwrite: Echo: annotation field Send: "reconcile" is the reconcile action; name the value that sends the request`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

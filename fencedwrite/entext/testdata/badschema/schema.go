@@ -55,3 +55,40 @@ func (JobAttempt) Fields() []ent.Field {
 func (JobAttempt) Annotations() []schema.Annotation {
 	return []schema.Annotation{entsql.Annotation{Table: "job_attempts"}}
 }
+
+// Upload names a send action its next_action enum lacks.
+type Upload struct {
+	ent.Schema
+}
+
+// Fields of the Upload.
+func (Upload) Fields() []ent.Field {
+	return []ent.Field{
+		field.Int64("id"),
+		field.Enum("next_action").Values("refund", "reconcile"), // no upload
+	}
+}
+
+// Annotations of the Upload.
+func (Upload) Annotations() []schema.Annotation {
+	a := fencedwrite.Job("operation_key", "amount_minor")
+	a.Send = "upload"
+	return []schema.Annotation{a}
+}
+
+// Echo names reconcile as the action that sends.
+type Echo struct {
+	ent.Schema
+}
+
+// Fields of the Echo.
+func (Echo) Fields() []ent.Field {
+	return []ent.Field{field.Int64("id")}
+}
+
+// Annotations of the Echo.
+func (Echo) Annotations() []schema.Annotation {
+	a := fencedwrite.Job("operation_key", "amount_minor")
+	a.Send = fencedwrite.ActionReconcile
+	return []schema.Annotation{a}
+}
