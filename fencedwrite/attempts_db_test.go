@@ -17,6 +17,7 @@ import (
 // refusal rolls back the fenced UPDATE with it (the claim's outcome is
 // ErrUnexpectedState, nothing claimed).
 func TestRefusedAttemptRowRollsBackTheClaim(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	// A second BEFORE INSERT trigger, this test's own, refuses one holder's

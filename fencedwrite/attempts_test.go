@@ -61,6 +61,7 @@ func (e *env) wantAttempts(id int64, want ...attemptRow) {
 // written in its own transaction: which process took which attempt, when
 // (the claim's reading of the database clock) and until when.
 func TestClaimsAndTakeoversRecordTheirHolders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 
@@ -123,6 +124,7 @@ func TestClaimsAndTakeoversRecordTheirHolders(t *testing.T) {
 // A claim that does not commit leaves no row: the log's row is written in
 // the claim's transaction, so it rolls back with it.
 func TestRolledBackClaimRecordsNoAttempt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 
@@ -189,6 +191,7 @@ func (e *env) waitRolledBack(id int64) {
 // could forge a line or a terminal sequence, or that does not fit the
 // log's column, is refused before anything is sent, naming the field.
 func TestClaimRefusesAForgedHolder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	job := e.enqueue("forged")
 	for name, holder := range map[string]string{
@@ -222,6 +225,7 @@ func TestClaimRefusesAForgedHolder(t *testing.T) {
 // An operator's resolution records its attempt under the operator's name,
 // in the resolution's transaction; outside one it is refused.
 func TestResolutionRecordsItsAttempt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	job, l := e.claim("resolved")

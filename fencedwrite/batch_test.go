@@ -26,6 +26,7 @@ import (
 // The batch claims find work on the scheduler's indexes and move each job
 // with the same fenced statements and rules as a single claim.
 func TestClaimDueAndTakeoverExpired(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	var ids []int64
@@ -91,6 +92,7 @@ func TestClaimDueAndTakeoverExpired(t *testing.T) {
 // only those, oldest first, with the rules of a single claim: a scheduler
 // takes the unknown outcomes before fresh sends that have waited longer.
 func TestClaimDueReconcilesTakesOnlyDueReconciles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	// rescheduled claims key's job, then reschedules it to next after
@@ -165,6 +167,7 @@ func claimDueWithout(t *testing.T, drv dialect.Driver, limit int) ([]fencedrt.Cl
 // Two claimers at once never get the same job, with SKIP LOCKED and
 // without it: the primary-key lock and the fenced UPDATE are the guarantee.
 func TestConcurrentClaimDueNeverSharesAJob(t *testing.T) {
+	t.Parallel()
 	for _, skip := range []bool{true, false} {
 		t.Run(fmt.Sprintf("skip locked %v", skip), func(t *testing.T) {
 			e := newEnv(t)
@@ -240,6 +243,7 @@ func TestConcurrentClaimDueNeverSharesAJob(t *testing.T) {
 // and nothing is locked); here a scan that answers what a snapshot taken
 // before the other claim would have shown makes it happen on every engine.
 func TestBatchClaimLeavesAJobMovedSinceTheScan(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	moved, free := e.enqueue("moved"), e.enqueue("free")
@@ -284,6 +288,7 @@ func TestBatchClaimLeavesAJobMovedSinceTheScan(t *testing.T) {
 
 // A lost COMMIT reply of a batch claim returns no lease at all.
 func TestLostBatchClaimCommitReplyMeansStop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := range 3 {
 		e.enqueue(fmt.Sprintf("lost-%d", i))
@@ -299,6 +304,7 @@ func TestLostBatchClaimCommitReplyMeansStop(t *testing.T) {
 
 // The scans use their indexes.
 func TestBatchScansUseTheirIndexes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := range 30 {
 		e.enqueue(fmt.Sprintf("i-%d", i))
@@ -327,6 +333,7 @@ func TestBatchScansUseTheirIndexes(t *testing.T) {
 // A claimed-and-completed job costs as few statements as the rules allow:
 // counted on the wire, on one connection.
 func TestStatementsPerJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	db, sent := e.db.CountedDB(fencedwrite.DSNOptions{})
@@ -373,6 +380,7 @@ func TestStatementsPerJob(t *testing.T) {
 // move, in one UPDATE fenced on their ids, that state and that attempt;
 // every job still gets the lease and the action of its own claim.
 func TestBatchClaimMovesEachGroupInOneStatement(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	db, sent := e.db.CountedDB(fencedwrite.DSNOptions{})
@@ -427,6 +435,7 @@ func TestBatchClaimMovesEachGroupInOneStatement(t *testing.T) {
 // attempt with its own ledger write; one job's lost fence or failed business
 // write never rolls back another's.
 func TestApplyBatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	t.Run("every job settles with its ledger row: one fenced UPDATE for all, one ledger write each", func(t *testing.T) {
@@ -624,6 +633,7 @@ func (sliceKind) ExecRows(context.Context, dialect.ExecQuerier, []fencedwrite.Ba
 // WithDeferredRows, and only with a kind that can key a map; the runner
 // hands each kind's rows over once, together, before the COMMIT.
 func TestDeferRowOnlyInADeferringBatch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	var got [][]fencedwrite.BatchRow

@@ -53,6 +53,7 @@ func (e *env) skew(c *ent.Client) int64 {
 // a stale key as a send, and a client whose driver loc is not UTC still
 // gets the lease's true expiry.
 func TestLeasesUseTheClockNoSessionCanMove(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 
@@ -131,6 +132,7 @@ func TestLeasesUseTheClockNoSessionCanMove(t *testing.T) {
 // parameter is spelled: the driver sends any parameter it does not know as
 // `SET key = value`, so the key is read as the server would read it.
 func TestDSNRefusesSettingsTheFenceReliesOn(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ dsn, want string }{
 		{"app@tcp(db:3306)/p?timestamp=1700000000", `dsn parameter "timestamp": refused: it sets the session variable timestamp: it moves the session clock`},
 		{"app@tcp(db:3306)/p?@@local.timestamp=1700000000", "session variable timestamp: it moves the session clock"},
@@ -187,6 +189,7 @@ func TestDSNRefusesSettingsTheFenceReliesOn(t *testing.T) {
 // wake-ups on small tables do not lock ranges of a secondary index (and
 // deadlock each other).
 func TestFencedStatementsLockByPrimaryKeyOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := 0; i < 20; i++ {
 		e.enqueue(fmt.Sprintf("x-%d", i))

@@ -92,6 +92,7 @@ func (e *env) wantCutCompletion(where string, id int64, err error, seen map[erro
 // exactly one outcome the caller can switch on, and the outcome never claims
 // more than the row shows.
 func TestEveryCutOfAClaimHasOneTrueOutcome(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	outcomes := []error{fencedwrite.ErrRolledBack, fencedwrite.ErrCommitUnknown, fencedwrite.ErrNotClaimable,
 		fencedwrite.ErrNotFound, fencedwrite.ErrInvalid, fencedwrite.ErrUnexpectedState}
@@ -134,6 +135,7 @@ func TestEveryCutOfAClaimHasOneTrueOutcome(t *testing.T) {
 
 // The same for a completion with its ledger write.
 func TestEveryCutOfAnApplyHasOneTrueOutcome(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, dir := range []dbtest.Stream{dbtest.Upstream, dbtest.Downstream} {
 		seen := map[error]int{}
@@ -160,6 +162,7 @@ func TestEveryCutOfAnApplyHasOneTrueOutcome(t *testing.T) {
 // outcome is one the rows bear out. (TestApplyBatch loses the COMMIT's
 // reply on purpose, which the stride may step over.)
 func TestEveryCutOfAGroupedBatchHasOneTrueOutcomePerItem(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, dir := range []dbtest.Stream{dbtest.Upstream, dbtest.Downstream} {
 		seen := map[error]int{}
@@ -192,6 +195,7 @@ func TestEveryCutOfAGroupedBatchHasOneTrueOutcomePerItem(t *testing.T) {
 // blocked behind the old transaction's lock: a re-read without the lock
 // would answer at once from the row before the COMMIT.
 func TestCommitInFlightDuringTheReRead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const key = "in-flight"
 	job, l := e.claim(key)

@@ -17,6 +17,7 @@ import (
 // A zombie that bypasses the fenced layer altogether, with raw SQL while the
 // new holder is still running, is refused by the database.
 func TestZombieRawUpdateIsRefusedByTheDatabase(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	job := e.enqueue("k")

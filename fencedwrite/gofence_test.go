@@ -18,6 +18,7 @@ import (
 // writes nothing, not even its ledger row, whether the batch shares one
 // statement per move or not and whether it defers its ledger rows or not.
 func TestTheGoLayerRefusesWithoutTheDatabaseFence(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.db.DropTriggers()
 	ctx := t.Context()
@@ -75,6 +76,7 @@ func TestTheGoLayerRefusesWithoutTheDatabaseFence(t *testing.T) {
 // passes the BeforeCommit signal like Apply's and ApplyBatch's, so a test
 // (or the chaos harness) can cut or hold any of them at the same moment.
 func TestEveryRunnerCommitsThroughOneSequence(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var commits int
 	ctx := fencedwrite.WithHooks(t.Context(), fencedwrite.Hooks{BeforeCommit: func() { commits++ }})

@@ -55,6 +55,7 @@ func mustExec(t *testing.T, db *sql.DB, query string, args ...any) sql.Result {
 // refund: Enqueue adopts it for the same request (creates the job), and
 // reports a conflict for another.
 func TestKeyWithoutAJobIsNeverArchived(t *testing.T) {
+	t.Parallel()
 	d := dbtest.NewWithHistory(t, beforeKeyFix(t), func(db *sql.DB) {
 		// Registered alone: what the application's account could do.
 		mustExec(t, db, "INSERT INTO refund_jobs_keys (operation_key, payment_ref, amount_minor, currency, registered_at) VALUES "+

@@ -19,6 +19,7 @@ import (
 )
 
 func TestWithoutTriggersTheWhereClauseIsTheOnlyFence(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if e.db.Engine().DatabaseFence {
 		t.Fatalf("%s runs the database's fence; this file is for engines without one", e.db.Engine().Name)
@@ -68,6 +69,7 @@ func TestWithoutTriggersTheWhereClauseIsTheOnlyFence(t *testing.T) {
 // tidb_sysdate_is_now and runs an hour ahead takes over a live lease. On
 // MySQL and MariaDB the same client cannot (TestLeasesUseTheClockNoSessionCanMove).
 func TestOnTiDBASessionCanMoveTheLeaseClock(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if !e.db.Engine().SessionMovesSysdate {
 		t.Fatalf("%s does not let a session move SYSDATE(); this file is for TiDB", e.db.Engine().Name)

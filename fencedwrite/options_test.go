@@ -12,6 +12,7 @@ import (
 )
 
 func TestDSNForcesTheFencedSettings(t *testing.T) {
+	t.Parallel()
 	dsn, err := fencedwrite.DSN("app:secret@tcp(db:3306)/payments?tls=skip-verify&parseTime=true&loc=UTC&readTimeout=45s", fencedwrite.DSNOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +44,7 @@ func TestDSNForcesTheFencedSettings(t *testing.T) {
 }
 
 func TestBadSettingsNameTheField(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		want []string

@@ -19,6 +19,7 @@ import (
 // does not refund again; A's late success is evidence, and lands in the
 // observation log.
 func TestRefundedButReplyLost(t *testing.T) {
+	t.Parallel()
 	t.Run("the late success is recorded as evidence, not written", func(t *testing.T) {
 		const key = "refund-late"
 		e, srv, req := withProvider(t, key)

@@ -27,6 +27,7 @@ import (
 // A resumes, and each of its complete, reschedule and manual review affects
 // 0 rows.
 func TestZombieLateWriteIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	const key = "refund-123"
@@ -103,6 +104,7 @@ func TestZombieLateWriteIsRefused(t *testing.T) {
 // away. A's write after lease_until succeeds, and B's later takeover backs
 // off.
 func TestExpiredButNotTakenOverStillWrites(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		write func(l *ent.RefundJobLease) *ent.RefundJobTransition
@@ -142,6 +144,7 @@ func TestExpiredButNotTakenOverStillWrites(t *testing.T) {
 // is still down) and reports the outcome unknown; the retry sees 0 rows,
 // re-reads, finds the job succeeded by this attempt, and does not pay again.
 func TestCommitAcknowledgedToNobody(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	const key = "refund-lost-ack"
@@ -181,6 +184,7 @@ func TestCommitAcknowledgedToNobody(t *testing.T) {
 // When the COMMIT reply is lost but the database can be reached again, the
 // runner's own locking re-read finds the write in place and says so.
 func TestLostCommitReplyIsResolvedByTheRunnersReRead(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	const key = "refund-reread"
@@ -207,6 +211,7 @@ func TestLostCommitReplyIsResolvedByTheRunnersReRead(t *testing.T) {
 // Commit ambiguity on a claim means stop: the error says the outcome is
 // unknown and tells the worker not to call the provider.
 func TestLostClaimCommitReplyMeansStop(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	job := e.enqueue("k")
@@ -233,6 +238,7 @@ func TestLostClaimCommitReplyMeansStop(t *testing.T) {
 // transaction, and re-reads afresh: not from the transaction's snapshot,
 // which still shows the old attempt.
 func TestZeroRowsRollsBackAndReReadsFresh(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	const key = "k"
@@ -285,6 +291,7 @@ func TestZeroRowsRollsBackAndReReadsFresh(t *testing.T) {
 // Many goroutines claim one job at once, round after round: each round has
 // exactly one winner, and each attempt number is won exactly once.
 func TestConcurrentClaimsHaveOneWinnerPerAttempt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	job := e.enqueue("k")

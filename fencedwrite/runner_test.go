@@ -68,6 +68,7 @@ func keys(prefix string, n int) []string {
 // A callback cannot end the runner's transaction behind its back, so the
 // runner's outcome always matches the row.
 func TestRunnerOwnsTheTransaction(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 
@@ -170,6 +171,7 @@ func TestRunnerOwnsTheTransaction(t *testing.T) {
 
 // The runner's outcomes name exactly what happened.
 func TestRunnerOutcomesAreExact(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 
@@ -225,6 +227,7 @@ func TestRunnerOutcomesAreExact(t *testing.T) {
 // the attempt predicate would change (the database would then refuse the
 // write, and the outcome would not be ErrSuperseded).
 func TestStaleTransitionsAreSuperseded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	a, b := e.worker(), e.worker()
@@ -297,6 +300,7 @@ func TestStaleTransitionsAreSuperseded(t *testing.T) {
 // so, and sends nothing more in it, even when the callback swallows the
 // error (statements after a server-side rollback would autocommit).
 func TestDeadlockIsARollback(t *testing.T) {
+	t.Parallel()
 	for _, swallow := range []bool{false, true} {
 		name := "the callback returns the deadlock"
 		if swallow {

@@ -64,6 +64,7 @@ var leads = []byte{0xbf, 0x81, 0x95, 0xa4, 0xe0}
 // set whose second byte may be a backslash would let an argument close its
 // string.
 func TestDSNRefusesEveryOtherCharacterSet(t *testing.T) {
+	t.Parallel()
 	raw := dbtest.New(t).RawDB()
 	for cs, collation := range multiByteCharsets(t, raw) {
 		if cs == "utf8mb4" {
@@ -99,6 +100,7 @@ func TestDSNRefusesEveryOtherCharacterSet(t *testing.T) {
 // never settle job 1: the fenced client verifies the session before its
 // first statement and refuses one it cannot trust, and nothing moves.
 func TestAProviderAnswerCannotRewriteAFencedWrite(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for cs := range multiByteCharsets(t, e.raw) {
 		if cs == "utf8mb4" {
@@ -144,6 +146,7 @@ func TestAProviderAnswerCannotRewriteAFencedWrite(t *testing.T) {
 // behind its text (CALL), it verifies the session again and discards a
 // connection that fails.
 func TestFencedPoolKeepsItsSession(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	db := e.db.FencedDB(fencedwrite.DSNOptions{})
@@ -193,6 +196,7 @@ func TestFencedPoolKeepsItsSession(t *testing.T) {
 // argument turn into SQL, leave a statement uncommitted, read uncommitted
 // rows or send several statements per call is refused, and nothing moves.
 func TestForeignPoolIsVerifiedBeforeTheFirstFencedStatement(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	for _, tc := range []struct {
@@ -256,6 +260,7 @@ func TestForeignPoolIsVerifiedBeforeTheFirstFencedStatement(t *testing.T) {
 // the first word: a COMMIT after a harmless statement never reaches the
 // server, so the runner's outcome stays true.
 func TestRunnerJudgesEveryStatementOfAPacket(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	for i, q := range []string{"DO 0; COMMIT", "SELECT 1 /*! ; COMMIT */", "DO 0; /*!40101 COMMIT */", "SELECT ';'; ROLLBACK"} {
@@ -281,6 +286,7 @@ func TestRunnerJudgesEveryStatementOfAPacket(t *testing.T) {
 // it verified (on a fenced pool, the SET would be refused and the write
 // would fail).
 func TestSessionVariablesOfTheContextDoNotReachTheRunner(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := entsql.WithVar(t.Context(), "character_set_client", "gbk")
 	ctx = entsql.WithVar(ctx, "autocommit", "0")
@@ -303,6 +309,7 @@ func TestSessionVariablesOfTheContextDoNotReachTheRunner(t *testing.T) {
 // (which fencelint reports outside generated code) still cannot complete
 // another worker's job.
 func TestOnlyAClaimMintsAWriteRight(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	job, lease := e.claim("somebody-elses")

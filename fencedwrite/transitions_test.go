@@ -17,6 +17,7 @@ import (
 )
 
 func TestEnqueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 
@@ -119,6 +120,7 @@ func TestEnqueue(t *testing.T) {
 }
 
 func TestClaimAndTakeoverRules(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 
@@ -240,6 +242,7 @@ func TestClaimAndTakeoverRules(t *testing.T) {
 }
 
 func TestTransitions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	claimed := func(key string) (*ent.RefundJob, *ent.RefundJobLease) {
@@ -370,6 +373,7 @@ func TestTransitions(t *testing.T) {
 }
 
 func TestWakeUpAndOperatorResolution(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 
@@ -441,6 +445,7 @@ func TestWakeUpAndOperatorResolution(t *testing.T) {
 // its row; a connection that counts changed rows reports 0, and the runner
 // says exactly that instead of calling it stale.
 func TestMatchedVersusChangedRows(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	job := e.enqueue("m-1") // due now: a wake-up changes nothing
@@ -481,6 +486,7 @@ func TestMatchedVersusChangedRows(t *testing.T) {
 // The runtime backstop is installed by the generated client itself: Ent's
 // generic builders cannot write a job, whatever client or transaction.
 func TestBackstopRejectsGenericWrites(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	job := e.enqueue("b-1")
@@ -550,6 +556,7 @@ func TestBackstopRejectsGenericWrites(t *testing.T) {
 // re-delivers an approved request after its job was settled and archived,
 // and Enqueue says so instead of creating a job that would send again.
 func TestArchivedKeyIsNeverANewJob(t *testing.T) {
+	t.Parallel()
 	const key = "archived-1"
 	// History from before the fences: a job settled 40 days ago, with its
 	// ledger row (the fences would never let anyone write such a row now).
@@ -598,6 +605,7 @@ func TestArchivedKeyIsNeverANewJob(t *testing.T) {
 // and reaches the next claim's lease, whether the reschedule is applied on
 // its own or in a batch.
 func TestRescheduleKeepsALearntProviderRefundID(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	apply := map[string]func(t *testing.T, tr *ent.RefundJobTransition){
