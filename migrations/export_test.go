@@ -11,3 +11,10 @@ func WithFailAt(ctx context.Context, version string, stmt int) context.Context {
 
 // ErrInjected is the error WithFailAt's statement fails with.
 var ErrInjected = errInjected
+
+// Replays is how many times ReplayTarget replayed a directory.
+func Replays() int {
+	targets.Lock()
+	defer targets.Unlock()
+	return targets.replays
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -41,17 +42,21 @@ type Routine struct {
 // targets keeps ReplayTarget's answers by server, account and directory
 // checksum: replaying every file on a scratch database, and inspecting it
 // after each, is most of what planning an adoption costs, and the answer
-// depends on nothing else. A failed replay is not kept.
+// depends on nothing else. A failed replay is not kept. replays counts the
+// replays run (for the tests).
 var targets = struct {
 	sync.Mutex
-	m map[string]*Target
+	m       map[string]*Target
+	replays int
 }{m: map[string]*Target{}}
 
 // ReplayTarget replays dir on a scratch database on db's server (dropped
 // afterwards; the account needs CREATE and DROP on fencekit_scratch_…) and
 // returns the state after its last file. The answer for a server, an
-// account and a directory's checksum is kept for the process's life and
-// shared: callers must not modify it.
+// account and a directory's checksum is kept for the process's life; each
+// caller gets a copy of its own, since Atlas's diff writes to the schemas
+// it compares (it normalises integer types in place: a shared schema was a
+// data race between two plans, seen under -race).
 func ReplayTarget(ctx context.Context, db *sql.DB, dir migrate.Dir) (*Target, error) {
 	key := targetKey(ctx, db, dir)
 	if key != "" {
@@ -59,9 +64,12 @@ func ReplayTarget(ctx context.Context, db *sql.DB, dir migrate.Dir) (*Target, er
 		t, ok := targets.m[key]
 		targets.Unlock()
 		if ok {
-			return t, nil
+			return t.clone(), nil
 		}
 	}
+	targets.Lock()
+	targets.replays++
+	targets.Unlock()
 	t, err := replayTarget(ctx, db, dir)
 	if err != nil {
 		return nil, err
@@ -71,7 +79,73 @@ func ReplayTarget(ctx context.Context, db *sql.DB, dir migrate.Dir) (*Target, er
 		targets.m[key] = t
 		targets.Unlock()
 	}
-	return t, nil
+	return t.clone(), nil
+}
+
+// clone copies t deeply: the schema's graph of tables, columns, types,
+// indexes and foreign keys (pointers into it point into the copy), and the
+// routines.
+func (t *Target) clone() *Target {
+	c := *t
+	c.Routines = slices.Clone(t.Routines)
+	c.Schema = deepCopy(reflect.ValueOf(t.Schema), map[uintptr]reflect.Value{}).Interface().(*schema.Schema)
+	return &c
+}
+
+// deepCopy copies v: a pointer seen before maps to its copy (Atlas's
+// schema points both ways, tables to their schema and back), and unexported
+// fields are copied as they are (Atlas's schema types have none that point
+// into the graph).
+func deepCopy(v reflect.Value, seen map[uintptr]reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		if c, ok := seen[v.Pointer()]; ok {
+			return c
+		}
+		c := reflect.New(v.Elem().Type())
+		seen[v.Pointer()] = c
+		c.Elem().Set(deepCopy(v.Elem(), seen))
+		return c
+	case reflect.Interface:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.New(v.Type()).Elem()
+		c.Set(deepCopy(v.Elem(), seen))
+		return c
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			c.Index(i).Set(deepCopy(v.Index(i), seen))
+		}
+		return c
+	case reflect.Map:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for it := v.MapRange(); it.Next(); {
+			c.SetMapIndex(deepCopy(it.Key(), seen), deepCopy(it.Value(), seen))
+		}
+		return c
+	case reflect.Struct:
+		c := reflect.New(v.Type()).Elem()
+		c.Set(v)
+		for i := range v.NumField() {
+			if c.Field(i).CanSet() {
+				c.Field(i).Set(deepCopy(v.Field(i), seen))
+			}
+		}
+		return c
+	default:
+		return v
+	}
 }
 
 // targetKey names db's server, its account and dir's files, or is empty

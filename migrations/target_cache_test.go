@@ -28,9 +28,30 @@ func TestReplayTargetIsKeptPerDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	replays := migrations.Replays()
 	again, err := migrations.ReplayTarget(ctx, raw, dir)
-	if err != nil || again != first {
-		t.Fatalf("the same directory again: %p, %v; want the kept answer %p", again, err, first)
+	if err != nil || migrations.Replays() != replays {
+		t.Fatalf("the same directory again: %v, %d replays; want the kept answer, no replay", err, migrations.Replays()-replays)
+	}
+	// Each caller gets its own copy: Atlas's diff writes to the schemas it
+	// compares, and two plans of one process (the tests' parallel ones)
+	// raced on a shared one.
+	if again == first || again.Schema == first.Schema || again.Version != first.Version || len(again.Routines) != len(first.Routines) {
+		t.Fatalf("the kept answer again: %p (schema %p), want a copy of %p (schema %p) with the same version and routines", again, again.Schema, first, first.Schema)
+	}
+	jobs, ok := again.Schema.Table("refund_jobs")
+	if !ok || jobs.Schema != again.Schema {
+		t.Fatal("the copy's refund_jobs does not point back to the copy's schema")
+	}
+	col, ok := jobs.Column("attempt")
+	if !ok {
+		t.Fatal("the copy's refund_jobs has no attempt column")
+	}
+	col.Type.Raw = "mutated by the test"
+	if orig, _ := first.Schema.Table("refund_jobs"); orig == jobs {
+		t.Fatal("the copy shares its tables")
+	} else if c, _ := orig.Column("attempt"); c.Type.Raw == "mutated by the test" {
+		t.Fatal("a change to one caller's copy reached another's")
 	}
 	files, err := dir.Files()
 	if err != nil || len(files) < 2 {
