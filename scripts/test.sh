@@ -43,12 +43,15 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
-# -trimpath (go vet, the self-lint, the race tests): compiled packages do
-# not embed the checkout's directory, so a clean clone elsewhere on the
-# same machine reuses the build cache of an earlier run instead of
-# compiling every package again (a clone's race tests: 168 s of compiling
-# cold, 33 s warm). The linter's own tests run without it: one reads its
-# source directory from runtime.Caller.
+# -trimpath (go vet, the self-lint and its binary, the race tests and the
+# binaries they build with go build: GOFLAGS): compiled packages do not
+# embed the checkout's directory, so a clean clone elsewhere on the same
+# machine reuses the build cache of an earlier run instead of compiling
+# every package again (a clone's race test binaries: 168 s of compiling
+# cold, 33 s warm), and go vet keeps the self-lint's results of unchanged
+# packages (it keys them by the tool's build ID, which then no longer
+# names the checkout). The linter's own tests run without it: one reads
+# its source directory from runtime.Caller.
 trim=-trimpath
 
 step "go vet"
@@ -56,7 +59,7 @@ go vet $trim ./... ./analyzer/... ./bench/...
 
 step "fencelint (the project lints itself)"
 mkdir -p bin
-go build -o bin/fencelint ./cmd/fencelint
+go build $trim -o bin/fencelint ./cmd/fencelint
 go vet $trim -vettool="$PWD/bin/fencelint" ./... ./analyzer/... ./bench/...
 
 step "go test -race (every test but the linter's, which follow)"
@@ -64,7 +67,7 @@ step "go test -race (every test but the linter's, which follow)"
 # server and on leases) but in two clean runs of four MariaDB 10.11 then left
 # a trigger file's backup (*.TRG-) in a database's directory, so that DROP
 # DATABASE failed with error 1010.
-go test $trim -race -count=1 -timeout 15m $(go list ./... | grep -v '/cmd/fencelint$') ./bench/...
+GOFLAGS="$trim ${GOFLAGS:-}" go test -race -count=1 -timeout 15m $(go list ./... | grep -v '/cmd/fencelint$') ./bench/...
 
 # The linter's own tests run without the race detector: fencelint has no
 # goroutines of its own, and go vet runs it in one process per package;
@@ -77,7 +80,7 @@ go test -count=1 -timeout 15m ./cmd/fencelint/ ./analyzer/...
 # compiling and running; its figures at this size mean nothing. (Beside
 # the linter's tests it gained nothing: both are CPU-bound here.)
 step "benchmark at a tiny size (docs/benchmarks.md has the real run)"
-(cd bench && go run . -jobs 200 -rounds 1 -sweep "" -json)
+(cd bench && go run $trim . -jobs 200 -rounds 1 -sweep "" -json)
 
 if scripts/tidb.sh path >/dev/null 2>&1; then
   step "TiDB (the cached tidb-server)"
