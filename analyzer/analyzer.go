@@ -6,10 +6,12 @@ import (
 	"go/build"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/fencekit/fencekit/analyzer/baseline"
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
@@ -189,13 +191,33 @@ func inGoroot(pass *analysis.Pass) bool {
 	if len(pass.Files) == 0 {
 		return true
 	}
-	root := build.Default.GOROOT
+	root := goroot()
 	if root == "" {
 		return false
 	}
 	name := pass.Fset.File(pass.Files[0].Pos()).Name()
 	return strings.HasPrefix(name, filepath.Join(root, "src")+string(filepath.Separator))
 }
+
+// goroot is the Go installation's root. A fencelint built with -trimpath
+// (as release builds are) has none compiled in (build.Default.GOROOT is
+// empty), and then read the standard library as user code: facts on
+// fmt.Sprintf and strings functions that hid findings (TestAnalyzer failed
+// when its binary was built with -trimpath). It asks the environment, then
+// the go command, once.
+var goroot = sync.OnceValue(func() string {
+	if root := build.Default.GOROOT; root != "" {
+		return root
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		return root
+	}
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+})
 
 // problemsMessage renders the problems of one string as one message, so
 // that a string is reported once.

@@ -2,7 +2,6 @@ package plugin_test
 
 import (
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	_ "github.com/fencekit/fencekit/analyzer/plugin"
@@ -10,10 +9,15 @@ import (
 	"golang.org/x/tools/go/analysis/analysistest"
 )
 
-// testdata is the analyzer's, so the plugin is run on the same cases.
+// testdata is the analyzer's, so the plugin is run on the same cases. A
+// test runs in its package's directory (runtime.Caller would name a path
+// that -trimpath cut).
 func testdata() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "testdata")
+	dir, err := filepath.Abs(filepath.Join("..", "testdata"))
+	if err != nil {
+		panic(err)
+	}
+	return dir
 }
 
 func TestPluginRunsConfiguredAnalyzer(t *testing.T) {
