@@ -76,6 +76,26 @@ type kind struct {
 
 var kinds = []kind{refundKind(), transcodeKind()}
 
+// wrapOne and wrapAll adapt an entity's claims to the suite's held leases.
+func wrapOne[L any](c *ent.Client, wrap func(*ent.Client, L) *held) func(L, error) (*held, error) {
+	return func(l L, err error) (*held, error) {
+		if err != nil {
+			return nil, err
+		}
+		return wrap(c, l), nil
+	}
+}
+
+func wrapAll[L any](c *ent.Client, wrap func(*ent.Client, L) *held) func([]L, error) ([]*held, error) {
+	return func(ls []L, err error) ([]*held, error) {
+		var hs []*held
+		for _, l := range ls {
+			hs = append(hs, wrap(c, l))
+		}
+		return hs, err
+	}
+}
+
 func refundKind() kind {
 	req := func(key string, v int) ent.RefundJobEnqueue {
 		return ent.RefundJobEnqueue{OperationKey: key, PaymentRef: "pay-" + key, AmountMinor: 1250 + int64(v), Currency: "EUR"}
@@ -98,13 +118,6 @@ func refundKind() kind {
 			},
 		}
 	}
-	wrapAll := func(c *ent.Client, ls []*ent.RefundJobLease, err error) ([]*held, error) {
-		var hs []*held
-		for _, l := range ls {
-			hs = append(hs, wrap(c, l))
-		}
-		return hs, err
-	}
 	return kind{
 		entity: "RefundJob", table: ent.RefundJobFencedTable, send: fencedwrite.ActionRefund,
 		enqueue: func(ctx context.Context, c *ent.Client, key string, v int) (int64, bool, error) {
@@ -115,26 +128,16 @@ func refundKind() kind {
 			return j.ID, created, nil
 		},
 		claim: func(ctx context.Context, c *ent.Client, id int64, o fencedwrite.ClaimOptions) (*held, error) {
-			l, err := c.RefundJob.Claim(ctx, id, o)
-			if err != nil {
-				return nil, err
-			}
-			return wrap(c, l), nil
+			return wrapOne(c, wrap)(c.RefundJob.Claim(ctx, id, o))
 		},
 		takeover: func(ctx context.Context, c *ent.Client, id int64, o fencedwrite.ClaimOptions) (*held, error) {
-			l, err := c.RefundJob.Takeover(ctx, id, o)
-			if err != nil {
-				return nil, err
-			}
-			return wrap(c, l), nil
+			return wrapOne(c, wrap)(c.RefundJob.Takeover(ctx, id, o))
 		},
 		claimDue: func(ctx context.Context, c *ent.Client, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
-			ls, err := c.RefundJob.ClaimDue(ctx, limit, o)
-			return wrapAll(c, ls, err)
+			return wrapAll(c, wrap)(c.RefundJob.ClaimDue(ctx, limit, o))
 		},
 		takeoverExpired: func(ctx context.Context, c *ent.Client, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
-			ls, err := c.RefundJob.TakeoverExpired(ctx, limit, o)
-			return wrapAll(c, ls, err)
+			return wrapAll(c, wrap)(c.RefundJob.TakeoverExpired(ctx, limit, o))
 		},
 		row: func(ctx context.Context, c *ent.Client, id int64) (jobRow, error) {
 			j, err := c.RefundJob.Get(ctx, id)
@@ -194,13 +197,6 @@ func transcodeKind() kind {
 			fail:   func(ctx context.Context, reason string) error { return apply(ctx, l.Fail(reason, "")) },
 		}
 	}
-	wrapAll := func(c *ent.Client, ls []*ent.TranscodeJobLease, err error) ([]*held, error) {
-		var hs []*held
-		for _, l := range ls {
-			hs = append(hs, wrap(c, l))
-		}
-		return hs, err
-	}
 	return kind{
 		entity: "TranscodeJob", table: ent.TranscodeJobFencedTable, send: string(transcodejob.NextActionTranscode),
 		enqueue: func(ctx context.Context, c *ent.Client, key string, v int) (int64, bool, error) {
@@ -211,26 +207,16 @@ func transcodeKind() kind {
 			return j.ID, created, nil
 		},
 		claim: func(ctx context.Context, c *ent.Client, id int64, o fencedwrite.ClaimOptions) (*held, error) {
-			l, err := c.TranscodeJob.Claim(ctx, id, o)
-			if err != nil {
-				return nil, err
-			}
-			return wrap(c, l), nil
+			return wrapOne(c, wrap)(c.TranscodeJob.Claim(ctx, id, o))
 		},
 		takeover: func(ctx context.Context, c *ent.Client, id int64, o fencedwrite.ClaimOptions) (*held, error) {
-			l, err := c.TranscodeJob.Takeover(ctx, id, o)
-			if err != nil {
-				return nil, err
-			}
-			return wrap(c, l), nil
+			return wrapOne(c, wrap)(c.TranscodeJob.Takeover(ctx, id, o))
 		},
 		claimDue: func(ctx context.Context, c *ent.Client, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
-			ls, err := c.TranscodeJob.ClaimDue(ctx, limit, o)
-			return wrapAll(c, ls, err)
+			return wrapAll(c, wrap)(c.TranscodeJob.ClaimDue(ctx, limit, o))
 		},
 		takeoverExpired: func(ctx context.Context, c *ent.Client, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
-			ls, err := c.TranscodeJob.TakeoverExpired(ctx, limit, o)
-			return wrapAll(c, ls, err)
+			return wrapAll(c, wrap)(c.TranscodeJob.TakeoverExpired(ctx, limit, o))
 		},
 		row: func(ctx context.Context, c *ent.Client, id int64) (jobRow, error) {
 			j, err := c.TranscodeJob.Get(ctx, id)
