@@ -203,13 +203,11 @@ func inGoroot(pass *analysis.Pass) bool {
 // (as release builds are) has none compiled in (build.Default.GOROOT is
 // empty), and then read the standard library as user code: facts on
 // fmt.Sprintf and strings functions that hid findings (TestAnalyzer failed
-// when its binary was built with -trimpath). It asks the environment, then
-// the go command, once.
+// when its binary was built with -trimpath). build.Default.GOROOT reads
+// $GOROOT (which go vet sets for its tool); without it, fencelint asks the
+// go command on PATH, once.
 var goroot = sync.OnceValue(func() string {
 	if root := build.Default.GOROOT; root != "" {
-		return root
-	}
-	if root := os.Getenv("GOROOT"); root != "" {
 		return root
 	}
 	out, err := exec.Command("go", "env", "GOROOT").Output()

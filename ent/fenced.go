@@ -287,7 +287,7 @@ func (l *RefundJobLease) LeaseUntil() time.Time { return l.leaseUntil }
 // ClaimedAt is the database time of the claim or takeover.
 func (l *RefundJobLease) ClaimedAt() time.Time { return l.claimedAt }
 
-// Request is the refund request the job was enqueued with, read under the
+// Request is the request the job was enqueued with, read under the
 // claim's row lock.
 func (l *RefundJobLease) Request() RefundJobEnqueue { return l.req }
 
@@ -1168,7 +1168,7 @@ func (l *TranscodeJobLease) ID() int64 { return l.id }
 // Attempt is the fencing token this lease holds.
 func (l *TranscodeJobLease) Attempt() int64 { return l.attempt }
 
-// NextAction is what the holder must do: refund (send the request) or
+// NextAction is what the holder must do: transcode (send the request) or
 // reconcile (ask the provider about the same key first).
 func (l *TranscodeJobLease) NextAction() transcodejob.NextAction { return l.action }
 
@@ -1178,7 +1178,7 @@ func (l *TranscodeJobLease) LeaseUntil() time.Time { return l.leaseUntil }
 // ClaimedAt is the database time of the claim or takeover.
 func (l *TranscodeJobLease) ClaimedAt() time.Time { return l.claimedAt }
 
-// Request is the refund request the job was enqueued with, read under the
+// Request is the request the job was enqueued with, read under the
 // claim's row lock.
 func (l *TranscodeJobLease) Request() TranscodeJobEnqueue { return l.req }
 
@@ -1403,7 +1403,7 @@ func (l *TranscodeJobLease) Complete(providerRefundID string) *TranscodeJobTrans
 		return t
 	}
 	if providerRefundID == "" {
-		return invalidTranscodeJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "provider_refund_id", Problem: "must not be empty: complete only on a verified refund"})
+		return invalidTranscodeJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "encoder_job_id", Problem: "must not be empty: complete only on a verified transcode"})
 	}
 	return l.leased(op, fencedrt.Values{fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamProviderRef: providerRefundID})
 }

@@ -1,6 +1,11 @@
 package migrations
 
-import "context"
+import (
+	"context"
+	"database/sql"
+
+	"ariga.io/atlas/sql/migrate"
+)
 
 // WithFailAt makes Apply, run with the returned context, fail statement
 // stmt (from 1) of the file with that version, as a server error halfway
@@ -12,9 +17,11 @@ func WithFailAt(ctx context.Context, version string, stmt int) context.Context {
 // ErrInjected is the error WithFailAt's statement fails with.
 var ErrInjected = errInjected
 
-// Replays is how many times ReplayTarget replayed a directory.
-func Replays() int {
+// Replays is how many times ReplayTarget replayed dir for db's server and
+// account.
+func Replays(ctx context.Context, db *sql.DB, dir migrate.Dir) int {
+	key := targetKey(ctx, db, dir)
 	targets.Lock()
 	defer targets.Unlock()
-	return targets.replays
+	return targets.replays[key]
 }

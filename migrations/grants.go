@@ -25,26 +25,20 @@ import (
 // database db.
 func AppGrants(db, account string) []string {
 	q := "`" + strings.ReplaceAll(db, "`", "``") + "`"
-	var grants []string
-	// Every fenced table of the data layer (ent.FencedTables: refund_jobs,
-	// transcode_jobs): its rows, its keys, its archive read-only, the
-	// archival procedure, and its fence's mode read-only (a worker may say
-	// that the fence observes; only the migration account changes it; the
-	// record of violations and of mode changes is not the application's).
-	for _, f := range ent.FencedTables {
-		grants = append(grants,
-			fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`%s` TO %s", q, f.Table, account),
-			fmt.Sprintf("GRANT SELECT, INSERT ON %s.`%s` TO %s", q, f.KeysTable, account),
-			fmt.Sprintf("GRANT SELECT ON %s.`%s` TO %s", q, f.ArchiveTable, account),
-			fmt.Sprintf("GRANT EXECUTE ON PROCEDURE %s.`%s` TO %s", q, f.ArchiveProcedure, account),
-			fmt.Sprintf("GRANT SELECT ON %s.`%s` TO %s", q, f.ModeTable, account))
-	}
-	return append(grants,
+	return []string{
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`refund_jobs` TO %s", q, account),
+		fmt.Sprintf("GRANT SELECT, INSERT ON %s.`refund_jobs_keys` TO %s", q, account),
+		fmt.Sprintf("GRANT SELECT ON %s.`refund_jobs_archive` TO %s", q, account),
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`refunds` TO %s", q, account),
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`refund_observations` TO %s", q, account),
+		fmt.Sprintf("GRANT EXECUTE ON PROCEDURE %s.`refund_jobs_archive` TO %s", q, account),
 		// The fleet's outbound budget: rows are created by budget.Open and
 		// changed by Take and Return; never deleted.
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`provider_budgets` TO %s", q, account),
+		// The fence's mode, read-only: a worker may say that the fence
+		// observes; only the migration account changes it. The record of
+		// violations and of mode changes is not the application's.
+		fmt.Sprintf("GRANT SELECT ON %s.`%s` TO %s", q, ent.RefundJobFenceModeTable, account),
 		// The operators' audit is append-only: the application records
 		// and reads, and can neither change nor remove an entry (the
 		// triggers refuse that even to the migration account). Approval
@@ -55,7 +49,7 @@ func AppGrants(db, account string) []string {
 		// resolutions add their rows; nobody changes or removes one (the
 		// triggers refuse that even to the migration account).
 		fmt.Sprintf("GRANT SELECT, INSERT ON %s.`%s` TO %s", q, ent.RefundJobAttemptsTable, account),
-	)
+	}
 }
 
 // MigrationGrants returns the GRANT statements of the account that applies

@@ -43,12 +43,12 @@ type Routine struct {
 // checksum: replaying every file on a scratch database, and inspecting it
 // after each, is most of what planning an adoption costs, and the answer
 // depends on nothing else. A failed replay is not kept. replays counts the
-// replays run (for the tests).
+// replays run per key (for the tests).
 var targets = struct {
 	sync.Mutex
 	m       map[string]*Target
-	replays int
-}{m: map[string]*Target{}}
+	replays map[string]int
+}{m: map[string]*Target{}, replays: map[string]int{}}
 
 // ReplayTarget replays dir on a scratch database on db's server (dropped
 // afterwards; the account needs CREATE and DROP on fencekit_scratch_…) and
@@ -68,7 +68,7 @@ func ReplayTarget(ctx context.Context, db *sql.DB, dir migrate.Dir) (*Target, er
 		}
 	}
 	targets.Lock()
-	targets.replays++
+	targets.replays[key]++
 	targets.Unlock()
 	t, err := replayTarget(ctx, db, dir)
 	if err != nil {
@@ -88,25 +88,33 @@ func ReplayTarget(ctx context.Context, db *sql.DB, dir migrate.Dir) (*Target, er
 func (t *Target) clone() *Target {
 	c := *t
 	c.Routines = slices.Clone(t.Routines)
-	c.Schema = deepCopy(reflect.ValueOf(t.Schema), map[uintptr]reflect.Value{}).Interface().(*schema.Schema)
+	c.Schema = deepCopy(reflect.ValueOf(t.Schema), map[seenKey]reflect.Value{}).Interface().(*schema.Schema)
 	return &c
 }
 
-// deepCopy copies v: a pointer seen before maps to its copy (Atlas's
-// schema points both ways, tables to their schema and back), and unexported
-// fields are copied as they are (Atlas's schema types have none that point
-// into the graph).
-func deepCopy(v reflect.Value, seen map[uintptr]reflect.Value) reflect.Value {
+// seenKey is a pointer deepCopy has copied: its address and its type.
+type seenKey struct {
+	addr uintptr
+	typ  reflect.Type
+}
+
+// deepCopy copies v: a pointer seen before (by address and type) maps to
+// its copy (Atlas's schema points both ways, tables to their schema and
+// back), and unexported fields are copied as they are: the schema package's
+// types have none, and the inspection's own (mysql's showTable) is removed
+// from the attributes before the schema is returned.
+func deepCopy(v reflect.Value, seen map[seenKey]reflect.Value) reflect.Value {
 	switch v.Kind() {
 	case reflect.Pointer:
 		if v.IsNil() {
 			return v
 		}
-		if c, ok := seen[v.Pointer()]; ok {
+		k := seenKey{v.Pointer(), v.Type()}
+		if c, ok := seen[k]; ok {
 			return c
 		}
 		c := reflect.New(v.Elem().Type())
-		seen[v.Pointer()] = c
+		seen[k] = c
 		c.Elem().Set(deepCopy(v.Elem(), seen))
 		return c
 	case reflect.Interface:
@@ -121,6 +129,12 @@ func deepCopy(v reflect.Value, seen map[uintptr]reflect.Value) reflect.Value {
 			return v
 		}
 		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			c.Index(i).Set(deepCopy(v.Index(i), seen))
+		}
+		return c
+	case reflect.Array:
+		c := reflect.New(v.Type()).Elem()
 		for i := range v.Len() {
 			c.Index(i).Set(deepCopy(v.Index(i), seen))
 		}

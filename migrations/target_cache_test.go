@@ -28,16 +28,30 @@ func TestReplayTargetIsKeptPerDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replays := migrations.Replays()
+	replays := migrations.Replays(ctx, raw, dir)
 	again, err := migrations.ReplayTarget(ctx, raw, dir)
-	if err != nil || migrations.Replays() != replays {
-		t.Fatalf("the same directory again: %v, %d replays; want the kept answer, no replay", err, migrations.Replays()-replays)
+	if err != nil || replays == 0 || migrations.Replays(ctx, raw, dir) != replays {
+		t.Fatalf("the same directory again: %v, %d replays before, %d after; want the kept answer, no replay", err, replays, migrations.Replays(ctx, raw, dir))
 	}
 	// Each caller gets its own copy: Atlas's diff writes to the schemas it
 	// compares, and two plans of one process (the tests' parallel ones)
 	// raced on a shared one.
 	if again == first || again.Schema == first.Schema || again.Version != first.Version || len(again.Routines) != len(first.Routines) {
 		t.Fatalf("the kept answer again: %p (schema %p), want a copy of %p (schema %p) with the same version and routines", again, again.Schema, first, first.Schema)
+	}
+	if len(again.Schema.Tables) != len(first.Schema.Tables) {
+		t.Fatalf("the copy has %d tables, the kept answer %d", len(again.Schema.Tables), len(first.Schema.Tables))
+	}
+	for i, tab := range again.Schema.Tables {
+		orig := first.Schema.Tables[i]
+		if tab.Name != orig.Name || len(tab.Columns) != len(orig.Columns) || len(tab.Indexes) != len(orig.Indexes) || len(tab.ForeignKeys) != len(orig.ForeignKeys) {
+			t.Fatalf("the copy's table %s differs from the kept answer's %s", tab.Name, orig.Name)
+		}
+		for j, col := range tab.Columns {
+			if col.Name != orig.Columns[j].Name || col.Type.Raw != orig.Columns[j].Type.Raw {
+				t.Fatalf("the copy's column %s.%s (%s) differs from the kept answer's (%s)", tab.Name, col.Name, col.Type.Raw, orig.Columns[j].Type.Raw)
+			}
+		}
 	}
 	jobs, ok := again.Schema.Table("refund_jobs")
 	if !ok || jobs.Schema != again.Schema {
