@@ -135,16 +135,11 @@ const maxSourceLen = 512
 // sourceURI checks the video's location: an absolute s3, gs or https URI of
 // printable ASCII without spaces.
 func sourceURI(v string) error {
-	if len(v) > maxSourceLen {
-		return fmt.Errorf("must be at most %d characters, got %d", maxSourceLen, len(v))
+	if err := printable(v, maxSourceLen); err != nil {
+		return err
 	}
 	if !strings.HasPrefix(v, "s3://") && !strings.HasPrefix(v, "gs://") && !strings.HasPrefix(v, "https://") {
 		return fmt.Errorf("must be an s3://, gs:// or https:// URI, got %q", v)
-	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c <= ' ' || c > '~' {
-			return fmt.Errorf("must be printable ASCII without spaces, got %q at byte %d", v[i], i)
-		}
 	}
 	return nil
 }

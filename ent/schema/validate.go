@@ -22,8 +22,14 @@ func identifier(v string) error {
 	if v == "" {
 		return fmt.Errorf("must not be empty")
 	}
-	if len(v) > maxKeyLen {
-		return fmt.Errorf("must be at most %d characters, got %d", maxKeyLen, len(v))
+	return printable(v, maxKeyLen)
+}
+
+// printable checks that v is at most max printable ASCII characters without
+// spaces.
+func printable(v string, max int) error {
+	if len(v) > max {
+		return fmt.Errorf("must be at most %d characters, got %d", max, len(v))
 	}
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c <= ' ' || c > '~' {
