@@ -54,9 +54,11 @@ type fenceVariant struct {
 	// its share is (migrated − variant) ÷ (migrated − no triggers).
 	Part string `json:"part,omitempty"`
 	cuts []cut
-	// previous: the cuts apply to the triggers as they were before the
-	// cheaper fence (previousFenceBefore), not to the migrated ones.
-	previous bool
+	// before: the cuts apply to the triggers of a database migrated up to
+	// the file before this version (previousFenceBefore: the fence before
+	// issue 21; byMoveBefore: the fast paths as one expression), not to the
+	// migrated ones ("").
+	before string
 	// drop drops the triggers instead; replace gives a whole body.
 	drop    bool
 	replace map[string]string
@@ -73,6 +75,13 @@ var clockRE = regexp.QuoteMeta(fencedwrite.ClockUTC)
 // file before it.
 const previousFenceBefore = "20261204044700"
 
+// references are the variants every run measures.
+var references = []string{"migrated", "previous fence", "no triggers", "fast paths as one expression"}
+
+// byMoveBefore is the migration that split the job fence's fast path into
+// one expression per move: before it, one expression held every move.
+const byMoveBefore = "20261204175830"
+
 // fenceVariants are the variants measured: the fence migrated today, the
 // previous one, references without triggers, the migrated fence without
 // its fast paths, and the previous fence without each of its parts (the
@@ -82,14 +91,15 @@ func fenceVariants() []fenceVariant {
 	job, led := fenceTriggers[0], fenceTriggers[1]
 	old := func(vs []fenceVariant) []fenceVariant {
 		for i := range vs {
-			vs[i].previous = true
+			vs[i].before = previousFenceBefore
 			vs[i].Name = "previous " + vs[i].Name
 		}
 		return vs
 	}
 	return append([]fenceVariant{
 		{Name: "migrated"},
-		{Name: "previous fence", previous: true},
+		{Name: "previous fence", before: previousFenceBefore},
+		{Name: "fast paths as one expression", before: byMoveBefore},
 		{Name: "no triggers", drop: true},
 		{Name: "a trigger with one SET on each table", replace: map[string]string{
 			job: "BEGIN\n  SET NEW.`writer_attempt` = NULL;\nEND",
@@ -97,7 +107,7 @@ func fenceVariants() []fenceVariant {
 		}},
 		{Name: "no triggers, rules as WHERE predicates", predicates: true, drop: true},
 		{Name: "migrated without its fast paths", Part: "fast paths (negative: what they save)", cuts: []cut{
-			{job, fastPathRE, ""}, {led, fastPathRE, ""},
+			{job, jobFastPathsRE, ""}, {led, fastPathRE, ""},
 		}},
 		{Name: "migrated: clock without the time zone test", Part: "fast paths: the time zone test", cuts: []cut{
 			{job, `IF\(BINARY @@session\.time_zone = '\+00:00', SYSDATE\(6\), NULL\)`, "SYSDATE(6)"},
@@ -107,10 +117,10 @@ func fenceVariants() []fenceVariant {
 			{job, "(?s)CALL `refund_jobs_fence_refuse`\\('update'.*?\\)\\);", "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;"},
 		}},
 		{Name: "migrated: job's fast path condition TRUE", Part: "job: the fast path's condition", cuts: []cut{
-			{job, `(?s)IF utc IS NOT NULL AND .*?\) THEN\n(    SET NEW)`, "IF TRUE THEN\n$1"},
+			{job, "(?s)(\\n +IF )NEW\\.`state` .*? THEN\\n", "${1}TRUE THEN\n"},
 		}},
 		{Name: "migrated: job's fast path without the identity check", Part: "job: the fast path's identity check", cuts: []cut{
-			{job, "\\n     AND NEW\\.`id` <=> OLD\\.`id`[^\\n]*", ""},
+			{job, "\\n +AND NEW\\.`id` <=> OLD\\.`id`[^\\n]* THEN\\n", " THEN\n"},
 		}},
 		{Name: "migrated: job's fast path without interval arithmetic", Part: "job: the fast path's utc + INTERVAL 1 SECOND", cuts: []cut{
 			{job, "utc \\+ INTERVAL 1 SECOND", "utc"},
@@ -161,6 +171,10 @@ func fenceVariants() []fenceVariant {
 // fastPathRE matches a migrated trigger's fast path: the condition that
 // accepts the common moves at once, and its LEAVE.
 const fastPathRE = `(?s)\n  IF utc IS NOT NULL AND .*?LEAVE main;\n  END IF;`
+
+// jobFastPathsRE matches the job fence's fast paths, one expression per
+// move, chosen by the row's old state.
+const jobFastPathsRE = "(?s)\n  IF OLD\\.`state` = .*?\n  END IF;"
 
 // partsResult is one variant's figures.
 type partsResult struct {
@@ -240,7 +254,7 @@ func readTriggers(ctx context.Context, db *sql.DB, schema string) (map[string]tr
 }
 
 // bodies are a variant's trigger bodies (nil: dropped).
-func variantBodies(v fenceVariant, stock, previous map[string]triggerDef) (map[string]*string, error) {
+func variantBodies(v fenceVariant, stock map[string]triggerDef, earlier map[string]map[string]triggerDef) (map[string]*string, error) {
 	out := map[string]*string{}
 	for _, name := range fenceTriggers {
 		if v.drop {
@@ -248,8 +262,8 @@ func variantBodies(v fenceVariant, stock, previous map[string]triggerDef) (map[s
 			continue
 		}
 		body := stock[name].body
-		if v.previous {
-			body = previous[name].body
+		if v.before != "" {
+			body = earlier[v.before][name].body
 		}
 		if r, ok := v.replace[name]; ok {
 			body = r
@@ -333,7 +347,7 @@ func fenceParts(ctx context.Context, rows, singles, reps int, only string, out i
 	}
 	// The references (the two fences and no triggers) are always measured.
 	variants := slices.DeleteFunc(fenceVariants(), func(v fenceVariant) bool {
-		return v.Name != "migrated" && v.Name != "previous fence" && v.Name != "no triggers" && !keep.MatchString(v.Name)
+		return !slices.Contains(references, v.Name) && !keep.MatchString(v.Name)
 	})
 	rep := &partsReport{Rows: rows, Singles: singles, Reps: reps}
 	rep.Load[0] = loadAvg()
@@ -351,13 +365,13 @@ func fenceParts(ctx context.Context, rows, singles, reps int, only string, out i
 	if err != nil {
 		return nil, err
 	}
-	previous, err := previousTriggers(ctx)
+	earlier, err := earlierTriggers(ctx, variants)
 	if err != nil {
 		return nil, err
 	}
 	bodies := make([]map[string]*string, len(variants))
 	for i, v := range variants {
-		if bodies[i], err = variantBodies(v, stock, previous); err != nil {
+		if bodies[i], err = variantBodies(v, stock, earlier); err != nil {
 			return nil, err
 		}
 	}
@@ -494,7 +508,7 @@ func fenceParts(ctx context.Context, rows, singles, reps int, only string, out i
 			continue
 		}
 		base := mig
-		if v.previous {
+		if v.before == previousFenceBefore {
 			base = prev
 		}
 		v.Share = ratio(base.Job-v.Job, base.Job-none.Job)
@@ -514,9 +528,26 @@ func fenceParts(ctx context.Context, rows, singles, reps int, only string, out i
 	return rep, nil
 }
 
-// previousTriggers reads the triggers of a scratch database migrated up
-// to the file before the cheaper fence.
-func previousTriggers(ctx context.Context) (map[string]triggerDef, error) {
+// earlierTriggers reads, for every version a variant names, the triggers
+// of a scratch database migrated up to the file before it.
+func earlierTriggers(ctx context.Context, vs []fenceVariant) (map[string]map[string]triggerDef, error) {
+	out := map[string]map[string]triggerDef{}
+	for _, v := range vs {
+		if _, ok := out[v.before]; ok || v.before == "" {
+			continue
+		}
+		t, err := triggersBefore(ctx, v.before)
+		if err != nil {
+			return nil, err
+		}
+		out[v.before] = t
+	}
+	return out, nil
+}
+
+// triggersBefore reads the triggers of a scratch database migrated up to
+// the file before version.
+func triggersBefore(ctx context.Context, version string) (map[string]triggerDef, error) {
 	dir, err := migrations.Dir()
 	if err != nil {
 		return nil, err
@@ -527,12 +558,12 @@ func previousTriggers(ctx context.Context) (map[string]triggerDef, error) {
 	}
 	n := 0
 	for _, f := range files {
-		if f.Version() < previousFenceBefore {
+		if f.Version() < version {
 			n++
 		}
 	}
 	if n == len(files) {
-		return nil, fmt.Errorf("no migration from %s on: the previous fence is the migrated one", previousFenceBefore)
+		return nil, fmt.Errorf("no migration from %s on: that fence is the migrated one", version)
 	}
 	cfg, err := devdb.ServerConfig()
 	if err != nil {
@@ -550,7 +581,7 @@ func previousTriggers(ctx context.Context) (map[string]triggerDef, error) {
 	}
 	defer raw.Close()
 	if _, err := migrations.ApplyN(ctx, raw, n); err != nil {
-		return nil, fmt.Errorf("migrate up to %s: %w", previousFenceBefore, err)
+		return nil, fmt.Errorf("migrate up to %s: %w", version, err)
 	}
 	return readTriggers(ctx, raw, name)
 }

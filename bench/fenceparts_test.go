@@ -46,15 +46,15 @@ func TestFencePartsCutsChangeTheBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	previous, err := previousTriggers(ctx)
+	earlier, err := earlierTriggers(ctx, fenceVariants())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range fenceVariants() {
 		for _, c := range v.cuts {
 			base := stock
-			if v.previous {
-				base = previous
+			if v.before != "" {
+				base = earlier[v.before]
 			}
 			got, err := applyCuts(c.trigger, base[c.trigger].body, []cut{c})
 			if err != nil {

@@ -427,6 +427,10 @@ func TestFenceFastPathsAcceptOnlyWhatTheRulesAccept(t *testing.T) {
 	for _, m := range []struct{ trigger, drop, with, caseName string }{
 		{"refund_jobs_fence", "AND NEW.`lease_until` IS NOT NULL", "", "claim without a lease"},
 		{"refund_jobs_fence", "AND (NEW.`state` <> 'succeeded' OR NEW.`provider_refund_id` IS NOT NULL)", "", "complete without the refund id"},
+		// Each move's own expression (the claim that sends, the claim of a
+		// reconcile, leaving running) is seen alone.
+		{"refund_jobs_fence", "AND NEW.`key_first_used_at` <=> OLD.`key_first_used_at` AND NEW.`last_send_at` <=> OLD.`last_send_at`\n         AND", "AND", "claim of a reconcile recording a send only"},
+		{"refund_jobs_fence", "NEW.`state` = 'running' AND NEW.`next_action` = 'refund' AND", "NEW.`state` = 'running' AND", "claim turning a refund into a reconcile that sends"},
 		{"refunds_follow_job", "AND CAST(j.`provider_refund_id` AS BINARY) = CAST(NEW.`provider_refund_id` AS BINARY)", "", "ledger: refunded with another refund id"},
 		// The review's columns: a zombie, the session's clock, the stamps.
 		{"refund_jobs_fence", "NEW.`writer_attempt` = OLD.`attempt`", "TRUE", "fail by a zombie"},
@@ -446,9 +450,9 @@ func TestFenceFastPathsAcceptOnlyWhatTheRulesAccept(t *testing.T) {
 	}
 }
 
-// mutateTrigger recreates trigger with the first occurrence of drop (in
-// its fast path) replaced by with, and returns the function that restores
-// it.
+// mutateTrigger recreates trigger with every occurrence of drop in its fast
+// paths (the text before its rule-by-rule checks declare now) replaced by
+// with, and returns the function that restores it.
 func mutateTrigger(t *testing.T, db *sql.DB, trigger, drop, with string) (restore func()) {
 	t.Helper()
 	var timing, event, table, body string
@@ -456,16 +460,16 @@ func mutateTrigger(t *testing.T, db *sql.DB, trigger, drop, with string) (restor
 		Scan(&timing, &event, &table, &body); err != nil {
 		t.Fatal(err)
 	}
-	fastEnd := strings.Index(body, "LEAVE main;")
-	i := strings.Index(body, drop)
-	if i < 0 || fastEnd < 0 || i > fastEnd {
-		t.Fatalf("%s: %q is not in its fast path", trigger, drop)
+	fastEnd := strings.Index(body, "DECLARE now ")
+	if fastEnd < 0 || !strings.Contains(body[:fastEnd], drop) {
+		t.Fatalf("%s: %q is not in its fast paths", trigger, drop)
 	}
+	mutated := strings.ReplaceAll(body[:fastEnd], drop, with) + body[fastEnd:]
 	create := func(b string) {
 		mustExec(t, db, "DROP TRIGGER `"+trigger+"`")
 		mustExec(t, db, fmt.Sprintf("CREATE TRIGGER `%s` %s %s ON `%s` FOR EACH ROW %s", trigger, timing, event, table, b))
 	}
-	create(body[:i] + with + body[i+len(drop):])
+	create(mutated)
 	return func() { create(body) }
 }
 

@@ -408,35 +408,52 @@ END//
 -- built only for a write that breaks a rule.
 --
 -- The moves a fenced writer makes by the thousand (a claim that sends, a
--- claim of a reconcile, leaving running) are checked first by one
+-- claim of a reconcile, leaving running) are checked first, each by one
 -- expression, in a session on UTC (time_zone '+00:00', as the fenced layer
 -- sets it; SYSDATE(6) is then the real clock in UTC, read once; the zone's
 -- name compared byte for byte, as its collation pads with spaces and a
 -- named zone loaded as '+00:00' and set as '+00:00 ' is no offset): every rule
 -- the checks below apply to that move, written as one condition. A NULL
--- anywhere, another time zone or any other move makes the condition false,
+-- anywhere, another time zone or any other move makes the conditions false,
 -- never true, and the checks below decide, rule by rule, with their
--- messages: the fast path only ever accepts what they accept.
+-- messages: the fast paths only ever accept what they accept.
+--
+-- The server prepares an IF's expression again for every row it checks
+-- (MariaDB fixes each item of it anew, whether its value is needed or not),
+-- so most of a fast path's cost is the size of the expressions a row goes
+-- through: the row's old state, then, for a claim, its old action choose
+-- the one expression of its move.
 CREATE TRIGGER {{q (print .T "_fence")}} BEFORE UPDATE ON {{q .T}} FOR EACH ROW
 main: BEGIN
   DECLARE utc DATETIME(6) DEFAULT IF(BINARY @@session.time_zone = '+00:00', SYSDATE(6), NULL);
-  IF utc IS NOT NULL AND NEW.{{q .Writer}} = OLD.{{q .Token}}
-     AND NEW.{{q .ID}} <=> OLD.{{q .ID}}{{range .Params}} AND {{$.Same .Name}}{{end}} AND NEW.{{q .Created}} <=> OLD.{{q .Created}}
-     AND ((OLD.{{q .State}} = '{{.Ready}}' AND NEW.{{q .State}} = '{{.Running}}' AND NEW.{{q .Token}} = OLD.{{q .Token}} + 1
-           AND OLD.{{q .NextRun}} <= utc AND NEW.{{q .Lease}} IS NOT NULL
-           AND ((NEW.{{q .Action}} = '{{.Send}}' AND OLD.{{q .Action}} = '{{.Send}}'
-                 AND NEW.{{q .LastSnd}} IS NOT NULL AND NEW.{{q .LastSnd}} <= utc + INTERVAL 1 SECOND
-                 AND (OLD.{{q .LastSnd}} IS NULL OR NEW.{{q .LastSnd}} > OLD.{{q .LastSnd}})
-                 AND ((OLD.{{q .KeyFirst}} IS NULL AND NEW.{{q .KeyFirst}} IS NOT NULL AND NEW.{{q .KeyFirst}} <= utc + INTERVAL 1 SECOND)
-                      OR (OLD.{{q .KeyFirst}} IS NOT NULL AND NEW.{{q .KeyFirst}} = OLD.{{q .KeyFirst}})))
-                OR (NEW.{{q .Action}} = '{{.Reconcile}}' AND OLD.{{q .Action}} = '{{.Reconcile}}'
-                    AND NEW.{{q .KeyFirst}} <=> OLD.{{q .KeyFirst}} AND NEW.{{q .LastSnd}} <=> OLD.{{q .LastSnd}})))
-          OR (OLD.{{q .State}} = '{{.Running}}' AND NEW.{{q .State}} IN ('{{.Succeeded}}', '{{.Ready}}', '{{.Review}}', '{{.Failed}}')
-              AND NEW.{{q .Token}} = OLD.{{q .Token}} AND NEW.{{q .Lease}} IS NULL
-              AND (NEW.{{q .State}} <> '{{.Succeeded}}' OR NEW.{{q .ProviderRef}} IS NOT NULL)
-              AND NEW.{{q .KeyFirst}} <=> OLD.{{q .KeyFirst}} AND NEW.{{q .LastSnd}} <=> OLD.{{q .LastSnd}})) THEN
-    SET NEW.{{q .Writer}} = NULL, NEW.{{q .Updated}} = utc;
-    LEAVE main;
+  IF OLD.{{q .State}} = '{{.Ready}}' THEN
+    IF OLD.{{q .Action}} = '{{.Send}}' THEN
+      IF NEW.{{q .State}} = '{{.Running}}' AND NEW.{{q .Action}} = '{{.Send}}' AND utc IS NOT NULL AND NEW.{{q .Writer}} = OLD.{{q .Token}}
+         AND NEW.{{q .Token}} = OLD.{{q .Token}} + 1 AND OLD.{{q .NextRun}} <= utc AND NEW.{{q .Lease}} IS NOT NULL
+         AND NEW.{{q .LastSnd}} <= utc + INTERVAL 1 SECOND AND (OLD.{{q .LastSnd}} IS NULL OR NEW.{{q .LastSnd}} > OLD.{{q .LastSnd}})
+         AND ((OLD.{{q .KeyFirst}} IS NULL AND NEW.{{q .KeyFirst}} <= utc + INTERVAL 1 SECOND) OR NEW.{{q .KeyFirst}} = OLD.{{q .KeyFirst}})
+         AND NEW.{{q .ID}} <=> OLD.{{q .ID}}{{range .Params}} AND {{$.Same .Name}}{{end}} AND NEW.{{q .Created}} <=> OLD.{{q .Created}} THEN
+        SET NEW.{{q .Writer}} = NULL, NEW.{{q .Updated}} = utc;
+        LEAVE main;
+      END IF;
+    ELSEIF OLD.{{q .Action}} = '{{.Reconcile}}' THEN
+      IF NEW.{{q .State}} = '{{.Running}}' AND NEW.{{q .Action}} = '{{.Reconcile}}' AND utc IS NOT NULL AND NEW.{{q .Writer}} = OLD.{{q .Token}}
+         AND NEW.{{q .Token}} = OLD.{{q .Token}} + 1 AND OLD.{{q .NextRun}} <= utc AND NEW.{{q .Lease}} IS NOT NULL
+         AND NEW.{{q .KeyFirst}} <=> OLD.{{q .KeyFirst}} AND NEW.{{q .LastSnd}} <=> OLD.{{q .LastSnd}}
+         AND NEW.{{q .ID}} <=> OLD.{{q .ID}}{{range .Params}} AND {{$.Same .Name}}{{end}} AND NEW.{{q .Created}} <=> OLD.{{q .Created}} THEN
+        SET NEW.{{q .Writer}} = NULL, NEW.{{q .Updated}} = utc;
+        LEAVE main;
+      END IF;
+    END IF;
+  ELSEIF OLD.{{q .State}} = '{{.Running}}' THEN
+    IF NEW.{{q .State}} IN ('{{.Succeeded}}', '{{.Ready}}', '{{.Review}}', '{{.Failed}}') AND utc IS NOT NULL AND NEW.{{q .Writer}} = OLD.{{q .Token}}
+       AND NEW.{{q .Token}} = OLD.{{q .Token}} AND NEW.{{q .Lease}} IS NULL
+       AND (NEW.{{q .State}} <> '{{.Succeeded}}' OR NEW.{{q .ProviderRef}} IS NOT NULL)
+       AND NEW.{{q .KeyFirst}} <=> OLD.{{q .KeyFirst}} AND NEW.{{q .LastSnd}} <=> OLD.{{q .LastSnd}}
+       AND NEW.{{q .ID}} <=> OLD.{{q .ID}}{{range .Params}} AND {{$.Same .Name}}{{end}} AND NEW.{{q .Created}} <=> OLD.{{q .Created}} THEN
+      SET NEW.{{q .Writer}} = NULL, NEW.{{q .Updated}} = utc;
+      LEAVE main;
+    END IF;
   END IF;
   BEGIN
   DECLARE now DATETIME(6) DEFAULT {{.Clock}};
