@@ -80,7 +80,7 @@ var references = []string{"migrated", "previous fence", "no triggers", "fast pat
 
 // byMoveBefore is the migration that split the job fence's fast path into
 // one expression per move: before it, one expression held every move.
-const byMoveBefore = "20261204175830"
+const byMoveBefore = "20261204180231"
 
 // fenceVariants are the variants measured: the fence migrated today, the
 // previous one, references without triggers, the migrated fence without

@@ -268,7 +268,10 @@ DELIMITER //
 -- What every rule of the job table does when a write breaks it: in enforce
 -- mode, refuse it (SQLSTATE 45000, error 1644; 23000 with errno 1062 for a
 -- key taken before); in observe mode, record it and let it through. It
--- reads the mode only then, so a write that breaks no rule pays nothing.
+-- reads the mode only then. A write that breaks no rule still pays for its
+-- tables (the mode, the violations, performance_schema's four): the server
+-- opens and locks every table a statement's triggers may reach, once per
+-- statement (docs/benchmarks.md, "Where the fence's cost goes").
 CREATE PROCEDURE {{q .Refuse}}(IN op VARCHAR(6), IN row_id BIGINT, IN rule VARCHAR(255), IN errno INT,
                                IN old_state VARCHAR(32), IN new_state VARCHAR(32),
                                IN old_attempt BIGINT, IN new_attempt BIGINT, IN declared BIGINT, IN changed VARCHAR(1024))
