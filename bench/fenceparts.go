@@ -345,7 +345,7 @@ func fenceParts(ctx context.Context, rows, singles, reps int, only string, out i
 	if err != nil {
 		return nil, fmt.Errorf("-parts-only: %w", err)
 	}
-	// The references (the two fences and no triggers) are always measured.
+	// The references (the fences and no triggers) are always measured.
 	variants := slices.DeleteFunc(fenceVariants(), func(v fenceVariant) bool {
 		return !slices.Contains(references, v.Name) && !keep.MatchString(v.Name)
 	})
@@ -499,21 +499,7 @@ func fenceParts(ctx context.Context, rows, singles, reps int, only string, out i
 		pr.Job = pr.Claim + pr.Complete + pr.Ledger
 		rep.Variants = append(rep.Variants, pr)
 	}
-	// A part's share is of its own fence's trigger cost: the migrated
-	// fence's or the previous one's, over no triggers.
-	mig, prev, none := rep.Variants[0], rep.Variants[1], rep.Variants[2]
-	for i := range rep.Variants {
-		v := &rep.Variants[i]
-		if v.Part == "" {
-			continue
-		}
-		base := mig
-		if v.before == previousFenceBefore {
-			base = prev
-		}
-		v.Share = ratio(base.Job-v.Job, base.Job-none.Job)
-		v.SingleShare = ratio(base.Single-v.Single, base.Single-none.Single)
-	}
+	setShares(rep.Variants)
 	rep.Load[1] = loadAvg()
 	fmt.Fprintf(out, "fence parts: %d rows per many-row UPDATE, %d single-row jobs, %d repetitions alternating (least), timed by the %s; load average %.2f → %.2f\n",
 		rows, singles, reps, rep.Clock, rep.Load[0], rep.Load[1])
@@ -526,6 +512,29 @@ func fenceParts(ctx context.Context, rows, singles, reps int, only string, out i
 		fmt.Fprintf(out, "%-56s %8.1f %8.1f %8.1f %8.1f %7s %9.1f %7s %8.1f\n", p.Name, p.Claim, p.Complete, p.Ledger, p.Job, share, p.Single, sshare, p.Empty)
 	}
 	return rep, nil
+}
+
+// setShares sets each part's share of its own fence's trigger cost: the
+// migrated fence's or the previous one's, over no triggers (found by name:
+// the references' order is not fixed).
+func setShares(vs []partsResult) {
+	byName := map[string]partsResult{}
+	for _, v := range vs {
+		byName[v.Name] = v
+	}
+	mig, prev, none := byName["migrated"], byName["previous fence"], byName["no triggers"]
+	for i := range vs {
+		v := &vs[i]
+		if v.Part == "" {
+			continue
+		}
+		base := mig
+		if v.before == previousFenceBefore {
+			base = prev
+		}
+		v.Share = ratio(base.Job-v.Job, base.Job-none.Job)
+		v.SingleShare = ratio(base.Single-v.Single, base.Single-none.Single)
+	}
 }
 
 // earlierTriggers reads, for every version a variant names, the triggers

@@ -69,3 +69,26 @@ func TestFencePartsCutsChangeTheBody(t *testing.T) {
 		t.Errorf("a cut matching nothing: %v, want an error naming the trigger", err)
 	}
 }
+
+// A part's share is over its own fence and no triggers, wherever the
+// references stand in the list.
+func TestFencePartsSharesAreOfTheirOwnFence(t *testing.T) {
+	vs := []partsResult{
+		{fenceVariant: fenceVariant{Name: "migrated"}, Job: 60, Single: 300},
+		{fenceVariant: fenceVariant{Name: "previous fence", before: previousFenceBefore}, Job: 100, Single: 400},
+		{fenceVariant: fenceVariant{Name: "fast paths as one expression", before: byMoveBefore}, Job: 80, Single: 350},
+		{fenceVariant: fenceVariant{Name: "no triggers", drop: true}, Job: 20, Single: 200},
+		{fenceVariant: fenceVariant{Name: "a part of the migrated fence", Part: "x"}, Job: 50, Single: 250},
+		{fenceVariant: fenceVariant{Name: "a part of the previous fence", Part: "y", before: previousFenceBefore}, Job: 80, Single: 300},
+	}
+	setShares(vs)
+	if got := vs[4]; got.Share != 0.25 || got.SingleShare != 0.5 {
+		t.Errorf("a part of the migrated fence: share %v, single %v; want 0.25 and 0.5 ((60-50)/(60-20), (300-250)/(300-200))", got.Share, got.SingleShare)
+	}
+	if got := vs[5]; got.Share != 0.25 || got.SingleShare != 0.5 {
+		t.Errorf("a part of the previous fence: share %v, single %v; want 0.25 and 0.5 ((100-80)/(100-20), (400-300)/(400-200))", got.Share, got.SingleShare)
+	}
+	if vs[0].Share != 0 || vs[2].Share != 0 {
+		t.Errorf("references have no share: %v, %v", vs[0].Share, vs[2].Share)
+	}
+}
