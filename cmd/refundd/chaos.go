@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"log"
 	"os"
 	"strings"
 
@@ -25,6 +26,11 @@ func chaosCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 		cfg.DBName = strings.TrimSuffix(cfg.DBName, "_demo") + "_chaos"
 		*dsn = cfg.FormatDSN()
 	}
+	// The harness's proxies break connections on purpose; the driver would
+	// log each one. Its logger is global, so it is set here, once per
+	// process, before any connection (chaos.Run leaves it alone: parallel
+	// runs in one test binary would race on it).
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	return chaos.Run(ctx, *dsn, c, out)
 }
 

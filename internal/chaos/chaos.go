@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -317,7 +316,9 @@ func (r *chaosRun) count(kind string, n int) {
 func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 	f := r.f
 	// Proxies break connections on purpose; the driver would log each one.
-	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	// Its logger is global: refundd chaos quiets it before calling Run, and
+	// tests do so through dbtest, before any test runs (a write here raced
+	// with a parallel run's DSN parse).
 	var err error
 	r.lockDB, err = fencedwrite.OpenDB(r.dsn, fencedwrite.DSNOptions{LockWaitTimeout: 30 * time.Second, ReadTimeout: time.Minute})
 	if err != nil {

@@ -29,18 +29,16 @@ type Proxy struct {
 	proxy *toxiproxy.Proxy
 }
 
-var quietDriver sync.Once
+// The proxies break connections on purpose; the driver would log each
+// one to stderr. The errors still reach the code under test. The driver's
+// logger is global and every DSN parse reads it, so it is set when the
+// package loads, before any test runs: set from the first proxy (under a
+// sync.Once) it raced with parallel tests parsing their DSNs.
+func init() { _ = mysql.SetLogger(log.New(io.Discard, "", 0)) }
 
 // NewProxy starts a proxy to d's server, stopped when t ends.
 func NewProxy(t testing.TB, d *DB) *Proxy {
 	t.Helper()
-	quietDriver.Do(func() {
-		// The proxy breaks connections on purpose; the driver would log
-		// each one to stderr. The errors still reach the code under test.
-		// The driver's logger is global: set it once, before parallel
-		// tests read it.
-		_ = mysql.SetLogger(log.New(io.Discard, "", 0))
-	})
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	p := toxiproxy.NewProxy(srv, "mysql-"+d.Name, "127.0.0.1:0", d.cfg.Addr)
 	if err := p.Start(); err != nil {
