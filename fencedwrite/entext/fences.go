@@ -52,6 +52,17 @@ func (d fencesData) Same(col string) string {
 	return n + " <=> " + o
 }
 
+// Unchanged is the condition that the write leaves the job's identity as
+// it was: its id, its request (the key first) and its creation time.
+func (d fencesData) Unchanged() string {
+	conds := []string{"NEW.`" + d.ID + "` <=> OLD.`" + d.ID + "`"}
+	for _, p := range d.Params {
+		conds = append(conds, d.Same(p.Name))
+	}
+	conds = append(conds, "NEW.`"+d.Created+"` <=> OLD.`"+d.Created+"`")
+	return strings.Join(conds, " AND ")
+}
+
 // Match is the condition that a.col equals b.col in a lookup: the
 // collation's comparison first, which an index answers, then, for a string
 // column, the bytes.
@@ -435,7 +446,7 @@ main: BEGIN
          AND NEW.{{q .Token}} = OLD.{{q .Token}} + 1 AND OLD.{{q .NextRun}} <= utc AND NEW.{{q .Lease}} IS NOT NULL
          AND NEW.{{q .LastSnd}} <= utc + INTERVAL 1 SECOND AND (OLD.{{q .LastSnd}} IS NULL OR NEW.{{q .LastSnd}} > OLD.{{q .LastSnd}})
          AND ((OLD.{{q .KeyFirst}} IS NULL AND NEW.{{q .KeyFirst}} <= utc + INTERVAL 1 SECOND) OR NEW.{{q .KeyFirst}} = OLD.{{q .KeyFirst}})
-         AND NEW.{{q .ID}} <=> OLD.{{q .ID}}{{range .Params}} AND {{$.Same .Name}}{{end}} AND NEW.{{q .Created}} <=> OLD.{{q .Created}} THEN
+         AND {{.Unchanged}} THEN
         SET NEW.{{q .Writer}} = NULL, NEW.{{q .Updated}} = utc;
         LEAVE main;
       END IF;
@@ -443,7 +454,7 @@ main: BEGIN
       IF NEW.{{q .State}} = '{{.Running}}' AND NEW.{{q .Action}} = '{{.Reconcile}}' AND utc IS NOT NULL AND NEW.{{q .Writer}} = OLD.{{q .Token}}
          AND NEW.{{q .Token}} = OLD.{{q .Token}} + 1 AND OLD.{{q .NextRun}} <= utc AND NEW.{{q .Lease}} IS NOT NULL
          AND NEW.{{q .KeyFirst}} <=> OLD.{{q .KeyFirst}} AND NEW.{{q .LastSnd}} <=> OLD.{{q .LastSnd}}
-         AND NEW.{{q .ID}} <=> OLD.{{q .ID}}{{range .Params}} AND {{$.Same .Name}}{{end}} AND NEW.{{q .Created}} <=> OLD.{{q .Created}} THEN
+         AND {{.Unchanged}} THEN
         SET NEW.{{q .Writer}} = NULL, NEW.{{q .Updated}} = utc;
         LEAVE main;
       END IF;
@@ -453,7 +464,7 @@ main: BEGIN
        AND NEW.{{q .Token}} = OLD.{{q .Token}} AND NEW.{{q .Lease}} IS NULL
        AND (NEW.{{q .State}} <> '{{.Succeeded}}' OR NEW.{{q .ProviderRef}} IS NOT NULL)
        AND NEW.{{q .KeyFirst}} <=> OLD.{{q .KeyFirst}} AND NEW.{{q .LastSnd}} <=> OLD.{{q .LastSnd}}
-       AND NEW.{{q .ID}} <=> OLD.{{q .ID}}{{range .Params}} AND {{$.Same .Name}}{{end}} AND NEW.{{q .Created}} <=> OLD.{{q .Created}} THEN
+       AND {{.Unchanged}} THEN
       SET NEW.{{q .Writer}} = NULL, NEW.{{q .Updated}} = utc;
       LEAVE main;
     END IF;
@@ -471,7 +482,7 @@ main: BEGIN
     SET msg = CONCAT('{{.T}}#', OLD.{{q .ID}}, ': an UPDATE must declare the attempt it holds: SET {{.Writer}} = ', OLD.{{q .Token}});
   ELSEIF NEW.{{q .Writer}} <> OLD.{{q .Token}} THEN
     SET msg = CONCAT('{{.T}}#', OLD.{{q .ID}}, ': stale writer declares attempt ', NEW.{{q .Writer}}, ', row is at ', OLD.{{q .Token}});
-  ELSEIF NOT (NEW.{{q .ID}} <=> OLD.{{q .ID}}{{range .Params}} AND {{$.Same .Name}}{{end}} AND NEW.{{q .Created}} <=> OLD.{{q .Created}}) THEN
+  ELSEIF NOT ({{.Unchanged}}) THEN
     SET msg = CONCAT('{{.T}}#', OLD.{{q .ID}}, ': the id, the request and its creation time never change');
   ELSEIF NEW.{{q .Token}} <> OLD.{{q .Token}} AND NEW.{{q .Token}} <> OLD.{{q .Token}} + 1 THEN
     SET msg = CONCAT('{{.T}}#', OLD.{{q .ID}}, ': attempt may only stay or grow by one, not go ', OLD.{{q .Token}}, ' -> ', NEW.{{q .Token}});
