@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -439,7 +440,10 @@ func TestFenceFastPathsAcceptOnlyWhatTheRulesAccept(t *testing.T) {
 		{"refunds_follow_job", "NEW.`settled_at` = utc", "NEW.`settled_at` = UTC_TIMESTAMP(6)", "ledger: refunded on a session clock an hour ahead"},
 	} {
 		restore := mutateTrigger(t, db, m.trigger, m.drop, m.with)
-		diff, _ := mismatches(t, db, cases, slowZones[:1])
+		// Only the case the mutant must be seen by (a name matching none runs
+		// nothing, and the mutant goes unseen: the test says so).
+		named := slices.DeleteFunc(slices.Clone(cases), func(c fastCase) bool { return c.name != m.caseName })
+		diff, _ := mismatches(t, db, named, slowZones[:1])
 		restore()
 		if !strings.Contains(strings.Join(diff, "\n"), m.caseName+":") {
 			t.Errorf("a fast path of %s with %q for %q: the cases did not see it (differences: %v)", m.trigger, m.with, m.drop, diff)
