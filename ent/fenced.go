@@ -523,9 +523,9 @@ func (l *RefundJobLease) check(op fencedrt.Op) *RefundJobTransition {
 	return nil
 }
 
-// Complete settles the job as succeeded with the provider's verified refund
-// id: running → succeeded, lease cleared. Apply it together with the ledger
-// update, in the same transaction.
+// Complete settles the job as succeeded with the verified
+// provider refund id: running → succeeded, lease cleared. Apply it together with
+// the ledger update, in the same transaction.
 func (l *RefundJobLease) Complete(providerRefundID string) *RefundJobTransition {
 	const op = fencedrt.OpComplete
 	if t := l.check(op); t != nil {
@@ -541,9 +541,9 @@ func (l *RefundJobLease) Complete(providerRefundID string) *RefundJobTransition 
 // on the database clock), with the given next action: reconcile after a
 // pending or unknown outcome; refund only when the provider certainly did
 // not execute the request. providerRefundID, when not empty, is saved (the
-// provider revealed it, on a pending answer say); when empty, a refund id
+// provider revealed it, on a pending answer say); when empty, the provider refund id
 // learnt on an earlier attempt is kept, never erased (the reconcile's "not
-// found, refund id known" rule needs it). lastError, when not empty, is
+// found, id known" rule needs it). lastError, when not empty, is
 // recorded.
 func (l *RefundJobLease) Reschedule(next refundjob.NextAction, after time.Duration, providerRefundID, lastError string) *RefundJobTransition {
 	const op = fencedrt.OpReschedule
@@ -613,7 +613,7 @@ func (c *RefundJobClient) WakeUp(job *RefundJob) *RefundJobTransition {
 }
 
 // ResolveSucceeded is an operator's resolution of a job in manual review as
-// succeeded, with the provider's refund id and the evidence that justifies
+// succeeded, with the provider refund id and the evidence that justifies
 // it: attempt+1, manual_review → succeeded. Apply it with the ledger update.
 func (c *RefundJobClient) ResolveSucceeded(job *RefundJob, providerRefundID, evidence string) *RefundJobTransition {
 	const op = fencedrt.OpResolveSucceeded
@@ -621,7 +621,7 @@ func (c *RefundJobClient) ResolveSucceeded(job *RefundJob, providerRefundID, evi
 		return t
 	}
 	if providerRefundID == "" || evidence == "" {
-		return invalidRefundJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "evidence", Problem: "a provider refund id and the evidence are both required"})
+		return invalidRefundJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "evidence", Problem: "the provider refund id and the evidence are both required"})
 	}
 	return readRefundJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamKey: job.OperationKey, fencedrt.ParamProviderRef: providerRefundID, fencedrt.ParamEvidence: evidence})
 }
@@ -641,7 +641,7 @@ func (c *RefundJobClient) ResolveReconcile(job *RefundJob, note string) *RefundJ
 
 // ResolveRefund is an operator's resolution of a job in manual review back
 // to ready, due now, to send the request again with the same key (refund): attempt+1.
-// It is only correct with recorded proof that the original refund did not
+// It is only correct with recorded proof that the original request did not
 // happen and cannot take effect later (a definitive provider answer for the
 // same key), never on "not found". proof names that evidence; verify it in
 // the same transaction (the callback of Apply) so the resolution commits
@@ -1394,29 +1394,29 @@ func (l *TranscodeJobLease) check(op fencedrt.Op) *TranscodeJobTransition {
 	return nil
 }
 
-// Complete settles the job as succeeded with the provider's verified refund
-// id: running → succeeded, lease cleared. Apply it together with the ledger
-// update, in the same transaction.
-func (l *TranscodeJobLease) Complete(providerRefundID string) *TranscodeJobTransition {
+// Complete settles the job as succeeded with the verified
+// encoder job id: running → succeeded, lease cleared. Apply it together with
+// the ledger update, in the same transaction.
+func (l *TranscodeJobLease) Complete(encoderJobID string) *TranscodeJobTransition {
 	const op = fencedrt.OpComplete
 	if t := l.check(op); t != nil {
 		return t
 	}
-	if providerRefundID == "" {
+	if encoderJobID == "" {
 		return invalidTranscodeJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "encoder_job_id", Problem: "must not be empty: complete only on a verified transcode"})
 	}
-	return l.leased(op, fencedrt.Values{fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamProviderRef: providerRefundID})
+	return l.leased(op, fencedrt.Values{fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamProviderRef: encoderJobID})
 }
 
 // Reschedule puts the job back to ready, due after the given delay (measured
 // on the database clock), with the given next action: reconcile after a
-// pending or unknown outcome; refund only when the provider certainly did
-// not execute the request. providerRefundID, when not empty, is saved (the
-// provider revealed it, on a pending answer say); when empty, a refund id
+// pending or unknown outcome; transcode only when the provider certainly did
+// not execute the request. encoderJobID, when not empty, is saved (the
+// provider revealed it, on a pending answer say); when empty, the encoder job id
 // learnt on an earlier attempt is kept, never erased (the reconcile's "not
-// found, refund id known" rule needs it). lastError, when not empty, is
+// found, id known" rule needs it). lastError, when not empty, is
 // recorded.
-func (l *TranscodeJobLease) Reschedule(next transcodejob.NextAction, after time.Duration, providerRefundID, lastError string) *TranscodeJobTransition {
+func (l *TranscodeJobLease) Reschedule(next transcodejob.NextAction, after time.Duration, encoderJobID, lastError string) *TranscodeJobTransition {
 	const op = fencedrt.OpReschedule
 	if t := l.check(op); t != nil {
 		return t
@@ -1429,14 +1429,14 @@ func (l *TranscodeJobLease) Reschedule(next transcodejob.NextAction, after time.
 	}
 	return l.leased(op, fencedrt.Values{
 		fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamNextAction: string(next), fencedrt.ParamDelay: after.Microseconds(),
-		fencedrt.ParamProviderRef: fencedNullable(providerRefundID), fencedrt.ParamLastError: fencedNullable(lastError),
+		fencedrt.ParamProviderRef: fencedNullable(encoderJobID), fencedrt.ParamLastError: fencedNullable(lastError),
 	})
 }
 
 // ManualReview hands the job to an operator with the reason and the
-// evidence: running → manual_review. providerRefundID, when not empty, is
+// evidence: running → manual_review. encoderJobID, when not empty, is
 // saved.
-func (l *TranscodeJobLease) ManualReview(reason, evidence, providerRefundID string) *TranscodeJobTransition {
+func (l *TranscodeJobLease) ManualReview(reason, evidence, encoderJobID string) *TranscodeJobTransition {
 	const op = fencedrt.OpManualReview
 	if t := l.check(op); t != nil {
 		return t
@@ -1445,13 +1445,13 @@ func (l *TranscodeJobLease) ManualReview(reason, evidence, providerRefundID stri
 		return invalidTranscodeJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "reason", Problem: "must not be empty: say why a person must look"})
 	}
 	return l.leased(op, fencedrt.Values{
-		fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamReason: reason, fencedrt.ParamEvidence: fencedNullable(evidence), fencedrt.ParamProviderRef: fencedNullable(providerRefundID),
+		fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamReason: reason, fencedrt.ParamEvidence: fencedNullable(evidence), fencedrt.ParamProviderRef: fencedNullable(encoderJobID),
 	})
 }
 
 // Fail settles the job as failed on a definitive provider rejection, with
 // the reason: running → failed. Never use it for an unknown outcome.
-func (l *TranscodeJobLease) Fail(reason, providerRefundID string) *TranscodeJobTransition {
+func (l *TranscodeJobLease) Fail(reason, encoderJobID string) *TranscodeJobTransition {
 	const op = fencedrt.OpFail
 	if t := l.check(op); t != nil {
 		return t
@@ -1459,7 +1459,7 @@ func (l *TranscodeJobLease) Fail(reason, providerRefundID string) *TranscodeJobT
 	if reason == "" {
 		return invalidTranscodeJobTransition(op, l.id, l.attempt, &fencedwrite.FieldError{Field: "reason", Problem: "must not be empty: record the provider's rejection"})
 	}
-	return l.leased(op, fencedrt.Values{fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamLastError: reason, fencedrt.ParamProviderRef: fencedNullable(providerRefundID)})
+	return l.leased(op, fencedrt.Values{fencedrt.ParamKey: l.req.JobKey, fencedrt.ParamLastError: reason, fencedrt.ParamProviderRef: fencedNullable(encoderJobID)})
 }
 
 // seen checks a job the caller read before building a transition from it.
@@ -1484,17 +1484,17 @@ func (c *TranscodeJobClient) WakeUp(job *TranscodeJob) *TranscodeJobTransition {
 }
 
 // ResolveSucceeded is an operator's resolution of a job in manual review as
-// succeeded, with the provider's refund id and the evidence that justifies
+// succeeded, with the encoder job id and the evidence that justifies
 // it: attempt+1, manual_review → succeeded. Apply it with the ledger update.
-func (c *TranscodeJobClient) ResolveSucceeded(job *TranscodeJob, providerRefundID, evidence string) *TranscodeJobTransition {
+func (c *TranscodeJobClient) ResolveSucceeded(job *TranscodeJob, encoderJobID, evidence string) *TranscodeJobTransition {
 	const op = fencedrt.OpResolveSucceeded
 	if t := seenTranscodeJob(op, job, transcodejob.StateManualReview); t != nil {
 		return t
 	}
-	if providerRefundID == "" || evidence == "" {
-		return invalidTranscodeJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "evidence", Problem: "a provider refund id and the evidence are both required"})
+	if encoderJobID == "" || evidence == "" {
+		return invalidTranscodeJobTransition(op, job.ID, job.Attempt, &fencedwrite.FieldError{Field: "evidence", Problem: "the encoder job id and the evidence are both required"})
 	}
-	return readTranscodeJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamKey: job.JobKey, fencedrt.ParamProviderRef: providerRefundID, fencedrt.ParamEvidence: evidence})
+	return readTranscodeJobTransition(op, job.ID, job.Attempt, fencedrt.Values{fencedrt.ParamKey: job.JobKey, fencedrt.ParamProviderRef: encoderJobID, fencedrt.ParamEvidence: evidence})
 }
 
 // ResolveReconcile is an operator's resolution of a job in manual review
@@ -1512,7 +1512,7 @@ func (c *TranscodeJobClient) ResolveReconcile(job *TranscodeJob, note string) *T
 
 // ResolveTranscode is an operator's resolution of a job in manual review back
 // to ready, due now, to send the request again with the same key (transcode): attempt+1.
-// It is only correct with recorded proof that the original refund did not
+// It is only correct with recorded proof that the original request did not
 // happen and cannot take effect later (a definitive provider answer for the
 // same key), never on "not found". proof names that evidence; verify it in
 // the same transaction (the callback of Apply) so the resolution commits

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -49,6 +50,7 @@ type jobRow struct {
 type kind struct {
 	entity, table string
 	send          string // the action that sends the request
+	refWords      string // the provider's id, as the API's messages name it
 	// enqueue creates the job of key with the request variant v (the same v
 	// is the same request, another is a conflict).
 	enqueue         func(ctx context.Context, c *ent.Client, key string, v int) (id int64, created bool, err error)
@@ -121,7 +123,7 @@ func refundKind() kind {
 		}
 	}
 	return kind{
-		entity: "RefundJob", table: ent.RefundJobFencedTable, send: fencedwrite.ActionRefund,
+		entity: "RefundJob", table: ent.RefundJobFencedTable, send: fencedwrite.ActionRefund, refWords: "provider refund id",
 		enqueue: func(ctx context.Context, c *ent.Client, key string, v int) (int64, bool, error) {
 			j, created, err := c.RefundJob.Enqueue(ctx, req(key, v), ledger.Open(req(key, v)))
 			if err != nil {
@@ -200,7 +202,7 @@ func transcodeKind() kind {
 		}
 	}
 	return kind{
-		entity: "TranscodeJob", table: ent.TranscodeJobFencedTable, send: string(transcodejob.NextActionTranscode),
+		entity: "TranscodeJob", table: ent.TranscodeJobFencedTable, send: string(transcodejob.NextActionTranscode), refWords: "encoder job id",
 		enqueue: func(ctx context.Context, c *ent.Client, key string, v int) (int64, bool, error) {
 			j, created, err := c.TranscodeJob.Enqueue(ctx, req(key, v), nil)
 			if err != nil {
@@ -466,6 +468,12 @@ func TestKindsOperatorResolutions(t *testing.T) {
 		if err := h.review(ctx, "ambiguous again"); err != nil {
 			t.Fatal(err)
 		}
+		// Without the provider's id it is refused, in the entity's own words.
+		if err := k.resolveSucceeded(ctx, e.c, id, "", "the provider's dashboard shows it done"); !errors.Is(err, fencedwrite.ErrInvalid) ||
+			!strings.Contains(err.Error(), "the "+k.refWords+" and the evidence are both required") {
+			t.Fatalf("a resolution as succeeded without the %s: %v, want it refused naming it", k.refWords, err)
+		}
+		k.wantRow(t, e, id, jobRow{state: fencedwrite.StateManualReview, attempt: 3, action: k.send})
 		if err := k.resolveSucceeded(ctx, e.c, id, "ref-op", "the provider's dashboard shows it done"); err != nil {
 			t.Fatalf("resolution as succeeded: %v", err)
 		}
