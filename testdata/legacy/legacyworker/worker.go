@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/fencekit/fencekit/provider"
 )
 
@@ -43,8 +45,21 @@ var ErrNothingToDo = errors.New("legacy worker: nothing to do")
 
 // Step claims one job, a ready one or a running one whose lease expired,
 // calls the provider with the operation key, and writes the answer back.
+//
+// Like most applications, it runs a statement again when InnoDB chose it
+// as a deadlock's victim (error 1213, "try restarting transaction"): the
+// claim as a whole (rolled back), and each write-back on its own. Without
+// it a write-back lost to a deadlock with an online schema change (the
+// copy's triggers write the shadow table) left the job running, its
+// refund executed, until its lease expired.
 func (w *Worker) Step(ctx context.Context) (int64, error) {
-	j, err := w.claim(ctx)
+	var j job
+	var err error
+	for try := 1; ; try++ {
+		if j, err = w.claim(ctx); !deadlocked(err) || try == maxTries {
+			break
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -52,12 +67,31 @@ func (w *Worker) Step(ctx context.Context) (int64, error) {
 	if err != nil {
 		// The catch block of the article's story: whatever the job became
 		// while we waited, it goes back to the queue.
-		_, werr := w.DB.ExecContext(context.WithoutCancel(ctx), Requeue, j.id)
+		var werr error
+		for try := 1; ; try++ {
+			if _, werr = w.DB.ExecContext(context.WithoutCancel(ctx), Requeue, j.id); !deadlocked(werr) || try == maxTries {
+				break
+			}
+		}
 		return j.id, errors.Join(fmt.Errorf("legacy worker: job %d: %w", j.id, err), werr)
 	}
-	_, err = w.DB.ExecContext(ctx,
-		"UPDATE refund_jobs SET state = 'succeeded', provider_refund_id = ?, lease_until = NULL WHERE id = ?", refundID, j.id)
+	for try := 1; ; try++ {
+		_, err = w.DB.ExecContext(ctx,
+			"UPDATE refund_jobs SET state = 'succeeded', provider_refund_id = ?, lease_until = NULL WHERE id = ?", refundID, j.id)
+		if !deadlocked(err) || try == maxTries {
+			break
+		}
+	}
 	return j.id, err
+}
+
+// maxTries bounds the runs of a statement that keeps losing deadlocks.
+const maxTries = 5
+
+// deadlocked reports whether err is InnoDB's deadlock victim error.
+func deadlocked(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
 }
 
 // Run steps until ctx ends, waiting poll between steps that found nothing.
