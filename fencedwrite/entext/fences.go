@@ -63,6 +63,12 @@ func (d fencesData) Unchanged() string {
 	return strings.Join(conds, " AND ")
 }
 
+// KeyWindowKept is the condition that the write leaves the key window as it
+// was: the key's first use and the last send.
+func (d fencesData) KeyWindowKept() string {
+	return "NEW.`" + d.KeyFirst + "` <=> OLD.`" + d.KeyFirst + "` AND NEW.`" + d.LastSnd + "` <=> OLD.`" + d.LastSnd + "`"
+}
+
 // Match is the condition that a.col equals b.col in a lookup: the
 // collation's comparison first, which an index answers, then, for a string
 // column, the bytes.
@@ -453,7 +459,7 @@ main: BEGIN
     ELSEIF OLD.{{q .Action}} = '{{.Reconcile}}' THEN
       IF NEW.{{q .State}} = '{{.Running}}' AND NEW.{{q .Action}} = '{{.Reconcile}}' AND utc IS NOT NULL AND NEW.{{q .Writer}} = OLD.{{q .Token}}
          AND NEW.{{q .Token}} = OLD.{{q .Token}} + 1 AND OLD.{{q .NextRun}} <= utc AND NEW.{{q .Lease}} IS NOT NULL
-         AND NEW.{{q .KeyFirst}} <=> OLD.{{q .KeyFirst}} AND NEW.{{q .LastSnd}} <=> OLD.{{q .LastSnd}}
+         AND {{.KeyWindowKept}}
          AND {{.Unchanged}} THEN
         SET NEW.{{q .Writer}} = NULL, NEW.{{q .Updated}} = utc;
         LEAVE main;
@@ -463,7 +469,7 @@ main: BEGIN
     IF NEW.{{q .State}} IN ('{{.Succeeded}}', '{{.Ready}}', '{{.Review}}', '{{.Failed}}') AND utc IS NOT NULL AND NEW.{{q .Writer}} = OLD.{{q .Token}}
        AND NEW.{{q .Token}} = OLD.{{q .Token}} AND NEW.{{q .Lease}} IS NULL
        AND (NEW.{{q .State}} <> '{{.Succeeded}}' OR NEW.{{q .ProviderRef}} IS NOT NULL)
-       AND NEW.{{q .KeyFirst}} <=> OLD.{{q .KeyFirst}} AND NEW.{{q .LastSnd}} <=> OLD.{{q .LastSnd}}
+       AND {{.KeyWindowKept}}
        AND {{.Unchanged}} THEN
       SET NEW.{{q .Writer}} = NULL, NEW.{{q .Updated}} = utc;
       LEAVE main;

@@ -54,35 +54,34 @@ var ErrNothingToDo = errors.New("legacy worker: nothing to do")
 // refund executed, until its lease expired.
 func (w *Worker) Step(ctx context.Context) (int64, error) {
 	var j job
-	var err error
-	for try := 1; ; try++ {
-		if j, err = w.claim(ctx); !deadlocked(err) || try == maxTries {
-			break
-		}
-	}
-	if err != nil {
+	if err := retried(func() (err error) { j, err = w.claim(ctx); return err }); err != nil {
 		return 0, err
 	}
 	refundID, err := w.call(ctx, j)
 	if err != nil {
 		// The catch block of the article's story: whatever the job became
 		// while we waited, it goes back to the queue.
-		var werr error
-		for try := 1; ; try++ {
-			if _, werr = w.DB.ExecContext(context.WithoutCancel(ctx), Requeue, j.id); !deadlocked(werr) || try == maxTries {
-				break
-			}
-		}
+		werr := retried(func() error {
+			_, err := w.DB.ExecContext(context.WithoutCancel(ctx), Requeue, j.id)
+			return err
+		})
 		return j.id, errors.Join(fmt.Errorf("legacy worker: job %d: %w", j.id, err), werr)
 	}
-	for try := 1; ; try++ {
-		_, err = w.DB.ExecContext(ctx,
+	return j.id, retried(func() error {
+		_, err := w.DB.ExecContext(ctx,
 			"UPDATE refund_jobs SET state = 'succeeded', provider_refund_id = ?, lease_until = NULL WHERE id = ?", refundID, j.id)
-		if !deadlocked(err) || try == maxTries {
-			break
+		return err
+	})
+}
+
+// retried runs do again while InnoDB makes it a deadlock's victim, at most
+// maxTries times in all, and returns its last error.
+func retried(do func() error) error {
+	for try := 1; ; try++ {
+		if err := do(); !deadlocked(err) || try == maxTries {
+			return err
 		}
 	}
-	return j.id, err
 }
 
 // maxTries bounds the runs of a statement that keeps losing deadlocks.
