@@ -20,18 +20,22 @@ import (
 // ceilingResult compares the unbatched fenced cycle (Claim by id, then
 // Apply of the completion with its ledger write) with what the server
 // allows: two single-row autocommit UPDATEs per job on a plain table, as
-// many commits as the cycle makes, at the same concurrency. A third side,
-// the same cycle on a copy of the schema whose triggers were dropped, is a
-// diagnostic only: it shows what the database's fences cost.
+// many commits as the cycle makes, at the same concurrency. Two more sides,
+// the same cycle on a copy of the schema whose triggers were dropped and on
+// one holding only the floor fence (bench/floor.go), are diagnostics only:
+// they show what the database's fences cost, and the least a trigger fence
+// of DESIGN.md would.
 type ceilingResult struct {
 	Concurrency      int       `json:"concurrency"`
 	JobsPerRound     int       `json:"jobs_per_round"`
 	Fenced           []float64 `json:"fenced_jobs_per_s"`
 	Ceiling          []float64 `json:"ceiling_jobs_per_s"`
 	NoTriggers       []float64 `json:"fenced_without_triggers_jobs_per_s"`
+	Floor            []float64 `json:"fenced_floor_fence_jobs_per_s"`
 	FencedMedian     float64   `json:"fenced_median_jobs_per_s"`
 	CeilingMedian    float64   `json:"ceiling_median_jobs_per_s"`
 	NoTriggersMedian float64   `json:"fenced_without_triggers_median_jobs_per_s"`
+	FloorMedian      float64   `json:"fenced_floor_fence_median_jobs_per_s"`
 	Ratio            float64   `json:"ratio"`
 	StatementsPerJob float64   `json:"fenced_statements_per_job"`
 	CommitsPerJob    float64   `json:"fenced_commits_per_job"`
@@ -50,8 +54,11 @@ const ceilingTable = "CREATE TABLE bench_ceiling (id BIGINT NOT NULL PRIMARY KEY
 func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingResult, error) {
 	res := ceilingResult{Concurrency: conc, JobsPerRound: perRound, CPU: map[string]cpuUse{}, SessionCPU: map[string]float64{}}
 	total := perRound * rounds
-	var dbs [2]*mariaDB
-	var ids [2][]int64
+	// The sides' schemas: the shipped fence (the cycle and the ceiling),
+	// none, the floor.
+	fences := [...]fenceKind{shippedFence, noFence, floorFence}
+	var dbs [len(fences)]*mariaDB
+	var ids [len(fences)][]int64
 	for i := range dbs {
 		m, err := newMariaDB(ctx, "ceiling", nil)
 		if err != nil {
@@ -74,14 +81,14 @@ func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingRes
 			if err := ceilingRows(ctx, raw, 2*int(ids[0][len(ids[0])-1])+2); err != nil {
 				return res, err
 			}
-		} else if err := dropTriggers(ctx, raw, m.name); err != nil {
+		} else if err := fences[i].prepare(ctx, raw, m.name); err != nil {
 			return res, err
 		}
 	}
 
 	// One pool for each side, all with the fenced layer's settings, so that
 	// each side's statements are counted on its own sessions.
-	var fencedCounts, ceilingCounts, bareCounts sessionCounts
+	var fencedCounts, ceilingCounts, bareCounts, floorCounts sessionCounts
 	fdb, err := dbs[0].fenced(&fencedCounts)
 	if err != nil {
 		return res, err
@@ -97,7 +104,12 @@ func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingRes
 		return res, err
 	}
 	defer bdb.Close()
-	for _, db := range []*sql.DB{fdb, cdb, bdb} {
+	ldb, err := dbs[2].fenced(&floorCounts)
+	if err != nil {
+		return res, err
+	}
+	defer ldb.Close()
+	for _, db := range []*sql.DB{fdb, cdb, bdb, ldb} {
 		db.SetMaxOpenConns(conc)
 		db.SetMaxIdleConns(conc)
 	}
@@ -131,6 +143,7 @@ func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingRes
 		{name: "fenced cycle", fn: cycle(ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, fdb)))), ids: ids[0], out: &res.Fenced},
 		{name: "ceiling", fn: ceiling, ids: ids[0], out: &res.Ceiling},
 		{name: "fenced cycle without triggers", fn: cycle(ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, bdb)))), ids: ids[1], out: &res.NoTriggers},
+		{name: "fenced cycle with the floor fence", fn: cycle(ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, ldb)))), ids: ids[2], out: &res.Floor},
 	}
 	for r := range rounds {
 		for k := range sides {
@@ -144,7 +157,7 @@ func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingRes
 			*s.out = append(*s.out, perS)
 		}
 	}
-	for _, db := range []*sql.DB{fdb, cdb, bdb} {
+	for _, db := range []*sql.DB{fdb, cdb, bdb, ldb} {
 		if err := db.Close(); err != nil {
 			return res, err
 		}
@@ -152,10 +165,10 @@ func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingRes
 	for _, s := range sides {
 		res.CPU[s.name] = perJobMS(s.cpu, total)
 	}
-	for name, c := range map[string]*sessionCounts{"fenced cycle": &fencedCounts, "ceiling": &ceilingCounts, "fenced cycle without triggers": &bareCounts} {
+	for name, c := range map[string]*sessionCounts{"fenced cycle": &fencedCounts, "ceiling": &ceilingCounts, "fenced cycle without triggers": &bareCounts, "fenced cycle with the floor fence": &floorCounts} {
 		res.SessionCPU[name] = float64(c.serverNS.Load()) / 1e6 / float64(total)
 	}
-	res.FencedMedian, res.CeilingMedian, res.NoTriggersMedian = median(res.Fenced), median(res.Ceiling), median(res.NoTriggers)
+	res.FencedMedian, res.CeilingMedian, res.NoTriggersMedian, res.FloorMedian = median(res.Fenced), median(res.Ceiling), median(res.NoTriggers), median(res.Floor)
 	res.Ratio = res.FencedMedian / res.CeilingMedian
 	res.StatementsPerJob = float64(fencedCounts.questions.Load()) / float64(total)
 	res.CommitsPerJob = float64(fencedCounts.commits.Load()) / float64(total)

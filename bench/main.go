@@ -106,6 +106,13 @@ type report struct {
 	FenceSessionCPURatio      float64 `json:"fence_session_cpu_ratio"`
 	CycleFenceSessionCPURatio float64 `json:"cycle_fence_session_cpu_ratio"`
 	CeilingRatio              float64 `json:"ceiling_ratio"`
+	// The floor fence's figures (bench/floor.go): the same two CPU ratios
+	// and the jobs/s ratio with the least per-row work DESIGN.md's trigger
+	// fence asks for, over no triggers, in the same run: a lower bound of
+	// what any trigger fence holding DESIGN.md's rules costs.
+	FloorFenceDBCPURatio    float64 `json:"floor_fence_db_cpu_ratio"`
+	FloorWithoutFenceRatio  float64 `json:"floor_without_fence_ratio"`
+	FloorCycleFenceCPURatio float64 `json:"floor_cycle_fence_cpu_ratio"`
 	// StatementsPerJob is what the worker sent per job in the burn-down
 	// against River, counted by the server on the worker's sessions.
 	StatementsPerJob float64 `json:"statements_per_job"`
@@ -131,6 +138,7 @@ type report struct {
 	Rounds     int             `json:"rounds"`
 	Fencekit   []throughput    `json:"fencekit_rounds,omitempty"`
 	NoTriggers []throughput    `json:"fencekit_without_triggers_rounds,omitempty"`
+	Floor      []throughput    `json:"fencekit_floor_fence_rounds,omitempty"`
 	River      []throughput    `json:"river_rounds,omitempty"`
 	Sweep      []sweepPoint    `json:"sweep,omitempty"`
 	Ceiling    *ceilingResult  `json:"ceiling,omitempty"`
@@ -266,19 +274,21 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 		}
 		defer pg.close()
 		r.Machine.PostgreSQL = pg.version(ctx)
-		const noTriggers = "fencekit without triggers"
+		const noTriggers, floor = "fencekit without triggers", "fencekit with the floor fence"
 		burn := func(queue string, n, workers int) (throughput, error) {
 			progress("%s: %d jobs, %d workers", queue, n, workers)
 			switch queue {
 			case "fencekit":
-				return fencekitRound(ctx, n, workers, o.conns, instantProvider{}, true)
+				return fencekitRound(ctx, n, workers, o.conns, instantProvider{}, shippedFence)
 			case noTriggers:
-				return fencekitRound(ctx, n, workers, o.conns, instantProvider{}, false)
+				return fencekitRound(ctx, n, workers, o.conns, instantProvider{}, noFence)
+			case floor:
+				return fencekitRound(ctx, n, workers, o.conns, instantProvider{}, floorFence)
 			}
 			return riverRound(ctx, pg, n, workers)
 		}
 		for round := range o.rounds {
-			queues := []string{"fencekit", "river", noTriggers}
+			queues := []string{"fencekit", "river", noTriggers, floor}
 			if round%2 == 1 {
 				slices.Reverse(queues)
 			}
@@ -292,6 +302,8 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 					r.Fencekit = append(r.Fencekit, t)
 				case noTriggers:
 					r.NoTriggers = append(r.NoTriggers, t)
+				case floor:
+					r.Floor = append(r.Floor, t)
 				default:
 					r.River = append(r.River, t)
 				}
@@ -326,6 +338,12 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 		say("   the fence's cost: MariaDB CPU per job %.2f× without it (fence_db_cpu_ratio), jobs/s %.2f× without it (without_fence_ratio)",
 			r.FenceDBCPURatio, r.WithoutFenceRatio)
 		say("   on the worker's own sessions: MariaDB CPU ms per job %.3f with the fence, %.3f without: %.2f× (fence_session_cpu_ratio)", sf, sn, r.FenceSessionCPURatio)
+		fl := perSecond(r.Floor)
+		cl := cpuPerJob(r.Floor)
+		r.FloorFenceDBCPURatio, r.FloorWithoutFenceRatio = ratio(cl.MariaDB, cn.MariaDB), ratio(median(fl), r.NoTriggersJobsPerS)
+		say("   diagnostic: fencekit with the floor fence (the least a trigger fence of DESIGN.md does per row) %7.0f jobs/s  rounds %s; MariaDB CPU ms per job %.3f:",
+			median(fl), list(fl), cl.MariaDB)
+		say("   %.2f× without triggers (floor_fence_db_cpu_ratio), jobs/s %.2f× (floor_without_fence_ratio)", r.FloorFenceDBCPURatio, r.FloorWithoutFenceRatio)
 
 		counts := slices.DeleteFunc(slices.Clone(o.sweep), func(w int) bool { return w == o.workers })
 		for i, w := range counts {
@@ -376,14 +394,17 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 		say("   ratio %.2f× the ceiling; the cycle sent %.2f statements and %.2f COMMITs per job (the ceiling %.2f statements)",
 			c.Ratio, c.StatementsPerJob, c.CommitsPerJob, c.CeilingStmts)
 		say("   diagnostic: the same cycle with the schema's triggers dropped %7.0f jobs/s  rounds %s", c.NoTriggersMedian, list(c.NoTriggers))
-		for _, name := range []string{"fenced cycle", "fenced cycle without triggers", "ceiling"} {
+		say("   diagnostic: the same cycle with the floor fence (bench/floor.go) %7.0f jobs/s  rounds %s", c.FloorMedian, list(c.Floor))
+		for _, name := range []string{"fenced cycle", "fenced cycle without triggers", "fenced cycle with the floor fence", "ceiling"} {
 			u := c.CPU[name]
-			say("   CPU ms per job, %-29s client %.3f  MariaDB %.3f", name, u.Client, u.MariaDB)
+			say("   CPU ms per job, %-33s client %.3f  MariaDB %.3f", name, u.Client, u.MariaDB)
 		}
 		r.CycleFenceCPURatio = ratio(c.CPU["fenced cycle"].MariaDB, c.CPU["fenced cycle without triggers"].MariaDB)
 		r.CycleFenceSessionCPURatio = ratio(c.SessionCPU["fenced cycle"], c.SessionCPU["fenced cycle without triggers"])
 		say("   the fence's cost in the cycle: MariaDB CPU per job %.2f× without it (cycle_fence_cpu_ratio); on the cycle's own sessions %.3f vs %.3f ms, %.2f× (cycle_fence_session_cpu_ratio)",
 			r.CycleFenceCPURatio, c.SessionCPU["fenced cycle"], c.SessionCPU["fenced cycle without triggers"], r.CycleFenceSessionCPURatio)
+		r.FloorCycleFenceCPURatio = ratio(c.CPU["fenced cycle with the floor fence"].MariaDB, c.CPU["fenced cycle without triggers"].MariaDB)
+		say("   the floor fence's cost in the cycle: MariaDB CPU per job %.2f× without triggers (floor_cycle_fence_cpu_ratio)", r.FloorCycleFenceCPURatio)
 	}
 
 	if want("history") {

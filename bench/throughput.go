@@ -33,10 +33,10 @@ func roundTimeout(n int) time.Duration { return time.Minute + time.Duration(n)*5
 // fencekitRound burns down n no-op jobs through a fencekit worker with
 // the given slots, on a fresh database, measured like River's benchmark:
 // the jobs are enqueued first, and the run lasts from Start to the last
-// write-back. conns bounds the worker's pool. Without triggers, the
-// schema's triggers are dropped once the jobs are loaded: the diagnostic
-// run, never a figure of fencekit itself.
-func fencekitRound(ctx context.Context, n, workers, conns int, prov provider.Client, triggers bool) (throughput, error) {
+// write-back. conns bounds the worker's pool. Once the jobs are loaded,
+// the schema gets the fence named (fenceKind.prepare): anything but the
+// shipped one is a diagnostic run, never a figure of fencekit itself.
+func fencekitRound(ctx context.Context, n, workers, conns int, prov provider.Client, fence fenceKind) (throughput, error) {
 	m, err := newMariaDB(ctx, "throughput", nil)
 	if err != nil {
 		return throughput{}, err
@@ -50,10 +50,8 @@ func fencekitRound(ctx context.Context, n, workers, conns int, prov provider.Cli
 	if err := enqueue(ctx, raw, 0, n); err != nil {
 		return throughput{}, err
 	}
-	if !triggers {
-		if err := dropTriggers(ctx, raw, m.name); err != nil {
-			return throughput{}, err
-		}
+	if err := fence.prepare(ctx, raw, m.name); err != nil {
+		return throughput{}, err
 	}
 
 	counts := &sessionCounts{}
