@@ -54,17 +54,18 @@ func TestFloorFenceHoldsWhatItKeeps(t *testing.T) {
 		return err
 	}
 	const (
-		claim    = "UPDATE refund_jobs SET writer_attempt = attempt, state = 'running', attempt = attempt + 1, lease_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE WHERE operation_key = ? AND state = 'ready' AND attempt = 0"
-		complete = "UPDATE refund_jobs SET writer_attempt = attempt, state = 'succeeded', lease_until = NULL, provider_refund_id = CONCAT('re_', operation_key) WHERE operation_key = ? AND state = 'running' AND attempt = 1"
+		// The claim holds attempt 0 and takes 1; the completion holds 1.
+		claim    = "UPDATE refund_jobs SET writer_attempt = ?, state = 'running', attempt = ?, lease_until = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE WHERE operation_key = ? AND state = 'ready' AND attempt = ?"
+		complete = "UPDATE refund_jobs SET writer_attempt = ?, state = 'succeeded', lease_until = NULL, provider_refund_id = CONCAT('re_', operation_key) WHERE operation_key = ? AND state = 'running' AND attempt = ?"
 		settle   = "UPDATE refunds SET status = 'refunded', provider_refund_id = CONCAT('re_', operation_key) WHERE operation_key = ? AND status = 'requested'"
 	)
 	for _, c := range []struct {
 		name, q string
 		args    []any
 	}{
-		{"a zombie's undeclared write", "UPDATE refund_jobs SET state = 'failed' WHERE operation_key = ?", []any{key(0)}},                                 //fencelint:allow the attack the floor fence must refuse
-		{"a stale declaration", "UPDATE refund_jobs SET writer_attempt = attempt + 5, state = 'failed' WHERE operation_key = ?", []any{key(0)}},           //fencelint:allow the attack the floor fence must refuse
-		{"an attempt that jumps by two", "UPDATE refund_jobs SET writer_attempt = attempt, attempt = attempt + 2 WHERE operation_key = ?", []any{key(0)}}, //fencelint:allow the attack the floor fence must refuse
+		{"a zombie's undeclared write", "UPDATE refund_jobs SET state = 'failed' WHERE operation_key = ?", []any{key(0)}},                       //fencelint:allow the attack the floor fence must refuse
+		{"a stale declaration", "UPDATE refund_jobs SET writer_attempt = ?, state = 'failed' WHERE operation_key = ?", []any{5, key(0)}},        //fencelint:allow the attack the floor fence must refuse
+		{"an attempt that jumps by two", "UPDATE refund_jobs SET writer_attempt = ?, attempt = ? WHERE operation_key = ?", []any{0, 2, key(0)}}, //fencelint:allow the attack the floor fence must refuse
 		{"a ledger row settled before its job", settle, []any{key(0)}},
 	} {
 		err := write(c.q, c.args...)
@@ -74,15 +75,18 @@ func TestFloorFenceHoldsWhatItKeeps(t *testing.T) {
 	}
 	// A claim before the job is due: the job is made due in an hour first
 	// (ready → ready, declared), which the floor accepts.
-	if err := write("UPDATE refund_jobs SET writer_attempt = attempt, next_run_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE operation_key = ? AND state = 'ready' AND attempt = 0", key(1)); err != nil {
+	if err := write("UPDATE refund_jobs SET writer_attempt = ?, next_run_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE operation_key = ? AND state = 'ready' AND attempt = ?", 0, key(1), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := write(claim, key(1)); err == nil {
+	if err := write(claim, 0, 1, key(1), 0); err == nil {
 		t.Error("a claim before the job is due was accepted")
 	}
 	// The worker's path.
-	for _, q := range []string{claim, complete, settle} {
-		if err := write(q, key(2)); err != nil {
+	for _, w := range []struct {
+		q    string
+		args []any
+	}{{claim, []any{0, 1, key(2), 0}}, {complete, []any{1, key(2), 1}}, {settle, []any{key(2)}}} {
+		if err := write(w.q, w.args...); err != nil {
 			t.Fatalf("the worker's path: %v", err)
 		}
 	}
