@@ -37,16 +37,7 @@ const explainHistory = 3_000
 // with the settled history.
 func TestEveryStatementUsesAnIndex(t *testing.T) {
 	ctx := t.Context()
-	m, err := newMariaDB(ctx, "explain", func(db *sql.DB) error { return loadHistory(ctx, db, explainHistory) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.close() })
-	raw, err := m.raw()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
+	m, raw := scratchDB(t, "explain", func(db *sql.DB) error { return loadHistory(ctx, db, explainHistory) })
 	const due = 40
 	if err := enqueue(ctx, raw, 0, due); err != nil {
 		t.Fatal(err)

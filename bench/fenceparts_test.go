@@ -32,16 +32,7 @@ func TestFencePartsVariantsApplyAndKeepThePath(t *testing.T) {
 // refused with its trigger's name.
 func TestFencePartsCutsChangeTheBody(t *testing.T) {
 	ctx := t.Context()
-	m, err := newMariaDB(ctx, "partscuts", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.close() })
-	raw, err := m.raw()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
+	m, raw := scratchDB(t, "partscuts", nil)
 	stock, err := readTriggers(ctx, raw, m.name)
 	if err != nil {
 		t.Fatal(err)

@@ -17,16 +17,7 @@ import (
 func TestFloorFenceHoldsWhatItKeeps(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	m, err := newMariaDB(ctx, "floor", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.close() })
-	raw, err := m.raw()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
+	m, raw := scratchDB(t, "floor", nil)
 	if err := enqueue(ctx, raw, 0, 3); err != nil {
 		t.Fatal(err)
 	}
