@@ -88,33 +88,30 @@ func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingRes
 
 	// One pool for each side, all with the fenced layer's settings, so that
 	// each side's statements are counted on its own sessions.
-	var fencedCounts, ceilingCounts, bareCounts, floorCounts sessionCounts
-	fdb, err := dbs[0].fenced(&fencedCounts)
-	if err != nil {
-		return res, err
-	}
-	defer fdb.Close()
-	cdb, err := dbs[0].fenced(&ceilingCounts)
-	if err != nil {
-		return res, err
-	}
-	defer cdb.Close()
-	bdb, err := dbs[1].fenced(&bareCounts)
-	if err != nil {
-		return res, err
-	}
-	defer bdb.Close()
-	ldb, err := dbs[2].fenced(&floorCounts)
-	if err != nil {
-		return res, err
-	}
-	defer ldb.Close()
-	for _, db := range []*sql.DB{fdb, cdb, bdb, ldb} {
+	var pools []*sql.DB
+	defer func() {
+		for _, db := range pools {
+			db.Close()
+		}
+	}()
+	pool := func(m *mariaDB, c *sessionCounts) (*sql.DB, error) {
+		db, err := m.fenced(c)
+		if err != nil {
+			return nil, err
+		}
 		db.SetMaxOpenConns(conc)
 		db.SetMaxIdleConns(conc)
+		pools = append(pools, db)
+		return db, nil
 	}
 	opts := fencedwrite.ClaimOptions{}
-	cycle := func(client *ent.Client) func(int64) error {
+	// cycle is the fenced cycle through a pool of m counted in c.
+	cycle := func(m *mariaDB, c *sessionCounts) (func(int64) error, error) {
+		db, err := pool(m, c)
+		if err != nil {
+			return nil, err
+		}
+		client := ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, db)))
 		return func(id int64) error {
 			l, err := client.RefundJob.Claim(ctx, id, opts)
 			if err != nil {
@@ -122,7 +119,12 @@ func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingRes
 			}
 			key := l.Request().OperationKey
 			return client.RefundJob.Apply(ctx, l.Complete("re_"+key), ledger.Refunded(key, "re_"+key))
-		}
+		}, nil
+	}
+	var fencedCounts, ceilingCounts sessionCounts
+	cdb, err := pool(dbs[0], &ceilingCounts)
+	if err != nil {
+		return res, err
 	}
 	ceiling := func(id int64) error {
 		for _, row := range []int64{2 * id, 2*id + 1} {
@@ -132,18 +134,28 @@ func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingRes
 		}
 		return nil
 	}
+	// A side runs fn (the fenced cycle on db when nil) over its ids.
 	type side struct {
-		name string
-		fn   func(int64) error
-		ids  []int64
-		out  *[]float64
-		cpu  cpuUse
+		name   string
+		db     *mariaDB
+		fn     func(int64) error
+		ids    []int64
+		out    *[]float64
+		counts *sessionCounts
+		cpu    cpuUse
 	}
 	sides := []*side{
-		{name: "fenced cycle", fn: cycle(ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, fdb)))), ids: ids[0], out: &res.Fenced},
-		{name: "ceiling", fn: ceiling, ids: ids[0], out: &res.Ceiling},
-		{name: "fenced cycle without triggers", fn: cycle(ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, bdb)))), ids: ids[1], out: &res.NoTriggers},
-		{name: "fenced cycle with the floor fence", fn: cycle(ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, ldb)))), ids: ids[2], out: &res.Floor},
+		{name: "fenced cycle", db: dbs[0], ids: ids[0], out: &res.Fenced, counts: &fencedCounts},
+		{name: "ceiling", fn: ceiling, ids: ids[0], out: &res.Ceiling, counts: &ceilingCounts},
+		{name: "fenced cycle without triggers", db: dbs[1], ids: ids[1], out: &res.NoTriggers, counts: new(sessionCounts)},
+		{name: "fenced cycle with the floor fence", db: dbs[2], ids: ids[2], out: &res.Floor, counts: new(sessionCounts)},
+	}
+	for _, s := range sides {
+		if s.fn == nil {
+			if s.fn, err = cycle(s.db, s.counts); err != nil {
+				return res, err
+			}
+		}
 	}
 	for r := range rounds {
 		for k := range sides {
@@ -157,16 +169,15 @@ func ceilingSection(ctx context.Context, perRound, rounds, conc int) (ceilingRes
 			*s.out = append(*s.out, perS)
 		}
 	}
-	for _, db := range []*sql.DB{fdb, cdb, bdb, ldb} {
+	// Closing a pool counts its sessions' statements and CPU.
+	for _, db := range pools {
 		if err := db.Close(); err != nil {
 			return res, err
 		}
 	}
 	for _, s := range sides {
 		res.CPU[s.name] = perJobMS(s.cpu, total)
-	}
-	for name, c := range map[string]*sessionCounts{"fenced cycle": &fencedCounts, "ceiling": &ceilingCounts, "fenced cycle without triggers": &bareCounts, "fenced cycle with the floor fence": &floorCounts} {
-		res.SessionCPU[name] = float64(c.serverNS.Load()) / 1e6 / float64(total)
+		res.SessionCPU[s.name] = float64(s.counts.serverNS.Load()) / 1e6 / float64(total)
 	}
 	res.FencedMedian, res.CeilingMedian, res.NoTriggersMedian, res.FloorMedian = median(res.Fenced), median(res.Ceiling), median(res.NoTriggers), median(res.Floor)
 	res.Ratio = res.FencedMedian / res.CeilingMedian

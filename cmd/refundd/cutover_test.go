@@ -139,14 +139,15 @@ func TestCutoverOfALiveQueue(t *testing.T) {
 	// succeeded; the record of violations shows the zombie's write either
 	// way. Succeeded at f1's takeover attempt (2) would mean the write never
 	// landed.
+	zombieID := c.id(zombie)
 	var reverted int
 	if err := c.root.QueryRow("SELECT COUNT(*) FROM refund_jobs_fence_violations WHERE row_id = ? AND old_state = 'succeeded' AND new_state = 'ready'",
-		c.id(zombie)).Scan(&reverted); err != nil {
+		zombieID).Scan(&reverted); err != nil {
 		t.Fatal(err)
 	}
 	var state string
 	var attempt int64
-	if err := c.root.QueryRow("SELECT state, attempt FROM refund_jobs WHERE id = ?", c.id(zombie)).Scan(&state, &attempt); err != nil {
+	if err := c.root.QueryRow("SELECT state, attempt FROM refund_jobs WHERE id = ?", zombieID).Scan(&state, &attempt); err != nil {
 		t.Fatal(err)
 	}
 	if reverted != 1 || !(state == "ready" || attempt > 2 && (state == "running" || state == "succeeded")) {
