@@ -129,11 +129,42 @@ func settle(key, status, jobState, providerRefundID string) func(context.Context
 		if cerr := errors.Join(err, rows.Err(), rows.Close()); cerr != nil {
 			return fmt.Errorf("settle ledger row %s as %s: %w", key, status, cerr)
 		}
+		if !got.Valid {
+			// No ledger row at all: a job inserted outside fencekit's
+			// Enqueue (a legacy writer of an adopted table, after the
+			// adoption's catch-up). It is opened now from its job, in this
+			// transaction, and settled like any other: the provider has
+			// paid, and the ledger must say so.
+			if err := openFromJob(ctx, tx, key); err != nil {
+				return fmt.Errorf("settle ledger row %s as %s: %w", key, status, err)
+			}
+			if _, err := tx.ExecContext(ctx, settleRow, status, ref, key); err != nil {
+				return fmt.Errorf("settle ledger row %s as %s: %w", key, status, err)
+			}
+			return nil
+		}
 		if got.String == status && gotRef.String == providerRefundID {
 			return nil
 		}
 		return fmt.Errorf("settle ledger row %s as %s: the row is %q (refund id %q), not requested", key, status, got.String, gotRef.String)
 	}
+}
+
+// openRow opens the ledger row of a job that has none, from the job's own
+// request (the database's fence checks that the two agree).
+const openRow = "INSERT INTO `refunds` (`operation_key`, `payment_ref`, `amount_minor`, `currency`, `status`, `created_at`, `updated_at`) " +
+	"SELECT `operation_key`, `payment_ref`, `amount_minor`, `currency`, 'requested', " + fencedwrite.ClockUTC + ", " + fencedwrite.ClockUTC +
+	" FROM `refund_jobs` WHERE `operation_key` = ?"
+
+func openFromJob(ctx context.Context, tx *ent.Tx, key string) error {
+	res, err := tx.ExecContext(ctx, openRow, key)
+	if err != nil {
+		return fmt.Errorf("open the missing ledger row: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("open the missing ledger row: %d rows opened (%v)", n, err)
+	}
+	return nil
 }
 
 // settledHere checks that this transaction's runner applied a transition

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -147,6 +148,9 @@ type ViolationGroup struct {
 	Count int       `json:"count"`
 	First time.Time `json:"first_seen"`
 	Last  time.Time `json:"last_seen"`
+	// Columns are the fence's columns the writes changed (every one any
+	// write of the group changed), in the order first seen.
+	Columns []string `json:"changed_columns,omitempty"`
 	// Rows are up to five of the rows it wrote.
 	Rows []int64 `json:"rows"`
 	// Connections are up to five of the connections it wrote through.
@@ -193,6 +197,11 @@ func FenceReport(ctx context.Context, db *sql.DB) ([]ViolationGroup, error) {
 		}
 		g.Count++
 		g.Last = at.t
+		for _, c := range strings.Split(changed, ",") {
+			if c != "" && !slices.Contains(g.Columns, c) {
+				g.Columns = append(g.Columns, c)
+			}
+		}
 		if len(g.Rows) < 5 && row != 0 && !contains(g.Rows, row) {
 			g.Rows = append(g.Rows, row)
 		}
@@ -221,6 +230,45 @@ func FenceReport(ctx context.Context, db *sql.DB) ([]ViolationGroup, error) {
 		return a.Shape < b.Shape
 	})
 	return out, nil
+}
+
+// Readiness is what the fence recorded lately, read before it enforces:
+// every writer whose writes it let through within a window would start
+// failing.
+type Readiness struct {
+	// Now is the database's clock when it was read.
+	Now time.Time `json:"now"`
+	// Last is the latest violation recorded, if any: its time and writer.
+	Last *ViolationGroup `json:"last,omitempty"`
+	// Recent are the groups with a violation within the window, the most
+	// recent first.
+	Recent []ViolationGroup `json:"recent"`
+}
+
+// EnforceReadiness reads the violations recorded within window before the
+// database's clock (the real clock, which no session moves).
+func EnforceReadiness(ctx context.Context, db *sql.DB, window time.Duration) (Readiness, error) {
+	var r Readiness
+	var now mysqlTime
+	if err := db.QueryRowContext(ctx, "SELECT "+fencedwrite.ClockUTC).Scan(&now); err != nil {
+		return r, fmt.Errorf("read the database clock: %w", err)
+	}
+	r.Now = now.t
+	groups, err := FenceReport(ctx, db)
+	if err != nil {
+		return r, err
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return groups[i].Last.After(groups[j].Last) })
+	if len(groups) > 0 {
+		last := groups[0]
+		r.Last = &last
+	}
+	for _, g := range groups {
+		if !g.Last.Before(r.Now.Add(-window)) {
+			r.Recent = append(r.Recent, g)
+		}
+	}
+	return r, nil
 }
 
 func contains(s []int64, v int64) bool {

@@ -160,6 +160,20 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d d
 		}
 		log.Warn("write-back rolled back; the lease still holds, trying again", "try", try, "err", err)
 	}
+	if refusedForGood(err) && d.Kind != decide.ManualReview {
+		// The write-back was refused, not outraced: the same write would be
+		// refused at every takeover, and the job would loop through
+		// reconciles for ever with the provider's answer unrecorded. An
+		// operator decides instead, told why.
+		log.Error("write-back refused; moving the job to manual review", "err", err)
+		c.keepAnswer(ctx, l, in, log)
+		d = decide.Decision{Kind: decide.ManualReview, ProviderRefundID: d.ProviderRefundID, Rule: d.Rule,
+			Reason: fmt.Sprintf("the worker could not record the provider's answer (%s): %v", tr.Op(), err),
+			Evidence: fmt.Sprintf("the worker decided to %s (rule %q) and the write was refused; what the provider said is in the observation log. %s", tr.Op(), d.Rule, d.Evidence)}
+		tr, _ = transition(l, d)
+		job.Transition, job.To = tr.Op(), string(tr.To())
+		err = c.ent.RefundJob.Apply(ctx, tr, nil)
+	}
 	switch {
 	case err == nil, errors.Is(err, fencedwrite.ErrAlreadySettled):
 		c.m.Transition(tr.Op())
@@ -179,6 +193,18 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d d
 	}
 	c.keepAnswer(ctx, l, in, log)
 	return err
+}
+
+// refusedForGood reports whether a write-back was refused in a way that
+// trying it again cannot change: its business write refused (ErrInvalid),
+// or the database refused the job's write for a reason other than a newer
+// attempt (ErrUnexpectedState without ErrSuperseded).
+func refusedForGood(err error) bool {
+	switch {
+	case err == nil, errors.Is(err, fencedwrite.ErrSuperseded), errors.Is(err, fencedwrite.ErrCommitUnknown), errors.Is(err, fencedwrite.ErrAlreadySettled):
+		return false
+	}
+	return errors.Is(err, fencedwrite.ErrInvalid) || errors.Is(err, fencedwrite.ErrUnexpectedState)
 }
 
 // answerOf says what the provider answered, for hooks.

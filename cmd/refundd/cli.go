@@ -19,6 +19,7 @@ var commands = []struct{ name, synopsis string }{
 	{"approve", "approve (or -decline) a resend or override request as a second operator; -list the pending ones"},
 	{"migrate", "apply the migrations to the database"},
 	{"console-user", "a line of the console's users file for one operator (refundd run -console-users): the password read from stdin, bcrypt-hashed"},
+	{"adopt", "bring an existing refund_jobs table to fencekit's schema (plan|apply), or undo it (rollback plan|apply): docs/adopting.md"},
 	{"fence", "the fence's rollout mode (mode observe|enforce -reason TEXT) and the writes it let through (report)"},
 	{"fakeprovider", "serve the fake payment provider over HTTP, for refundd run -provider-url on a laptop"},
 	{"demo", "the demo at scale, or the article's scene (-scene zombie)"},

@@ -13,6 +13,7 @@
 //	refundd migrate  [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
 //	refundd adopt    plan|apply [-dsn DSN] [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-keep-defaults] [-batch N]
 //	                 bring an existing refund_jobs table to fencekit's schema (docs/adopting.md)
+//	refundd adopt    rollback plan|apply -dsn DSN   undo it, step by step in reverse
 //	refundd console-user -name N -role R[,R] [-proxy-only]   a line of the console's users file; the password on stdin
 //	refundd demo     [-dsn DSN] [-scene zombie] [-json] ...
 //	refundd chaos    [-dsn DSN] --jobs N --workers W --duration D --seed S [--json] [--keep-history]
@@ -23,8 +24,9 @@
 // The webhook endpoint verifies signatures with $FENCEKIT_WEBHOOK_SECRET;
 // refundd run refuses to start without it, unless -no-webhooks.
 //
-// DSN is a go-sql-driver/mysql DSN; the default is $FENCEKIT_DSN, or
-// root@tcp(127.0.0.1:3306)/fencekit_demo.
+// DSN is a go-sql-driver/mysql DSN, from -dsn or $FENCEKIT_DSN; a command
+// that reaches a database without one is refused, but demo and chaos, which
+// default to root@tcp(127.0.0.1:3306)/fencekit_demo (fencekit_chaos).
 package main
 
 import (
@@ -39,6 +41,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -67,9 +70,27 @@ func main() {
 func printError(w io.Writer, err error) {
 	lines := strings.Split(err.Error(), "\n")
 	for i, l := range lines {
-		lines[i] = term.Inert(l)
+		lines[i] = shorten(term.Inert(l), maxErrorLine)
 	}
 	fmt.Fprintln(w, "refundd: "+strings.Join(lines, "\n  "))
+}
+
+// maxErrorLine bounds a line of an error printed to the terminal: an
+// argument of thousands of characters (a pasted file, an attack) is not
+// echoed back in full.
+const maxErrorLine = 600
+
+// shorten cuts s to about n bytes (on a rune boundary), saying how much it
+// left out.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes not shown)", s[:cut], len(s)-cut)
 }
 
 func usage(w io.Writer) {
@@ -84,11 +105,12 @@ func usage(w io.Writer) {
   refundd help    [command]                                 this text, or one command's flags
   refundd migrate [-create]                                 apply the migrations to the database
   refundd adopt   plan|apply [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-keep-defaults] [-batch N]   bring an existing refund_jobs to fencekit's schema
+  refundd adopt   rollback plan|apply                       undo an adoption, step by step in reverse
   refundd console-user -name N -role R[,R] < password      a line of the console's users file (bcrypt hash; roles viewer, resolver, approver)
   refundd fence   mode [observe|enforce -reason TEXT] | report [-json]   the fence's rollout mode, and the writes it let through
   refundd demo    [-json] [-scene zombie] ...               the demo at scale, or the article's scene
   refundd chaos   --jobs N --workers W --duration D --seed S [--json] [--keep-history]   a fleet under faults, checked
-every command takes -dsn DSN (default $FENCEKIT_DSN or `+defaultDSN+`)
+every command that reaches a database needs -dsn DSN or $FENCEKIT_DSN; only demo and chaos default to `+defaultDSN+` (and _chaos)
 `)
 }
 
@@ -96,12 +118,25 @@ every command takes -dsn DSN (default $FENCEKIT_DSN or `+defaultDSN+`)
 // flag errors.
 func command(ctx context.Context, args []string, out io.Writer) error {
 	fs := newFlagSet(ctx, args[0])
-	dsn := fs.String("dsn", envOr("FENCEKIT_DSN", defaultDSN), "go-sql-driver/mysql DSN of the database")
+	// Only the demo and the chaos harness, which drop and recreate a
+	// throw-away database of their own (its name must end in _demo or
+	// _chaos), have a default: every other command writes or reads the
+	// database it is told, never fencekit_demo by mistake.
+	def, usage := os.Getenv("FENCEKIT_DSN"), "go-sql-driver/mysql DSN of the database (required, or $FENCEKIT_DSN)"
+	switch args[0] {
+	case "demo", "chaos", chaos.AgentCommand:
+		def, usage = envOr("FENCEKIT_DSN", defaultDSN), "go-sql-driver/mysql DSN of the database (default $FENCEKIT_DSN or "+defaultDSN+")"
+	}
+	dsn := fs.String("dsn", def, usage)
+	need := func() error { return requireDSN(args[0], *dsn) }
 	switch args[0] {
 	case "run":
 		var f runFlags
 		f.register(fs)
 		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if err := need(); err != nil {
 			return err
 		}
 		f.dsn = *dsn
@@ -116,11 +151,17 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
+		if err := need(); err != nil {
+			return err
+		}
 		return enqueue(ctx, *dsn, f, out)
 	case "jobs":
 		var f jobsFlags
 		f.register(fs)
 		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if err := need(); err != nil {
 			return err
 		}
 		return jobs(ctx, *dsn, f, out)
@@ -130,11 +171,17 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
+		if err := need(); err != nil {
+			return err
+		}
 		return resolve(ctx, *dsn, f, out)
 	case "approve":
 		var f approveFlags
 		f.register(fs)
 		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if err := need(); err != nil {
 			return err
 		}
 		return approve(ctx, *dsn, f, out)
@@ -152,6 +199,9 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
+		if err := need(); err != nil {
+			return err
+		}
 		return migrate(ctx, *dsn, *create, out)
 	case "fence":
 		return fenceCommand(ctx, fs, dsn, args[1:], out)
@@ -166,6 +216,14 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 	default:
 		return fmt.Errorf("unknown command %q: see refundd help", args[0])
 	}
+}
+
+// requireDSN refuses a command that reaches a database without one named.
+func requireDSN(command, dsn string) error {
+	if strings.TrimSpace(dsn) == "" {
+		return fmt.Errorf("%s: -dsn: required: name the database with -dsn DSN or $FENCEKIT_DSN (only refundd demo has a default)", command)
+	}
+	return nil
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {

@@ -55,37 +55,32 @@ func Apply(ctx context.Context, db *sql.DB, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("adopt: connect: %w", err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = 5"); err != nil {
-		return nil, fmt.Errorf("adopt: %w", err)
-	}
-	if err := sessionMode(ctx, conn); err != nil {
-		return nil, err
-	}
-	res := &Result{Plan: p, Durations: map[string]time.Duration{}}
-	for _, s := range p.Steps {
-		if o.Hooks.BeforeStep != nil {
-			o.Hooks.BeforeStep(s.Name)
-		}
-		start := time.Now()
-		if err := runStep(ctx, db, conn, p, s, o); err != nil {
-			return res, err
-		}
-		res.Durations[s.Name] = time.Since(start)
-		if o.Hooks.AfterStep != nil {
-			o.Hooks.AfterStep(s.Name)
+	return run(ctx, db, p, o)
+}
+
+// setSession prepares the session a plan runs in: DDL waits 5 s for a
+// metadata lock, then is retried (execRetrying); the session is on UTC, so
+// that a TIMESTAMP that becomes a DATETIME keeps its instant (the server
+// converts it in the session's zone), as fencekit reads it; and its
+// sql_mode is strict (sessionMode).
+func setSession(ctx context.Context, conn *sql.Conn) error {
+	for _, q := range []string{"SET SESSION lock_wait_timeout = 5", "SET SESSION time_zone = '+00:00'"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("adopt: %s: %w", q, err)
 		}
 	}
-	return res, nil
+	return sessionMode(ctx, conn)
 }
 
 func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o Options) error {
-	for _, q := range s.SQL {
+	for i, q := range s.SQL {
 		err := execRetrying(ctx, conn, q)
+		if err != nil && notOnline(err) && i < len(s.alt) && s.alt[i] != "" {
+			// The server has no such online path for this change: the
+			// step's next best (INPLACE instead of INSTANT).
+			q = s.alt[i]
+			err = execRetrying(ctx, conn, q)
+		}
 		if err != nil && strings.HasPrefix(q, lockTables) && accessDenied(err) {
 			// The account may not LOCK TABLES: create the triggers
 			// unlocked (the plan's Locks say what that means).

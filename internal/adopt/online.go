@@ -48,10 +48,17 @@ type onlineCopy struct {
 	// those compared as text (converted to utf8mb4, byte for byte).
 	cols []string
 	text map[string]bool
+	// utc marks the TIMESTAMP columns that become DATETIMEs: copied as
+	// the instant in UTC whatever the writer's session time zone (the
+	// server would convert a TIMESTAMP to the session's zone; the copy's
+	// triggers run in every legacy writer's session).
+	utc map[string]bool
 }
 
-func newOnlineCopy(legacy *schema.Table, clauses []string, old string) *onlineCopy {
-	c := &onlineCopy{clauses: clauses, old: old, text: map[string]bool{}}
+// newOnlineCopy plans the copy of legacy into a shadow altered by clauses;
+// want is fencekit's table (the types the columns become).
+func newOnlineCopy(legacy, want *schema.Table, clauses []string, old string) *onlineCopy {
+	c := &onlineCopy{clauses: clauses, old: old, text: map[string]bool{}, utc: map[string]bool{}}
 	for _, col := range legacy.Columns {
 		if generated(col) {
 			continue
@@ -61,8 +68,32 @@ func newOnlineCopy(legacy *schema.Table, clauses []string, old string) *onlineCo
 		case *schema.StringType, *schema.EnumType, *schema.JSONType:
 			c.text[col.Name] = true
 		}
+		if w, ok := want.Column(col.Name); ok && isTimestamp(col) && !isTimestamp(w) {
+			c.utc[col.Name] = true
+		}
 	}
 	return c
+}
+
+// value is col's value to copy, read through prefix (NEW. in a trigger).
+func (c *onlineCopy) value(prefix, col string) string {
+	v := prefix + quote(col)
+	if c.utc[col] {
+		// UNIX_TIMESTAMP of a TIMESTAMP is its stored instant, whatever
+		// the session's zone; rebuilt as a UTC datetime (fencedwrite's
+		// clock does the same).
+		v = "TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(" + v + ") * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00')"
+	}
+	return v
+}
+
+// values lists every copied column's value, read through prefix.
+func (c *onlineCopy) values(prefix string) string {
+	var out []string
+	for _, col := range c.cols {
+		out = append(out, c.value(prefix, col))
+	}
+	return strings.Join(out, ", ")
 }
 
 func generated(c *schema.Column) bool {
@@ -99,7 +130,7 @@ func (c *onlineCopy) prepare() []string {
 // writer's transaction: REPLACE keeps the shadow's row the source's
 // newest, whether or not the copy has reached it.
 func (c *onlineCopy) triggers() []string {
-	replace := "REPLACE INTO " + quote(ShadowTable) + " (" + c.list("") + ") VALUES (" + c.list("NEW.") + ")"
+	replace := "REPLACE INTO " + quote(ShadowTable) + " (" + c.list("") + ") VALUES (" + c.values("NEW.") + ")"
 	return []string{
 		"CREATE TRIGGER " + quote(copyTriggers[0]) + " AFTER INSERT ON " + quote(Table) + " FOR EACH ROW " + replace,
 		"CREATE TRIGGER " + quote(copyTriggers[1]) + " AFTER UPDATE ON " + quote(Table) + " FOR EACH ROW BEGIN " +
@@ -113,7 +144,7 @@ func (c *onlineCopy) triggers() []string {
 // of being stored changed; a row the triggers wrote first is newer and
 // is kept (ON DUPLICATE KEY UPDATE changes nothing).
 func (c *onlineCopy) chunk() string {
-	return "INSERT INTO " + quote(ShadowTable) + " (" + c.list("") + ") SELECT " + c.list("") + " FROM " + quote(Table) +
+	return "INSERT INTO " + quote(ShadowTable) + " (" + c.list("") + ") SELECT " + c.values("") + " FROM " + quote(Table) +
 		" WHERE `id` BETWEEN ? AND ? ORDER BY `id` LOCK IN SHARE MODE ON DUPLICATE KEY UPDATE " + quote(ShadowTable) + ".`id` = " + quote(ShadowTable) + ".`id`"
 }
 
@@ -121,7 +152,7 @@ func (c *onlineCopy) chunk() string {
 func (c *onlineCopy) differ() string {
 	var same []string
 	for _, col := range c.cols {
-		o, n := "o."+quote(col), "n."+quote(col)
+		o, n := c.value("o.", col), "n."+quote(col)
 		if c.text[col] {
 			o, n = "CAST(CONVERT("+o+" USING utf8mb4) AS BINARY)", "CAST(CONVERT("+n+" USING utf8mb4) AS BINARY)"
 		}

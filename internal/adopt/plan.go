@@ -24,12 +24,17 @@ import (
 
 // Plan is the way from a database's schema to fencekit's, step by step.
 type Plan struct {
+	// Kind is what the plan does: "adopt", or "adopt rollback".
+	Kind     string
 	Database string
 	Server   string
 	// Rows is the number of rows of refund_jobs when the plan was made, and
 	// MinID and MaxID the range of its primary key.
 	Rows, MinID, MaxID int64
-	Steps              []Step
+	// Preflight is step 0: what the server and the accounts allow, checked
+	// before anything changes.
+	Preflight []Check
+	Steps     []Step
 	// Notes are what the on-call engineer must know before applying.
 	Notes []string
 	// Baseline is the migration version the adopted database records.
@@ -61,6 +66,9 @@ type Step struct {
 	// routines marks SQL that creates triggers and procedures (printed
 	// between DELIMITER lines).
 	routines bool
+	// alt, where set, is SQL[i]'s alternative, run when the server answers
+	// that SQL[i]'s algorithm is not available for the change (1846).
+	alt []string
 }
 
 // Empty reports whether the step has nothing to run.
@@ -90,49 +98,73 @@ func NewPlan(ctx context.Context, db *sql.DB, o Options) (*Plan, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	dir, err := migrations.DirFor(ctx, db)
+	pl, closeFn, err := newPlanner(ctx, db, o)
 	if err != nil {
 		return nil, err
 	}
+	defer closeFn()
+	if err := pl.plan(); err != nil {
+		return nil, err
+	}
+	if len(pl.refusals) > 0 {
+		return nil, fmt.Errorf("%w: %s cannot be adopted as it is (nothing was changed):\n  %s", ErrRefused, pl.p.Database, strings.Join(pl.refusals, "\n  "))
+	}
+	return pl.p, nil
+}
+
+// newPlanner reads what a plan (of apply or of rollback) starts from:
+// fencekit's schema (the migrations replayed on a scratch database) and the
+// database's, inspected on a connection of its own, which closeFn releases.
+func newPlanner(ctx context.Context, db *sql.DB, o Options) (pl *planner, closeFn func(), err error) {
+	dir, err := migrations.DirFor(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
 	target, err := migrations.ReplayTarget(ctx, db, dir)
 	if err != nil {
-		return nil, fmt.Errorf("adopt: %w", err)
+		return nil, nil, fmt.Errorf("adopt: %w", err)
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("adopt: connect: %w", err)
+		return nil, nil, fmt.Errorf("adopt: connect: %w", err)
 	}
-	defer conn.Close()
+	defer func() {
+		if err != nil {
+			conn.Close()
+		}
+	}()
 	drv, err := atlasmysql.Open(conn)
 	if err != nil {
-		return nil, fmt.Errorf("adopt: open atlas driver: %w", err)
+		return nil, nil, fmt.Errorf("adopt: open atlas driver: %w", err)
 	}
 	// An id past BIGINT's top (an unsigned BIGINT, or a table whose ids
 	// reached the top) fails Atlas's inspection: refused by name first.
 	var next sql.NullString
 	if err := conn.QueryRowContext(ctx, "SELECT CAST(AUTO_INCREMENT AS CHAR) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", Table).Scan(&next); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("adopt: %w", err)
+		return nil, nil, fmt.Errorf("adopt: %w", err)
 	}
 	if n, err := strconv.ParseUint(next.String, 10, 64); next.Valid && err == nil && n > math.MaxInt64 {
-		return nil, fmt.Errorf("%w: %s.id has reached %d (its next AUTO_INCREMENT value, %d, is past fencekit's id type, bigint, whose top is %d): "+
+		return nil, nil, fmt.Errorf("%w: %s.id has reached %d (its next AUTO_INCREMENT value, %d, is past fencekit's id type, bigint, whose top is %d): "+
 			"rows with ids that high cannot be kept; renumber them below it first (nothing was changed)", ErrRefused, Table, n-1, n, int64(math.MaxInt64))
 	}
 	have, err := drv.InspectSchema(ctx, "", &schema.InspectOptions{Exclude: []string{migrations.RevisionTable}})
 	if err != nil {
-		return nil, fmt.Errorf("adopt: inspect: %w", err)
+		return nil, nil, fmt.Errorf("adopt: inspect: %w", err)
 	}
-	p := &Plan{Baseline: target.Version, BaselineDesc: target.Description, target: target}
+	// The revision table is told apart by name (Exclude above), but its
+	// presence matters to rollback.
+	var revs int
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", migrations.RevisionTable).Scan(&revs); err != nil {
+		return nil, nil, fmt.Errorf("adopt: %w", err)
+	}
+	if revs > 0 {
+		have.AddTables(schema.NewTable(migrations.RevisionTable))
+	}
+	p := &Plan{Kind: "adopt", Baseline: target.Version, BaselineDesc: target.Description, target: target}
 	if err := conn.QueryRowContext(ctx, "SELECT DATABASE(), VERSION()").Scan(&p.Database, &p.Server); err != nil {
-		return nil, fmt.Errorf("adopt: %w", err)
+		return nil, nil, fmt.Errorf("adopt: %w", err)
 	}
-	pl := &planner{ctx: ctx, conn: conn, drv: drv, o: o, p: p, have: have, target: target}
-	if err := pl.plan(); err != nil {
-		return nil, err
-	}
-	if len(pl.refusals) > 0 {
-		return nil, fmt.Errorf("%w: %s cannot be adopted as it is (nothing was changed):\n  %s", ErrRefused, p.Database, strings.Join(pl.refusals, "\n  "))
-	}
-	return p, nil
+	return &planner{ctx: ctx, conn: conn, drv: drv, o: o, p: p, have: have, target: target}, func() { conn.Close() }, nil
 }
 
 type planner struct {
@@ -144,12 +176,21 @@ type planner struct {
 	have     *schema.Schema
 	target   *migrations.Target
 	refusals []string
+	// record is the adoption record an earlier apply wrote (nil before the
+	// first).
+	record *record
+	// dropped are the triggers a step of the plan drops.
+	dropped map[string]bool
 
 	legacy, want *schema.Table
 	added        map[string]bool // fencekit columns adopt adds
 	// pending are the added columns and those an earlier, interrupted
 	// apply added: they still carry adopt's temporary default.
 	pending map[string]bool
+	// kept are fencekit columns the team had with a default of its own that
+	// fencekit's lacks, kept under -keep-defaults (drop-defaults' note
+	// drops them later).
+	kept map[string]bool
 	// mapped are the rewrites map-values plans, per column (team name ->
 	// fencekit name).
 	mapped map[string]map[string]string
@@ -174,6 +215,10 @@ func (pl *planner) plan() error {
 	if pl.want, ok = pl.target.Schema.Table(Table); !ok {
 		return errors.New("adopt: the migrations have no refund_jobs table")
 	}
+	var err error
+	if pl.record, err = pl.readRecord(); err != nil {
+		return err
+	}
 	var revs int
 	if err := pl.conn.QueryRowContext(pl.ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", migrations.RevisionTable).Scan(&revs); err != nil {
 		return fmt.Errorf("adopt: %w", err)
@@ -188,14 +233,19 @@ func (pl *planner) plan() error {
 			return nil
 		}
 	}
-	if err := pl.conn.QueryRowContext(pl.ctx, "SELECT COUNT(*), COALESCE(MIN(id), 0), COALESCE(MAX(id), 0) FROM "+quote(Table)).Scan(&pl.p.Rows, &pl.p.MinID, &pl.p.MaxID); err != nil {
-		return fmt.Errorf("adopt: count rows: %w", err)
+	if _, ok := pl.legacy.Column("id"); ok {
+		if err := pl.conn.QueryRowContext(pl.ctx, "SELECT COUNT(*), COALESCE(MIN(id), 0), COALESCE(MAX(id), 0) FROM "+quote(Table)).Scan(&pl.p.Rows, &pl.p.MinID, &pl.p.MaxID); err != nil {
+			return fmt.Errorf("adopt: count rows: %w", err)
+		}
 	}
-	if err := pl.columns(); err != nil {
+	if err := pl.preflight(); err != nil {
 		return err
 	}
-	if len(pl.refusals) > 0 {
-		return nil // the checks below read columns that may be missing
+	// Every check runs, whatever an earlier one refused, so that one plan
+	// lists everything that stops the adoption; a check that needs a
+	// missing column skips it (the missing column is refused already).
+	if err := pl.columns(); err != nil {
+		return err
 	}
 	// map-values is planned first (widen-columns makes room for the names
 	// it writes) and runs after widen-columns.
@@ -205,7 +255,7 @@ func (pl *planner) plan() error {
 		return err
 	}
 	for _, step := range []func() (Step, error){
-		pl.addColumns, pl.widenColumns, func() (Step, error) { return mapValues, nil }, pl.modifyColumns, pl.backfillTimes, pl.dropDefaults, pl.addIndexes,
+		pl.recordStep, pl.addColumns, pl.widenColumns, func() (Step, error) { return mapValues, nil }, pl.modifyColumns, pl.backfillTimes, pl.dropDefaults, pl.addIndexes,
 		pl.createTables, pl.backfillKeys, pl.backfillLedger, pl.observeMode, pl.fence, pl.catchUp, pl.baseline,
 	} {
 		s, err := step()
@@ -282,6 +332,9 @@ func (pl *planner) copyChecks() error {
 			ours = true
 			continue
 		}
+		if pl.dropped[name] {
+			continue // an earlier step drops it (rollback's drop-fence)
+		}
 		pl.refuse("trigger %s (%s %s on %s): %s changes column types by an online copy, swapped in by RENAME TABLE, and a trigger follows the old table. "+
 			"Drop it and create it again after apply, or apply with -blocking-copy (ALGORITHM=COPY, LOCK=SHARED: writes to refund_jobs wait for the whole copy)",
 			name, timing, event, Table, steps)
@@ -290,7 +343,10 @@ func (pl *planner) copyChecks() error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if _, ok := pl.have.Table(ShadowTable); ok && !ours {
+	// A shadow the adoption record does not know was made after apply
+	// began: an interrupted copy's, killed before its triggers existed.
+	leftover := pl.record != nil && !pl.record.hasTable(ShadowTable)
+	if _, ok := pl.have.Table(ShadowTable); ok && !ours && !leftover {
 		pl.refuse("the database has a table %s, and refund_jobs has none of the online copy's triggers (%s): it is not an interrupted copy's that adopt may drop. "+
 			"Drop it (if adopt left it, it holds a partial copy) or rename it first", ShadowTable, strings.Join(copyTriggers, ", "))
 	}
@@ -398,7 +454,8 @@ func sep(s string) string {
 
 // columns checks every fencekit column against the team's table.
 func (pl *planner) columns() error {
-	pl.added, pl.pending = map[string]bool{}, map[string]bool{}
+	pl.added, pl.pending, pl.kept = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	shapes := map[string][]string{} // how values change shape -> the columns
 	for _, c := range pl.want.Columns {
 		l, ok := pl.legacy.Column(c.Name)
 		article := contains(ArticleColumns, c.Name)
@@ -416,14 +473,22 @@ func (pl *planner) columns() error {
 			if lt == wt {
 				continue
 			}
-			if !article {
-				pl.refuse("%s.%s is %s, but fencekit's %s is %s: adopt never alters a column of the team's; rename it first", Table, c.Name, lt, c.Name, wt)
+			why, shape := widening(l.Type.Type, c.Type.Type)
+			if why != "" {
+				pl.refuse("%s.%s is %s and fencekit's is %s: %s. adopt widens a column only when fencekit's type keeps every value (it never narrows one nor reads it as another): "+
+					"change the column the team's way first, or rename it if it is not fencekit's %s", Table, c.Name, lt, wt, why, c.Name)
 				continue
 			}
-			if why := narrowing(l.Type.Type, c.Type.Type); why != "" {
-				pl.refuse("%s.%s is %s and fencekit's is %s: %s (adopt never narrows a type)", Table, c.Name, lt, wt, why)
+			if err := pl.valuesKept(l, c); err != nil {
+				return err
+			}
+			if shape != "" {
+				shapes[shape] = append(shapes[shape], fmt.Sprintf("%s (%s to %s)", c.Name, lt, wt))
 			}
 		}
+	}
+	for _, shape := range slices.Sorted(maps.Keys(shapes)) {
+		pl.p.Notes = append(pl.p.Notes, fmt.Sprintf("legacy readers: %s: %s", strings.Join(shapes[shape], ", "), shape))
 	}
 	for _, k := range slices.Sorted(maps.Keys(pl.o.Columns)) {
 		v := pl.o.Columns[k]
@@ -442,8 +507,8 @@ func (pl *planner) columns() error {
 		default:
 			tt, _ := atlasmysql.FormatType(team.Type.Type)
 			wt, _ := atlasmysql.FormatType(want.Type.Type)
-			if why := narrowing(team.Type.Type, want.Type.Type); why != "" {
-				pl.refuse("-columns %s=%s: %s.%s is %s and fencekit's %s is %s: %s (adopt never narrows a type)", k, v, Table, v, tt, k, wt, why)
+			if why, _ := widening(team.Type.Type, want.Type.Type); why != "" {
+				pl.refuse("-columns %s=%s: %s.%s is %s and fencekit's %s is %s: %s (adopt never narrows a type nor reads a value as another)", k, v, Table, v, tt, k, wt, why)
 				continue
 			}
 			if !want.Type.Null {
@@ -493,46 +558,29 @@ func (pl *planner) columns() error {
 	return nil
 }
 
-// narrowing says why changing from to to would lose values, or "" when it
-// would not.
-func narrowing(from, to schema.Type) string {
-	rank := map[string]int{"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "bigint": 5}
-	switch t := to.(type) {
-	case *schema.IntegerType:
-		f, ok := from.(*schema.IntegerType)
-		if !ok {
-			return "not an integer"
+// valuesKept refuses, by id, the rows whose value of l would not survive
+// its widening to fencekit's c: a trailing space a CHAR would drop, a zero
+// TIMESTAMP (no instant: it would read as 1970).
+func (pl *planner) valuesKept(l, c *schema.Column) error {
+	if dropsTrailingSpaces(l.Type.Type, c.Type.Type) {
+		ids, err := pl.ids(binary(l.Name) + " <> CAST(TRIM(TRAILING ' ' FROM " + quote(l.Name) + ") AS BINARY)")
+		if err != nil {
+			return err
 		}
-		if rank[f.T] > rank[t.T] || rank[f.T] == rank[t.T] && f.Unsigned && !t.Unsigned || f.Unsigned == false && t.Unsigned {
-			return "its values may not fit"
+		if ids != "" {
+			pl.refuse("%s.%s ends in a space in rows with id %s, and fencekit's %s is a char, which drops trailing spaces: trim them first", Table, l.Name, ids, c.Name)
 		}
-	case *schema.StringType:
-		f, ok := from.(*schema.StringType)
-		if !ok || (f.T != "varchar" && f.T != "char") {
-			return "not a varchar or char of at most the same length"
-		}
-		if f.Size > t.Size {
-			return fmt.Sprintf("longer values (up to %d) would not fit in %d", f.Size, t.Size)
-		}
-	case *schema.EnumType:
-		switch f := from.(type) {
-		case *schema.EnumType:
-		case *schema.StringType:
-			if f.T != "varchar" && f.T != "char" {
-				return "not a varchar, char or enum"
-			}
-		default:
-			return "not a varchar, char or enum"
-		}
-	case *schema.TimeType:
-		f, ok := from.(*schema.TimeType)
-		if !ok || (f.T != "datetime" && f.T != "timestamp") {
-			return "not a datetime or timestamp"
-		}
-	default:
-		return "a different type"
 	}
-	return ""
+	if isTimestamp(l) {
+		ids, err := pl.ids("UNIX_TIMESTAMP(" + quote(l.Name) + ") = 0")
+		if err != nil {
+			return err
+		}
+		if ids != "" {
+			pl.refuse("%s.%s holds the zero timestamp (0000-00-00 00:00:00, no instant) in rows with id %s: set a time or NULL first", Table, l.Name, ids)
+		}
+	}
+	return nil
 }
 
 func sameIndex(a, b *schema.Index) bool {
@@ -635,6 +683,9 @@ func (pl *planner) addColumns() (Step, error) {
 // mapping returns, for column col, the values to rewrite (legacy ->
 // fencekit), refusing the values it cannot map.
 func (pl *planner) mapping(col string, valid []string, m map[string]string, flag string) (map[string]string, error) {
+	if _, ok := pl.legacy.Column(col); !ok {
+		return map[string]string{}, nil // refused as missing
+	}
 	// Byte for byte: under a case-insensitive or PAD SPACE collation the
 	// server would group 'Pending' and 'pending ' with 'pending', and the
 	// rewrite would map them all through the one name declared.
@@ -732,10 +783,6 @@ func (pl *planner) mapValues() (Step, error) {
 		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s = CASE %s %s END WHERE id BETWEEN ? AND ? AND %s IN (%s)",
 			quote(Table), quote(col), binary(col), strings.Join(cases, " "), binary(col), strings.Join(from, ", ")))
 	}
-	if len(s.Batched) > 0 {
-		pl.p.Notes = append(pl.p.Notes, "legacy writers must write fencekit's state and action names before the modify-columns step: "+
-			"a row written with a team name after its batch makes that step fail (nothing is lost; run apply again)")
-	}
 	return s, nil
 }
 
@@ -830,7 +877,7 @@ func (pl *planner) widenColumns() (Step, error) {
 		s.Online = !copies
 		return s, nil
 	}
-	s.copy = newOnlineCopy(pl.legacy, mods, OldTableWiden)
+	s.copy = newOnlineCopy(pl.legacy, pl.want, mods, OldTableWiden)
 	s.Locks = onlineLocks
 	s.Rollback = "before map-values: RENAME TABLE refund_jobs TO _refund_jobs_widened, " + OldTableWiden + " TO refund_jobs (the old table, as it was at the swap: rows written since are not in it) " +
 		"or ALTER TABLE refund_jobs MODIFY the column back; after map-values, the rows hold fencekit's names: map-values' rollback first"
@@ -843,7 +890,7 @@ func (pl *planner) widenColumns() (Step, error) {
 func (pl *planner) modifyColumns() (Step, error) {
 	s := Step{
 		Name: "modify-columns",
-		What: "gives the article's columns fencekit's types (widening only; state and next_action become fencekit's enums; NULL becomes NOT NULL where fencekit says so)",
+		What: "gives fencekit's columns that the table has fencekit's types (widening only: every value kept; state and next_action become fencekit's enums; NULL becomes NOT NULL where fencekit says so)",
 		Locks: "ALGORITHM=COPY, LOCK=SHARED: the table is copied; reads go on, writes to refund_jobs wait for the whole copy (measured in docs/adopting.md). " +
 			"Not online on MariaDB 10.11 nor MySQL 8: changing a column's type (INT to BIGINT, VARCHAR to ENUM) needs a copy on both",
 		Rollback: "ALTER TABLE refund_jobs MODIFY each column back to its old type (another copy); values written since in fencekit's names stay",
@@ -866,10 +913,30 @@ func (pl *planner) modifyColumns() (Step, error) {
 		if l.Type.Null != c.Type.Null {
 			kind |= schema.ChangeNull
 		}
+		to := c
 		if !sameDefault(l.Default, c.Default) && !pl.pending[c.Name] {
-			kind |= schema.ChangeDefault // adopt's own defaults: drop-defaults
+			switch {
+			case pl.o.KeepDefaults && l.Default != nil && c.Default == nil:
+				// The team's default stays (legacy INSERTs that omit the
+				// column go on working), until drop-defaults' later
+				// statement drops it.
+				cc := *c
+				cc.Default = keptDefault(l.Default, c.Type.Type)
+				to = &cc
+				pl.kept[c.Name] = true
+				if lt == wt && sameDefault(l.Default, cc.Default) && l.Type.Null == c.Type.Null {
+					break
+				}
+				kind |= schema.ChangeDefault
+			default:
+				kind |= schema.ChangeDefault // adopt's own defaults: drop-defaults
+				if l.Default != nil && c.Default == nil {
+					pl.p.Notes = append(pl.p.Notes, fmt.Sprintf("%s.%s loses the team's default (%s), as fencekit's has none: a legacy INSERT that omits it fails from modify-columns on "+
+						"(apply with -keep-defaults to keep it until every writer sets the column)", Table, c.Name, exprString(l.Default)))
+				}
+			}
 		}
-		if collation(l.Attrs, pl.legacy.Attrs) != collation(c.Attrs, pl.want.Attrs) {
+		if text(c) && collation(l.Attrs, pl.legacy.Attrs) != collation(c.Attrs, pl.want.Attrs) {
 			// A string column fencekit's triggers compare with its other
 			// tables' (utf8mb4_bin): another collation would make those
 			// comparisons fail ("Illegal mix of collations").
@@ -891,7 +958,7 @@ func (pl *planner) modifyColumns() (Step, error) {
 				continue
 			}
 		}
-		mods = append(mods, &schema.ModifyColumn{From: l, To: c, Change: kind})
+		mods = append(mods, &schema.ModifyColumn{From: l, To: to, Change: kind})
 		names = append(names, c.Name)
 		if kind&^schema.ChangeDefault&^schema.ChangeNull != 0 {
 			copies = true
@@ -922,7 +989,7 @@ func (pl *planner) modifyColumns() (Step, error) {
 		}
 		clauses = append(clauses, c)
 	}
-	s.copy = newOnlineCopy(pl.legacy, clauses, OldTable)
+	s.copy = newOnlineCopy(pl.legacy, pl.want, clauses, OldTable)
 	s.Online = true
 	s.Locks = onlineLocks
 	s.Rollback = "RENAME TABLE refund_jobs TO _refund_jobs_modified, " + OldTable + " TO refund_jobs: the old table as it was at the swap (rows written since are not in it; " +
@@ -942,6 +1009,36 @@ const onlineLocks = "online. First the server's own online path (ALTER … ALGOR
 	"each range one statement holding shared locks on its rows only (a legacy write to a row of the range waits for it); both tables compared in one snapshot (no locks); " +
 	"then one RENAME TABLE (an exclusive metadata lock for the swap, waiting for transactions open on the table: lock_wait_timeout 5 s, then apply retries). " +
 	"The old table is kept: drop it once the adopted table has been checked. A legacy write of a value the new type cannot hold (a team state name) fails during the copy instead of being stored changed"
+
+// text reports whether c holds text (a collation applies to it).
+func text(c *schema.Column) bool {
+	switch c.Type.Type.(type) {
+	case *schema.StringType, *schema.EnumType:
+		return true
+	}
+	return false
+}
+
+// keptDefault is the team's default d for a column of fencekit's type to:
+// CURRENT_TIMESTAMP gains the type's fractional digits (MySQL refuses a
+// DATETIME(6) whose default has another precision).
+func keptDefault(d schema.Expr, to schema.Type) schema.Expr {
+	t, ok := to.(*schema.TimeType)
+	if r, isRaw := d.(*schema.RawExpr); ok && isRaw && strings.HasPrefix(strings.ToLower(r.X), "current_timestamp") && precision(t) > 0 {
+		return &schema.RawExpr{X: fmt.Sprintf("CURRENT_TIMESTAMP(%d)", precision(t))}
+	}
+	return d
+}
+
+func exprString(e schema.Expr) string {
+	switch e := e.(type) {
+	case *schema.Literal:
+		return e.V
+	case *schema.RawExpr:
+		return e.X
+	}
+	return fmt.Sprint(e)
+}
 
 func hasAutoIncrement(c *schema.Column) bool {
 	for _, a := range c.Attrs {
@@ -1031,7 +1128,7 @@ func (pl *planner) dropDefaults() (Step, error) {
 	}
 	var names []string
 	for _, c := range pl.want.Columns {
-		if pl.pending[c.Name] && tempDefault(c) != nil {
+		if pl.pending[c.Name] && tempDefault(c) != nil || pl.kept[c.Name] {
 			s.SQL = append(s.SQL, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s DROP DEFAULT, ALGORITHM=INSTANT", quote(Table), quote(c.Name)))
 			names = append(names, c.Name)
 		}
@@ -1230,27 +1327,8 @@ func (pl *planner) fence() (Step, error) {
 		Online:   true,
 		routines: true,
 	}
-	// existing are the triggers and procedures the database has, each
-	// with what shows it is fencekit's: a trigger's CREATE as the target's
-	// is written (from information_schema), a procedure's body.
-	existing := map[string]string{}
-	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT CONCAT('trigger ', TRIGGER_NAME), "+
-		"CONCAT('CREATE TRIGGER `', REPLACE(TRIGGER_NAME, '`', '``'), '` ', ACTION_TIMING, ' ', EVENT_MANIPULATION, ' ON `', REPLACE(EVENT_OBJECT_TABLE, '`', '``'), '` FOR EACH ROW ', ACTION_STATEMENT) "+
-		"FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() "+
-		"UNION ALL SELECT CONCAT('procedure ', ROUTINE_NAME), COALESCE(ROUTINE_DEFINITION, '') FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()")
+	existing, err := pl.routines()
 	if err != nil {
-		return s, fmt.Errorf("adopt: %w", err)
-	}
-	for rows.Next() {
-		var k, def string
-		if err := rows.Scan(&k, &def); err != nil {
-			rows.Close()
-			return s, err
-		}
-		existing[k] = def
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return s, err
 	}
 	// One of fencekit's names that is not fencekit's routine: taking it for
@@ -1324,6 +1402,30 @@ func (pl *planner) fence() (Step, error) {
 	return s, nil
 }
 
+// routines returns the triggers and procedures the database has ("trigger
+// name", "procedure name"), each with what shows it is fencekit's: a
+// trigger's CREATE as the target's is written (from information_schema), a
+// procedure's body.
+func (pl *planner) routines() (map[string]string, error) {
+	existing := map[string]string{}
+	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT CONCAT('trigger ', TRIGGER_NAME), "+
+		"CONCAT('CREATE TRIGGER `', REPLACE(TRIGGER_NAME, '`', '``'), '` ', ACTION_TIMING, ' ', EVENT_MANIPULATION, ' ON `', REPLACE(EVENT_OBJECT_TABLE, '`', '``'), '` FOR EACH ROW ', ACTION_STATEMENT) "+
+		"FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() "+
+		"UNION ALL SELECT CONCAT('procedure ', ROUTINE_NAME), COALESCE(ROUTINE_DEFINITION, '') FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()")
+	if err != nil {
+		return nil, fmt.Errorf("adopt: read triggers and procedures: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, def string
+		if err := rows.Scan(&k, &def); err != nil {
+			return nil, err
+		}
+		existing[k] = def
+	}
+	return existing, rows.Err()
+}
+
 func (pl *planner) baseline() (Step, error) {
 	return Step{
 		Name: "baseline",
@@ -1342,8 +1444,18 @@ func (p *Plan) Format(w io.Writer, batch int) error {
 	var b strings.Builder
 	// Every comment goes through inert: what it says may carry names the
 	// team chose, and a newline in one would end the comment.
-	fmt.Fprintf(&b, "-- refundd adopt: the plan for %s on %s\n", term.Inert(p.Database), term.Inert(p.Server))
+	fmt.Fprintf(&b, "-- refundd %s: the plan for %s on %s\n", p.Kind, term.Inert(p.Database), term.Inert(p.Server))
 	fmt.Fprintf(&b, "-- refund_jobs: %d rows, id %d to %d; backfills in batches of %d ids, each its own transaction\n", p.Rows, p.MinID, p.MaxID, batch)
+	if len(p.Preflight) > 0 {
+		b.WriteString("\n-- Step 0: pre-flight (checked by plan itself; fix what it marks before apply)\n")
+		for _, c := range p.Preflight {
+			fmt.Fprintf(&b, "--   [%s] %s: %s\n", c.Status, term.Inert(c.Name), term.Inert(c.Found))
+			if c.Fix != "" {
+				fmt.Fprintf(&b, "--        do: %s\n", term.Inert(c.Fix))
+			}
+		}
+		b.WriteString("\n")
+	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(&b, "-- NOTE: %s\n", term.Inert(n))
 	}
@@ -1360,12 +1472,15 @@ func (p *Plan) Format(w io.Writer, batch int) error {
 			fmt.Fprintf(&b, "--   Expected: %s\n", e)
 		}
 		fmt.Fprintf(&b, "--   Roll back: %s\n", term.Inert(s.Rollback))
-		for _, q := range s.SQL {
+		for i, q := range s.SQL {
 			if s.routines && strings.HasPrefix(q, "CREATE") {
 				fmt.Fprintf(&b, "DELIMITER //\n%s//\nDELIMITER ;\n", q)
 				continue
 			}
 			fmt.Fprintf(&b, "%s;\n", q)
+			if i < len(s.alt) && s.alt[i] != "" {
+				fmt.Fprintf(&b, "-- if the server refuses that algorithm (error 1846):\n%s;\n", s.alt[i])
+			}
 		}
 		if c := s.copy; c != nil {
 			fmt.Fprintf(&b, "-- the server's own online path first:\n%s;\n", c.online())
