@@ -168,7 +168,7 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d d
 		log.Error("write-back refused; moving the job to manual review", "err", err)
 		c.keepAnswer(ctx, l, in, log)
 		d = decide.Decision{Kind: decide.ManualReview, ProviderRefundID: d.ProviderRefundID, Rule: d.Rule,
-			Reason: fmt.Sprintf("the worker could not record the provider's answer (%s): %v", tr.Op(), err),
+			Reason:   fmt.Sprintf("the worker could not record the provider's answer (%s): %v", tr.Op(), err),
 			Evidence: fmt.Sprintf("the worker decided to %s (rule %q) and the write was refused; what the provider said is in the observation log. %s", tr.Op(), d.Rule, d.Evidence)}
 		tr, _ = transition(l, d)
 		job.Transition, job.To = tr.Op(), string(tr.To())
