@@ -35,9 +35,20 @@ func replay(ctx context.Context, db *sql.DB, dir migrate.Dir, each func(file str
 	if err := conn.QueryRowContext(ctx, "SELECT DEFAULT_CHARACTER_SET_NAME, DEFAULT_COLLATION_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = DATABASE()").Scan(&charset, &collation); err != nil {
 		return fmt.Errorf("replay migrations: read the database's character set: %w", err)
 	}
+	if err := dropStaleScratch(ctx, conn); err != nil {
+		return err
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := ScratchPrefix + hex.EncodeToString(b[:])
+	// The scratch database's lock (of the same name) is held by this
+	// connection for as long as the database is in use: a process killed
+	// while it replays leaves the database with its lock free, and the next
+	// replay on the server drops it (dropStaleScratch).
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", name).Scan(&got); err != nil || got.Int64 != 1 {
+		return fmt.Errorf("replay migrations: take the scratch database's lock %s: %v", name, err)
+	}
 	if _, err := conn.ExecContext(ctx, "CREATE DATABASE "+quoteIdent(name)+" CHARACTER SET "+charset+" COLLATE "+collation); err != nil {
 		return fmt.Errorf("replay migrations: create the scratch database %s (the account needs CREATE and DROP on it): %w", name, err)
 	}
@@ -74,6 +85,42 @@ func replay(ctx context.Context, db *sql.DB, dir migrate.Dir, each func(file str
 		more, err := each(f.Name(), drv, snap)
 		if err != nil || !more {
 			return err
+		}
+	}
+	return nil
+}
+
+// dropStaleScratch drops the scratch databases whose replay is gone: a
+// database is in use only while the connection that made it holds the lock
+// of its name, which the server releases when that connection ends (a
+// killed plan, a cut connection).
+func dropStaleScratch(ctx context.Context, conn *sql.Conn) error {
+	rows, err := conn.QueryContext(ctx, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", strings.ReplaceAll(ScratchPrefix, "_", `\_`)+"%")
+	if err != nil {
+		return fmt.Errorf("replay migrations: list scratch databases: %w", err)
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, n := range names {
+		var free sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT IS_FREE_LOCK(?)", n).Scan(&free); err != nil {
+			return fmt.Errorf("replay migrations: %w", err)
+		}
+		if free.Valid && free.Int64 == 1 {
+			if _, err := conn.ExecContext(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(n)); err != nil {
+				return fmt.Errorf("replay migrations: drop the scratch database %s, left by a replay that was interrupted: %w", n, err)
+			}
 		}
 	}
 	return nil

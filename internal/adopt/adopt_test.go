@@ -300,6 +300,9 @@ func schemaDiffBut(t *testing.T, db *sql.DB, teamColumns, teamIndexes []string) 
 		if d, ok := c.(*schema.DropTable); ok && (d.T.Name == adopt.OldTable || d.T.Name == adopt.OldTableWiden) {
 			continue // the online copy's old table, kept for the operator to drop
 		}
+		if d, ok := c.(*schema.DropTable); ok && d.T.Name == adopt.RecordTable {
+			continue // the adoption record, which rollback reads
+		}
 		m, ok := c.(*schema.ModifyTable)
 		if !ok {
 			out = append(out, fmt.Sprintf("%T", c))
@@ -364,7 +367,7 @@ func TestPlanRefusesWhatItCannotAdopt(t *testing.T) {
 		}, nil, []string{"has no column lease_until"}},
 		{"a team column with a fencekit name and another type", func(t *testing.T, db *sql.DB) {
 			exec(t, db, "ALTER TABLE refund_jobs ADD COLUMN last_error INT NULL")
-		}, nil, []string{"refund_jobs.last_error is int", "never alters a column of the team's"}},
+		}, nil, []string{"refund_jobs.last_error is int and fencekit's is longtext", "would be reinterpreted", "rename it if it is not fencekit's last_error"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -780,8 +780,8 @@ func (pl *planner) mapValues() (Step, error) {
 			cases = append(cases, "WHEN "+sqlString(k)+" THEN "+sqlString(m[k]))
 			from = append(from, sqlString(k))
 		}
-		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s = CASE %s %s END WHERE id BETWEEN ? AND ? AND %s IN (%s)",
-			quote(Table), quote(col), binary(col), strings.Join(cases, " "), binary(col), strings.Join(from, ", ")))
+		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s = CASE %s %s END%s WHERE id BETWEEN ? AND ? AND %s IN (%s)",
+			quote(Table), quote(col), binary(col), strings.Join(cases, " "), pl.keepOnUpdate(), binary(col), strings.Join(from, ", ")))
 	}
 	return s, nil
 }
@@ -945,6 +945,14 @@ func (pl *planner) modifyColumns() (Step, error) {
 		if c.Name == "id" && !hasAutoIncrement(l) {
 			kind |= schema.ChangeAttr
 		}
+		if u := onUpdate(l); u != "" && onUpdate(c) == "" {
+			// The server would stamp the column on a write of the team's
+			// columns alone, which the fence lets through only when it
+			// changes none of fencekit's.
+			kind |= schema.ChangeAttr
+			pl.p.Notes = append(pl.p.Notes, fmt.Sprintf("%s.%s loses its ON UPDATE %s: the fence stamps it whenever a write changes the job, "+
+				"and a write of the team's own columns alone leaves it as it is", Table, c.Name, u))
+		}
 		if kind == schema.NoChange {
 			continue
 		}
@@ -1009,6 +1017,38 @@ const onlineLocks = "online. First the server's own online path (ALTER … ALGOR
 	"each range one statement holding shared locks on its rows only (a legacy write to a row of the range waits for it); both tables compared in one snapshot (no locks); " +
 	"then one RENAME TABLE (an exclusive metadata lock for the swap, waiting for transactions open on the table: lock_wait_timeout 5 s, then apply retries). " +
 	"The old table is kept: drop it once the adopted table has been checked. A legacy write of a value the new type cannot hold (a team state name) fails during the copy instead of being stored changed"
+
+// keepOnUpdate is the assignments that keep the table's ON UPDATE columns
+// as they are in adopt's own UPDATEs (a column the statement assigns is
+// not stamped): rewriting a row's names or backfilling fencekit's columns
+// is not a change of the team's row. set are assignments the statement
+// makes already.
+func (pl *planner) keepOnUpdate(set ...string) string {
+	var out string
+	for _, c := range pl.legacy.Columns {
+		if onUpdate(c) == "" {
+			continue
+		}
+		assigned := false
+		for _, a := range set {
+			assigned = assigned || strings.HasPrefix(a, quote(c.Name)+" ")
+		}
+		if !assigned {
+			out += ", " + quote(c.Name) + " = " + quote(c.Name)
+		}
+	}
+	return out
+}
+
+// onUpdate is c's ON UPDATE expression, "" when it has none.
+func onUpdate(c *schema.Column) string {
+	for _, a := range c.Attrs {
+		if u, ok := a.(*atlasmysql.OnUpdate); ok {
+			return u.A
+		}
+	}
+	return ""
+}
 
 // text reports whether c holds text (a collation applies to it).
 func text(c *schema.Column) bool {
@@ -1100,7 +1140,7 @@ func (pl *planner) backfillTimes() (Step, error) {
 		}
 	}
 	if marker != "" {
-		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s WHERE id BETWEEN ? AND ? AND %s = '%s'", quote(Table), strings.Join(sets, ", "), quote(marker), epoch))
+		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s%s WHERE id BETWEEN ? AND ? AND %s = '%s'", quote(Table), strings.Join(sets, ", "), pl.keepOnUpdate(sets...), quote(marker), epoch))
 	}
 	if len(pl.o.Columns) > 0 {
 		var sets, same []string
@@ -1108,12 +1148,12 @@ func (pl *planner) backfillTimes() (Step, error) {
 			sets = append(sets, quote(k)+" = "+quote(pl.o.Columns[k]))
 			same = append(same, quote(k)+" <=> "+quote(pl.o.Columns[k]))
 		}
-		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s WHERE id BETWEEN ? AND ? AND NOT (%s)", quote(Table), strings.Join(sets, ", "), strings.Join(same, " AND ")))
+		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET %s%s WHERE id BETWEEN ? AND ? AND NOT (%s)", quote(Table), strings.Join(sets, ", "), pl.keepOnUpdate(sets...), strings.Join(same, " AND ")))
 		s.What += "; copies " + strings.Join(sets, ", ") + " (-columns)"
 	}
 	if (pl.added["key_first_used_at"] && pl.added["last_send_at"]) || pl.pending["created_at"] || pl.pending["next_run_at"] {
-		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET `key_first_used_at` = '%s', `last_send_at` = '%s' WHERE id BETWEEN ? AND ? AND `attempt` > 0 AND `key_first_used_at` IS NULL",
-			quote(Table), epoch+".000001", epoch+".000001"))
+		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET `key_first_used_at` = '%s', `last_send_at` = '%s'%s WHERE id BETWEEN ? AND ? AND `attempt` > 0 AND `key_first_used_at` IS NULL",
+			quote(Table), epoch+".000001", epoch+".000001", pl.keepOnUpdate()))
 	}
 	return s, nil
 }
