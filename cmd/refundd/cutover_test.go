@@ -177,9 +177,26 @@ func TestCutoverOfALiveQueue(t *testing.T) {
 	f2.Wake()
 	c.awaitSettled(fresh)
 
-	// 4. Enforce: the same catch block is refused now.
-	if err := c.refundd("fence", "mode", "enforce", "-dsn", c.rootDSN, "-reason", "every process runs fencekit's worker"); err != nil {
+	// 4. Enforce: refused at first, naming the legacy account its writes
+	// came from a moment ago; the legacy account may not switch the mode
+	// itself, whatever its grants; the migration account forces the switch
+	// (the last legacy process is stopped); the same catch block is refused
+	// now.
+	if err := c.refundd("fence", "mode", "enforce", "-dsn", c.rootDSN, "-reason", "every process runs fencekit's worker"); err == nil ||
+		!strings.Contains(err.Error(), c.legacyUser+"@") || !strings.Contains(err.Error(), "would start failing") {
+		t.Fatalf("enforce right after the legacy writes: %v, want a refusal naming %s", err, c.legacyUser)
+	}
+	legacyDSN := c.legacyCfg.FormatDSN()
+	if err := c.refundd("fence", "mode", "enforce", "-dsn", legacyDSN, "-reason", "the legacy account tries", "-force"); err == nil ||
+		!strings.Contains(err.Error(), "only the migration account") {
+		t.Fatalf("the legacy account switches the mode: %v, want the database's refusal", err)
+	}
+	if err := c.refundd("fence", "mode", "enforce", "-dsn", c.rootDSN, "-reason", "every process runs fencekit's worker", "-force"); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.refundd("fence", "mode", "observe", "-dsn", legacyDSN, "-reason", "the legacy account switches the fence off"); err == nil ||
+		!strings.Contains(err.Error(), "only the migration account") {
+		t.Fatalf("the legacy account switches the fence off: %v, want the database's refusal", err)
 	}
 	//fencelint:allow the legacy worker's catch block, replayed by a forgotten process after enforce: the fence must refuse it
 	_, err := c.legacyDB().ExecContext(ctx, legacyworker.Requeue, c.id(zombie))

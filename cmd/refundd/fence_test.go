@@ -65,8 +65,32 @@ func TestFenceCommands(t *testing.T) {
 		t.Fatalf("report -json: %s (%v)", asJSON, err)
 	}
 
-	if got, err := refundd("fence", "mode", "enforce", "-dsn", dsn, "-reason", "every writer declares its attempt"); err != nil || !strings.Contains(got, "observe -> enforce") {
-		t.Fatalf("enforce: %q, %v", got, err)
+	if !strings.Contains(report, "CHANGED") || !strings.Contains(report, "state,attempt,lease_until") {
+		t.Fatalf("the report does not name the columns the write changed:\n%s", report)
+	}
+
+	// Enforce is refused while a writer was let through lately: the
+	// refusal names it, and nothing changes.
+	got, err = refundd("fence", "mode", "enforce", "-dsn", dsn, "-reason", "every writer declares its attempt")
+	if err == nil || !strings.Contains(err.Error(), "would start failing") || !strings.Contains(err.Error(), "root@") || !strings.Contains(err.Error(), "-force") ||
+		!strings.Contains(got, "the last violation was recorded at") {
+		t.Fatalf("enforce with a violation a moment ago: %q, %v", got, err)
+	}
+	if got, err := refundd("fence", "mode", "-dsn", dsn); err != nil || got != "fence mode: observe\n" {
+		t.Fatalf("the refused switch changed the mode: %q, %v", got, err)
+	}
+	// Past the window (here a microsecond), the switch goes through, and
+	// still says when the last violation was; -force switches within it.
+	if got, err := refundd("fence", "mode", "enforce", "-dsn", dsn, "-reason", "quiet for long enough", "-quiet-for", "1us"); err != nil ||
+		!strings.Contains(got, "the last violation was recorded at") || !strings.Contains(got, "observe -> enforce") {
+		t.Fatalf("enforce past the window: %q, %v", got, err)
+	}
+	if _, err := refundd("fence", "mode", "observe", "-dsn", dsn, "-reason", "back to observe"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := refundd("fence", "mode", "enforce", "-dsn", dsn, "-reason", "every writer declares its attempt", "-force"); err != nil ||
+		!strings.Contains(got, "will be refused from now on") || !strings.Contains(got, "observe -> enforce") {
+		t.Fatalf("enforce -force: %q, %v", got, err)
 	}
 	//fencelint:allow a legacy writer's unfenced write, which the fence refuses in enforce mode and records in observe mode: the test's subject
 	if _, err := db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE operation_key = 'legacy'"); err == nil {
