@@ -72,6 +72,11 @@ type legacySpec struct {
 	Mapping            map[string]string
 	Unmapped           string // a team state the mapping leaves out, present in the rows
 	Rows               []legacyRow
+	// Blocking adopts with -blocking-copy (team triggers and foreign keys
+	// on unchanged columns kept).
+	Blocking bool
+	// StateNull makes state NULL-able; NullState puts a NULL in a row.
+	StateNull, NullState bool
 	DuplicateKey       bool
 	NullIn             string // a NOT NULL column of fencekit's the team has nullable, NULL in a row
 }
@@ -228,6 +233,8 @@ func genSpec(t *rapid.T) legacySpec {
 		}
 	}
 	s.TeamIndex = rapid.Bool().Draw(t, "team index")
+	s.Blocking = rapid.IntRange(0, 3).Draw(t, "blocking copy") == 2
+	s.StateNull = rapid.Bool().Draw(t, "state null-able")
 	s.FKIn = rare("fk in")
 	s.FKOut = rare("fk out")
 	s.TeamTrigger = rare("team trigger")
@@ -251,6 +258,7 @@ func genSpec(t *rapid.T) legacySpec {
 		}
 	}
 	s.DuplicateKey = n > 1 && rare("duplicate key")
+	s.NullState = s.StateNull && n > 0 && rare("a NULL state")
 	var nullable []string
 	for _, c := range s.Optional {
 		if strings.Contains(c.Def, " NULL") && !strings.Contains(c.Def, "NOT NULL") && c.Refuse == "" && c.Name != "last_error" {
@@ -304,12 +312,20 @@ func (s legacySpec) refusals() []string {
 	if s.NullIn != "" {
 		out = append(out, s.NullIn+" is NULL in rows with id")
 	}
-	// attempt is never fencekit's bigint here: every table is copied
-	// online, which refuses foreign keys to or from it and triggers on it.
-	if s.FKIn || s.FKOut {
-		out = append(out, "foreign key")
+	if s.NullState {
+		out = append(out, `have state "NULL"`)
 	}
-	if s.TeamTrigger {
+	// attempt is never fencekit's bigint here: every table's types change.
+	// The online copy refuses foreign keys to or from the table and
+	// triggers on it; -blocking-copy keeps them, but for a key on a column
+	// it changes (an id that is not a BIGINT already).
+	switch {
+	case !s.Blocking && (s.FKIn || s.FKOut):
+		out = append(out, "foreign key")
+	case s.Blocking && s.FKIn && s.ID != "BIGINT" && s.ID != "BIGINT UNSIGNED":
+		out = append(out, "foreign key fk_notes_job")
+	}
+	if s.TeamTrigger && !s.Blocking {
 		out = append(out, "trigger team_touch")
 	}
 	return out
@@ -322,7 +338,7 @@ func (s legacySpec) create(t *testing.T, db *sql.DB) {
 		"id " + s.ID + " NOT NULL AUTO_INCREMENT",
 		fmt.Sprintf("operation_key VARCHAR(%d) NOT NULL", s.KeySize),
 		"attempt " + s.Attempt + " NOT NULL DEFAULT 0",
-		"state " + s.State + " NOT NULL",
+		"state " + s.State + map[bool]string{true: " NULL", false: " NOT NULL"}[s.StateNull],
 		"lease_until " + s.Lease,
 		"next_action " + s.Action + " NOT NULL DEFAULT 'refund'",
 		fmt.Sprintf("provider_refund_id VARCHAR(%d) NULL", s.ProviderRefSize),
@@ -374,7 +390,11 @@ func (s legacySpec) create(t *testing.T, db *sql.DB) {
 		if r.State == "done" || r.State == "succeeded" {
 			ref = fmt.Sprintf("'re_%d'", i)
 		}
-		vals := []string{key, strconv.Itoa(r.Attempt), "'" + r.State + "'", lease, "'" + r.Action + "'", ref}
+		state := "'" + r.State + "'"
+		if s.NullState && i == 1 {
+			state = "NULL"
+		}
+		vals := []string{key, strconv.Itoa(r.Attempt), state, lease, "'" + r.Action + "'", ref}
 		for _, c := range append(slices.Clone(s.Optional), s.Extra...) {
 			v := c.Value(i)
 			if c.Name == s.NullIn && i == 1 {
@@ -480,7 +500,7 @@ func checkAdoption(t *testing.T, s legacySpec) error {
 	defer db.Close()
 	s.create(t, db)
 	want := s.refusals()
-	o := adopt.Options{States: map[string]string{}, Actions: map[string]string{}, KeepDefaults: true, BatchSize: 17}
+	o := adopt.Options{States: map[string]string{}, Actions: map[string]string{}, KeepDefaults: true, BatchSize: 17, BlockingCopy: s.Blocking}
 	for k, v := range s.Mapping {
 		if v == "refund" || v == "reconcile" {
 			o.Actions[k] = v
@@ -611,9 +631,9 @@ func TestAdoptionOfGeneratedLegacyTables(t *testing.T) {
 // failure's report.
 func (s legacySpec) String() string {
 	return fmt.Sprintf("charset %s %s, id %s, key varchar(%d), attempt %s, state %s, action %s, lease %s, provider ref varchar(%d), optional %v, extra %v, "+
-		"index %v, fk in %v out %v, team trigger %v, other trigger %v, mapping %v, unmapped %q, %d rows, duplicate key %v, null in %q",
+		"index %v, fk in %v out %v, team trigger %v, other trigger %v, mapping %v, unmapped %q, %d rows, duplicate key %v, null in %q, blocking %v, state null %v/%v",
 		s.Charset, s.Collation, s.ID, s.KeySize, s.Attempt, s.State, s.Action, s.Lease, s.ProviderRefSize, names(s.Optional), names(s.Extra),
-		s.TeamIndex, s.FKIn, s.FKOut, s.TeamTrigger, s.OtherTrigger, s.Mapping, s.Unmapped, len(s.Rows), s.DuplicateKey, s.NullIn)
+		s.TeamIndex, s.FKIn, s.FKOut, s.TeamTrigger, s.OtherTrigger, s.Mapping, s.Unmapped, len(s.Rows), s.DuplicateKey, s.NullIn, s.Blocking, s.StateNull, s.NullState)
 }
 
 func names(cols []column) []string {

@@ -181,29 +181,39 @@ func (pl *planner) checkBinlog() error {
 		return fmt.Errorf("adopt: read the binary log settings: %w", err)
 	}
 	on := func(v sql.NullString) bool { return v.String == "1" || strings.EqualFold(v.String, "ON") }
-	c := Check{Name: "binary logging", Status: CheckOK, Found: "the binary log is off"}
-	if on(logBin) {
-		c.Found = "the binary log is on and log_bin_trust_function_creators is on: triggers can be created"
-		if !on(trust) {
-			_, grantee, err := pl.grantee()
-			if err != nil {
-				return err
-			}
-			have, err := pl.privileges(grantee)
-			if err != nil {
-				return err
-			}
-			if have["SUPER"] {
-				c.Found = "the binary log is on, log_bin_trust_function_creators is off, and the account holds SUPER: triggers can be created"
-			} else {
-				c.Status = CheckRefused
-				c.Found = "the binary log is on and log_bin_trust_function_creators is off: the server refuses to create the fence's triggers and procedures for an account without SUPER (error 1419)"
-				c.Fix = "SET GLOBAL log_bin_trust_function_creators = 1 (on a managed server, its parameter group), then plan again"
-			}
+	super := false
+	if on(logBin) && !on(trust) {
+		_, grantee, err := pl.grantee()
+		if err != nil {
+			return err
 		}
+		have, err := pl.privileges(grantee)
+		if err != nil {
+			return err
+		}
+		super = have["SUPER"]
 	}
-	pl.check(c)
+	pl.check(binlogCheck(on(logBin), on(trust), super))
 	return nil
+}
+
+// binlogCheck is what the binary log's settings allow: the server refuses
+// CREATE TRIGGER and CREATE PROCEDURE (error 1419) to an account without
+// SUPER while it logs, unless it trusts function creators.
+func binlogCheck(logBin, trust, super bool) Check {
+	c := Check{Name: "binary logging", Status: CheckOK, Found: "the binary log is off"}
+	switch {
+	case !logBin:
+	case trust:
+		c.Found = "the binary log is on and log_bin_trust_function_creators is on: triggers can be created"
+	case super:
+		c.Found = "the binary log is on, log_bin_trust_function_creators is off, and the account holds SUPER: triggers can be created"
+	default:
+		c.Status = CheckRefused
+		c.Found = "the binary log is on and log_bin_trust_function_creators is off: the server refuses to create the fence's triggers and procedures for an account without SUPER (error 1419)"
+		c.Fix = "SET GLOBAL log_bin_trust_function_creators = 1 (on a managed server, its parameter group), then plan again"
+	}
+	return c
 }
 
 func (pl *planner) checkAutoInc() error {

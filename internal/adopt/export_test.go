@@ -1,0 +1,4 @@
+package adopt
+
+// BinlogCheck is binlogCheck, for the tests.
+var BinlogCheck = binlogCheck
