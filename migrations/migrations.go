@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"time"
 
@@ -31,30 +30,11 @@ import (
 	"ariga.io/atlas/sql/schema"
 )
 
-//go:embed *.sql atlas.sum
+//go:embed *.sql atlas.sum tidb/*.sql tidb/atlas.sum
 var files embed.FS
 
-// Dir returns the embedded migration directory.
-func Dir() (migrate.Dir, error) {
-	d := &migrate.MemDir{}
-	names, err := fs.Glob(files, "*")
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range names {
-		b, err := files.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		if err := d.WriteFile(name, b); err != nil {
-			return nil, err
-		}
-	}
-	if err := migrate.Validate(d); err != nil {
-		return nil, fmt.Errorf("migration directory: %w", err)
-	}
-	return d, nil
-}
+// Dir returns the embedded migration directory (Core.Dir).
+func Dir() (migrate.Dir, error) { return Core.Dir() }
 
 // LockName is the advisory lock Apply holds while it migrates.
 const LockName = "atlas_migrate_execute"
@@ -93,11 +73,7 @@ const operatorVersion = "fencekit (Atlas Go library)"
 // The directory is the server's (DirFor): migrations/tidb on TiDB, which
 // has no triggers, this directory on MySQL and MariaDB.
 func Apply(ctx context.Context, db *sql.DB) ([]string, error) {
-	dir, err := DirFor(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	return ApplyDir(ctx, db, dir)
+	return Core.Apply(ctx, db)
 }
 
 // ApplyN is Apply for at most the next n pending files (n > 0): tests use
