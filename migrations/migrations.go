@@ -86,12 +86,12 @@ func ApplyN(ctx context.Context, db *sql.DB, n int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return applyDir(ctx, db, dir, n)
+	return applyDir(ctx, db, dir, n, Core.retired)
 }
 
 // ApplyDir is Apply for another directory (tests use it).
 func ApplyDir(ctx context.Context, db *sql.DB, dir migrate.Dir) ([]string, error) {
-	return applyDir(ctx, db, dir, 0)
+	return applyDir(ctx, db, dir, 0, nil)
 }
 
 // ErrUnknownSchema means the database holds tables but no revisions, and
@@ -147,8 +147,10 @@ func abbreviate(s string, n int) string {
 }
 
 // applyDir applies the next n pending files of dir, or all of them when n
-// is 0.
-func applyDir(ctx context.Context, db *sql.DB, dir migrate.Dir, n int) (applied []string, err error) {
+// is 0. retired (nil for none) tells the objects that files of dir once
+// created and no longer do (Source.Retired): recognising a database the
+// plain client migrated passes over them.
+func applyDir(ctx context.Context, db *sql.DB, dir migrate.Dir, n int, retired func(name string) bool) (applied []string, err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: connect: %w", err)
@@ -193,7 +195,7 @@ func applyDir(ctx context.Context, db *sql.DB, dir migrate.Dir, n int) (applied 
 	if len(before) == 0 && len(snap.schema.Tables) > 0 {
 		// Not clean and no revisions: the files applied by the plain
 		// client, or a schema of someone else's.
-		version, err := matchBaseline(ctx, db, conn, drv, dir, snap)
+		version, err := matchBaseline(ctx, db, conn, drv, dir, snap.without(retired))
 		if err != nil {
 			return nil, err
 		}

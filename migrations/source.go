@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strings"
 
 	"ariga.io/atlas/sql/migrate"
 )
@@ -20,10 +21,19 @@ type Source struct {
 	// copied from one template per source name (internal/dbtest).
 	Name  string
 	Files fs.FS
+	// Retired names what files of the source once created and that left
+	// with their files: a table named so, or prefixed so and "_", and the
+	// triggers and procedures named alike. A database migrated before keeps
+	// them, untouched; Apply passes over them when it recognises a database
+	// the plain client migrated (they are no state of the directory).
+	Retired []string
 }
 
-// Core is fencekit's migrations: this directory and migrations/tidb.
-var Core = Source{Name: "migrations", Files: files}
+// Core is fencekit's migrations: this directory and migrations/tidb. The
+// transcoding example's tables, triggers and procedures (transcode_jobs…)
+// were shipped here until they moved to examples/transcode/migrations
+// (docs/migrations.md, "The transcoding example moved out").
+var Core = Source{Name: "migrations", Files: files, Retired: []string{"transcode_jobs"}}
 
 // Dir returns the source's directory for MySQL and MariaDB.
 func (s Source) Dir() (migrate.Dir, error) { return s.load(".") }
@@ -51,7 +61,18 @@ func (s Source) Apply(ctx context.Context, db *sql.DB) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ApplyDir(ctx, db, dir)
+	return applyDir(ctx, db, dir, 0, s.retired)
+}
+
+// retired reports whether name (a table's, a trigger's or a procedure's)
+// is one of the source's retired objects.
+func (s Source) retired(name string) bool {
+	for _, r := range s.Retired {
+		if name == r || strings.HasPrefix(name, r+"_") {
+			return true
+		}
+	}
+	return false
 }
 
 // load reads the directory sub of the source (its *.sql files and
