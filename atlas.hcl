@@ -44,3 +44,16 @@ env "tidb" {
     dir = "file://migrations/tidb"
   }
 }
+
+# The transcoding example (examples/transcode) has migrations of its own,
+# which fencekit's never install: apply them to a database of their own.
+#
+#   atlas migrate apply --env transcode --var url=mysql://user:pass@host:3306/transcode_example
+env "transcode" {
+  url = var.url
+  dev = var.dev
+  src = "ent://examples/transcode/ent/schema"
+  migration {
+    dir = "file://examples/transcode/migrations"
+  }
+}

@@ -18,7 +18,6 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
-	"github.com/fencekit/fencekit/ent/transcodejob"
 
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 
@@ -38,8 +37,6 @@ type Client struct {
 	RefundJob *RefundJobClient
 	// RefundJobAttempt is the client for interacting with the RefundJobAttempt builders.
 	RefundJobAttempt *RefundJobAttemptClient
-	// TranscodeJob is the client for interacting with the TranscodeJob builders.
-	TranscodeJob *TranscodeJobClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -55,7 +52,6 @@ func (c *Client) init() {
 	c.Refund = NewRefundClient(c.config)
 	c.RefundJob = NewRefundJobClient(c.config)
 	c.RefundJobAttempt = NewRefundJobAttemptClient(c.config)
-	c.TranscodeJob = NewTranscodeJobClient(c.config)
 }
 
 type (
@@ -87,8 +83,6 @@ func newConfig(opts ...Option) config {
 	cfg.hooks.RefundJob = append(cfg.hooks.RefundJob, fencedrt.Backstop("RefundJob", RefundJobFencedTable))
 	// Ent's generic builders may create RefundJobAttempt rows but never change them.
 	cfg.hooks.RefundJobAttempt = append(cfg.hooks.RefundJobAttempt, fencedrt.CreateOnly("RefundJobAttempt", "refund_job_attempts", "the attempts log is append-only and written by the fenced claims and resolutions only"))
-	// Ent's generic builders may not write TranscodeJob: only the fenced API does.
-	cfg.hooks.TranscodeJob = append(cfg.hooks.TranscodeJob, fencedrt.Backstop("TranscodeJob", TranscodeJobFencedTable))
 
 	cfg.options(opts...)
 	return cfg
@@ -163,7 +157,6 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Refund:           NewRefundClient(cfg),
 		RefundJob:        NewRefundJobClient(cfg),
 		RefundJobAttempt: NewRefundJobAttemptClient(cfg),
-		TranscodeJob:     NewTranscodeJobClient(cfg),
 	}, nil
 }
 
@@ -187,7 +180,6 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Refund:           NewRefundClient(cfg),
 		RefundJob:        NewRefundJobClient(cfg),
 		RefundJobAttempt: NewRefundJobAttemptClient(cfg),
-		TranscodeJob:     NewTranscodeJobClient(cfg),
 	}, nil
 }
 
@@ -220,7 +212,6 @@ func (c *Client) Use(hooks ...Hook) {
 	c.Refund.Use(hooks...)
 	c.RefundJob.Use(hooks...)
 	c.RefundJobAttempt.Use(hooks...)
-	c.TranscodeJob.Use(hooks...)
 }
 
 // Intercept adds the query interceptors to all the entity clients.
@@ -230,7 +221,6 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	c.Refund.Intercept(interceptors...)
 	c.RefundJob.Intercept(interceptors...)
 	c.RefundJobAttempt.Intercept(interceptors...)
-	c.TranscodeJob.Intercept(interceptors...)
 }
 
 // Mutate implements the ent.Mutator interface.
@@ -244,8 +234,6 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.RefundJob.mutate(ctx, m)
 	case *RefundJobAttemptMutation:
 		return c.RefundJobAttempt.mutate(ctx, m)
-	case *TranscodeJobMutation:
-		return c.TranscodeJob.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
 	}
@@ -783,146 +771,13 @@ func (c *RefundJobAttemptClient) mutate(ctx context.Context, m *RefundJobAttempt
 	}
 }
 
-// TranscodeJobClient is a client for the TranscodeJob schema.
-type TranscodeJobClient struct {
-	config
-}
-
-// NewTranscodeJobClient returns a client for the TranscodeJob from the given config.
-func NewTranscodeJobClient(c config) *TranscodeJobClient {
-	return &TranscodeJobClient{config: c}
-}
-
-// Use adds a list of mutation hooks to the hooks stack.
-// A call to `Use(f, g, h)` equals to `transcodejob.Hooks(f(g(h())))`.
-func (c *TranscodeJobClient) Use(hooks ...Hook) {
-	c.hooks.TranscodeJob = append(c.hooks.TranscodeJob, hooks...)
-}
-
-// Intercept adds a list of query interceptors to the interceptors stack.
-// A call to `Intercept(f, g, h)` equals to `transcodejob.Intercept(f(g(h())))`.
-func (c *TranscodeJobClient) Intercept(interceptors ...Interceptor) {
-	c.inters.TranscodeJob = append(c.inters.TranscodeJob, interceptors...)
-}
-
-// Create returns a builder for creating a TranscodeJob entity.
-func (c *TranscodeJobClient) Create() *TranscodeJobCreate {
-	mutation := newTranscodeJobMutation(c.config, OpCreate)
-	return &TranscodeJobCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// CreateBulk returns a builder for creating a bulk of TranscodeJob entities.
-func (c *TranscodeJobClient) CreateBulk(builders ...*TranscodeJobCreate) *TranscodeJobCreateBulk {
-	return &TranscodeJobCreateBulk{config: c.config, builders: builders}
-}
-
-// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
-// a builder and applies setFunc on it.
-func (c *TranscodeJobClient) MapCreateBulk(slice any, setFunc func(*TranscodeJobCreate, int)) *TranscodeJobCreateBulk {
-	rv := reflect.ValueOf(slice)
-	if rv.Kind() != reflect.Slice {
-		return &TranscodeJobCreateBulk{err: fmt.Errorf("calling to TranscodeJobClient.MapCreateBulk with wrong type %T, need slice", slice)}
-	}
-	builders := make([]*TranscodeJobCreate, rv.Len())
-	for i := 0; i < rv.Len(); i++ {
-		builders[i] = c.Create()
-		setFunc(builders[i], i)
-	}
-	return &TranscodeJobCreateBulk{config: c.config, builders: builders}
-}
-
-// Update returns an update builder for TranscodeJob.
-func (c *TranscodeJobClient) Update() *TranscodeJobUpdate {
-	mutation := newTranscodeJobMutation(c.config, OpUpdate)
-	return &TranscodeJobUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// UpdateOne returns an update builder for the given entity.
-func (c *TranscodeJobClient) UpdateOne(_m *TranscodeJob) *TranscodeJobUpdateOne {
-	mutation := newTranscodeJobMutation(c.config, OpUpdateOne, withTranscodeJob(_m))
-	return &TranscodeJobUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// UpdateOneID returns an update builder for the given id.
-func (c *TranscodeJobClient) UpdateOneID(id int64) *TranscodeJobUpdateOne {
-	mutation := newTranscodeJobMutation(c.config, OpUpdateOne, withTranscodeJobID(id))
-	return &TranscodeJobUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// Delete returns a delete builder for TranscodeJob.
-func (c *TranscodeJobClient) Delete() *TranscodeJobDelete {
-	mutation := newTranscodeJobMutation(c.config, OpDelete)
-	return &TranscodeJobDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
-}
-
-// DeleteOne returns a builder for deleting the given entity.
-func (c *TranscodeJobClient) DeleteOne(_m *TranscodeJob) *TranscodeJobDeleteOne {
-	return c.DeleteOneID(_m.ID)
-}
-
-// DeleteOneID returns a builder for deleting the given entity by its id.
-func (c *TranscodeJobClient) DeleteOneID(id int64) *TranscodeJobDeleteOne {
-	builder := c.Delete().Where(transcodejob.ID(id))
-	builder.mutation.id = &id
-	builder.mutation.op = OpDeleteOne
-	return &TranscodeJobDeleteOne{builder}
-}
-
-// Query returns a query builder for TranscodeJob.
-func (c *TranscodeJobClient) Query() *TranscodeJobQuery {
-	return &TranscodeJobQuery{
-		config: c.config,
-		ctx:    &QueryContext{Type: TypeTranscodeJob},
-		inters: c.Interceptors(),
-	}
-}
-
-// Get returns a TranscodeJob entity by its id.
-func (c *TranscodeJobClient) Get(ctx context.Context, id int64) (*TranscodeJob, error) {
-	return c.Query().Where(transcodejob.ID(id)).Only(ctx)
-}
-
-// GetX is like Get, but panics if an error occurs.
-func (c *TranscodeJobClient) GetX(ctx context.Context, id int64) *TranscodeJob {
-	obj, err := c.Get(ctx, id)
-	if err != nil {
-		panic(err)
-	}
-	return obj
-}
-
-// Hooks returns the client hooks.
-func (c *TranscodeJobClient) Hooks() []Hook {
-	return c.hooks.TranscodeJob
-}
-
-// Interceptors returns the client interceptors.
-func (c *TranscodeJobClient) Interceptors() []Interceptor {
-	return c.inters.TranscodeJob
-}
-
-func (c *TranscodeJobClient) mutate(ctx context.Context, m *TranscodeJobMutation) (Value, error) {
-	switch m.Op() {
-	case OpCreate:
-		return (&TranscodeJobCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpUpdate:
-		return (&TranscodeJobUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpUpdateOne:
-		return (&TranscodeJobUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
-	case OpDelete, OpDeleteOne:
-		return (&TranscodeJobDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
-	default:
-		return nil, fmt.Errorf("ent: unknown TranscodeJob mutation op: %q", m.Op())
-	}
-}
-
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Observation, Refund, RefundJob, RefundJobAttempt, TranscodeJob []ent.Hook
+		Observation, Refund, RefundJob, RefundJobAttempt []ent.Hook
 	}
 	inters struct {
-		Observation, Refund, RefundJob, RefundJobAttempt, TranscodeJob []ent.Interceptor
+		Observation, Refund, RefundJob, RefundJobAttempt []ent.Interceptor
 	}
 )
 

@@ -16,7 +16,6 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
-	"github.com/fencekit/fencekit/ent/transcodejob"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -81,7 +80,6 @@ func checkColumn(t, c string) error {
 			refund.Table:           refund.ValidColumn,
 			refundjob.Table:        refundjob.ValidColumn,
 			refundjobattempt.Table: refundjobattempt.ValidColumn,
-			transcodejob.Table:     transcodejob.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -10,7 +10,6 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
 	"github.com/fencekit/fencekit/ent/schema"
-	"github.com/fencekit/fencekit/ent/transcodejob"
 )
 
 // The init function reads all schema descriptors with runtime code
@@ -131,36 +130,4 @@ func init() {
 	refundjobattemptDescID := refundjobattemptFields[0].Descriptor()
 	// refundjobattempt.IDValidator is a validator for the "id" field. It is called by the builders before save.
 	refundjobattempt.IDValidator = refundjobattemptDescID.Validators[0].(func(int64) error)
-	transcodejobFields := schema.TranscodeJob{}.Fields()
-	_ = transcodejobFields
-	// transcodejobDescJobKey is the schema descriptor for job_key field.
-	transcodejobDescJobKey := transcodejobFields[1].Descriptor()
-	// transcodejob.JobKeyValidator is a validator for the "job_key" field. It is called by the builders before save.
-	transcodejob.JobKeyValidator = transcodejobDescJobKey.Validators[0].(func(string) error)
-	// transcodejobDescSourceURI is the schema descriptor for source_uri field.
-	transcodejobDescSourceURI := transcodejobFields[2].Descriptor()
-	// transcodejob.SourceURIValidator is a validator for the "source_uri" field. It is called by the builders before save.
-	transcodejob.SourceURIValidator = transcodejobDescSourceURI.Validators[0].(func(string) error)
-	// transcodejobDescPreset is the schema descriptor for preset field.
-	transcodejobDescPreset := transcodejobFields[3].Descriptor()
-	// transcodejob.PresetValidator is a validator for the "preset" field. It is called by the builders before save.
-	transcodejob.PresetValidator = transcodejobDescPreset.Validators[0].(func(string) error)
-	// transcodejobDescDurationMs is the schema descriptor for duration_ms field.
-	transcodejobDescDurationMs := transcodejobFields[4].Descriptor()
-	// transcodejob.DurationMsValidator is a validator for the "duration_ms" field. It is called by the builders before save.
-	transcodejob.DurationMsValidator = transcodejobDescDurationMs.Validators[0].(func(int64) error)
-	// transcodejobDescAttempt is the schema descriptor for attempt field.
-	transcodejobDescAttempt := transcodejobFields[6].Descriptor()
-	// transcodejob.DefaultAttempt holds the default value on creation for the attempt field.
-	transcodejob.DefaultAttempt = transcodejobDescAttempt.Default.(int64)
-	// transcodejob.AttemptValidator is a validator for the "attempt" field. It is called by the builders before save.
-	transcodejob.AttemptValidator = transcodejobDescAttempt.Validators[0].(func(int64) error)
-	// transcodejobDescEncoderJobID is the schema descriptor for encoder_job_id field.
-	transcodejobDescEncoderJobID := transcodejobFields[11].Descriptor()
-	// transcodejob.EncoderJobIDValidator is a validator for the "encoder_job_id" field. It is called by the builders before save.
-	transcodejob.EncoderJobIDValidator = transcodejobDescEncoderJobID.Validators[0].(func(string) error)
-	// transcodejobDescID is the schema descriptor for id field.
-	transcodejobDescID := transcodejobFields[0].Descriptor()
-	// transcodejob.IDValidator is a validator for the "id" field. It is called by the builders before save.
-	transcodejob.IDValidator = transcodejobDescID.Validators[0].(func(int64) error)
 }

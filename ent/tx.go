@@ -22,8 +22,6 @@ type Tx struct {
 	RefundJob *RefundJobClient
 	// RefundJobAttempt is the client for interacting with the RefundJobAttempt builders.
 	RefundJobAttempt *RefundJobAttemptClient
-	// TranscodeJob is the client for interacting with the TranscodeJob builders.
-	TranscodeJob *TranscodeJobClient
 
 	// lazily loaded.
 	client     *Client
@@ -159,7 +157,6 @@ func (tx *Tx) init() {
 	tx.Refund = NewRefundClient(tx.config)
 	tx.RefundJob = NewRefundJobClient(tx.config)
 	tx.RefundJobAttempt = NewRefundJobAttemptClient(tx.config)
-	tx.TranscodeJob = NewTranscodeJobClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

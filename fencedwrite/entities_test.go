@@ -2,6 +2,7 @@ package fencedwrite_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,24 +10,33 @@ import (
 	"sync"
 	"testing"
 
+	"entgo.io/ent/dialect"
+	entsql "entgo.io/ent/dialect/sql"
+
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refundjob"
-	"github.com/fencekit/fencekit/ent/transcodejob"
+	transcode "github.com/fencekit/fencekit/examples/transcode/ent"
+	"github.com/fencekit/fencekit/examples/transcode/ent/transcodejob"
+	transcodemigrations "github.com/fencekit/fencekit/examples/transcode/migrations"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/ledger"
 )
 
 // The data layer's conformance suite, parameterised by entity: every fenced
-// entity of the ent package runs the same guarantees through its own
-// generated API and against its own generated database fence, on MariaDB or
-// MySQL and, by scripts/test-tidb.sh, on TiDB (where the database fence is
-// absent and the suite states what then lands). refund_jobs is fencekit's
-// own; transcode_jobs (ent/schema/transcodejob.go) is fenced by the same
-// annotation under other names: another key and request, "transcode" as the
-// action that sends, the encoder's id in place of the refund id, and no
-// attempts log. TestEveryFencedEntityIsInTheSuite fails when a fenced table
-// is added without a kind here.
+// entity, fencekit's own (package ent) and its example's
+// (examples/transcode/ent), runs the same guarantees through its own
+// generated API and against its own generated database fence, each on a
+// database of its own migrations, on MariaDB or MySQL and, by
+// scripts/test-tidb.sh, on TiDB (where the database fence is absent and the
+// suite states what then lands). refund_jobs is fencekit's own;
+// transcode_jobs (examples/transcode/ent/schema/transcodejob.go, migrated
+// from examples/transcode/migrations, which fencekit's migrations never
+// install) is fenced by the same annotation under other names: another key
+// and request, "transcode" as the action that sends, the encoder's id in
+// place of the refund id, and no attempts log.
+// TestEveryFencedEntityIsInTheSuite fails when a fenced table is added
+// without a kind here.
 
 // held is one claim's lease, through its entity's API.
 type held struct {
@@ -46,26 +56,30 @@ type jobRow struct {
 	ref     string // the provider's id, "" when NULL
 }
 
-// kind is one fenced entity under the suite.
+// kind is one fenced entity under the suite. Its API runs on a fenced pool
+// (one per simulated worker), which the kind wraps in its own generated
+// client.
 type kind struct {
 	entity, table string
 	send          string // the action that sends the request
 	refWords      string // the provider's id, as the API's messages name it
+	// newDB gives a test its own database with the entity's migrations.
+	newDB func(t *testing.T) *dbtest.DB
 	// enqueue creates the job of key with the request variant v (the same v
 	// is the same request, another is a conflict).
-	enqueue         func(ctx context.Context, c *ent.Client, key string, v int) (id int64, created bool, err error)
-	claim           func(ctx context.Context, c *ent.Client, id int64, o fencedwrite.ClaimOptions) (*held, error)
-	takeover        func(ctx context.Context, c *ent.Client, id int64, o fencedwrite.ClaimOptions) (*held, error)
-	claimDue        func(ctx context.Context, c *ent.Client, limit int, o fencedwrite.ClaimOptions) ([]*held, error)
-	takeoverExpired func(ctx context.Context, c *ent.Client, limit int, o fencedwrite.ClaimOptions) ([]*held, error)
-	row             func(ctx context.Context, c *ent.Client, id int64) (jobRow, error)
+	enqueue         func(ctx context.Context, db *sql.DB, key string, v int) (id int64, created bool, err error)
+	claim           func(ctx context.Context, db *sql.DB, id int64, o fencedwrite.ClaimOptions) (*held, error)
+	takeover        func(ctx context.Context, db *sql.DB, id int64, o fencedwrite.ClaimOptions) (*held, error)
+	claimDue        func(ctx context.Context, db *sql.DB, limit int, o fencedwrite.ClaimOptions) ([]*held, error)
+	takeoverExpired func(ctx context.Context, db *sql.DB, limit int, o fencedwrite.ClaimOptions) ([]*held, error)
+	row             func(ctx context.Context, db *sql.DB, id int64) (jobRow, error)
 	// resolveSend resolves a job in manual review to be sent again, with
 	// proof; resolveSucceeded as succeeded with the provider's id.
-	resolveSend      func(ctx context.Context, c *ent.Client, id int64, proof string) error
-	resolveSucceeded func(ctx context.Context, c *ent.Client, id int64, ref, evidence string) error
+	resolveSend      func(ctx context.Context, db *sql.DB, id int64, proof string) error
+	resolveSucceeded func(ctx context.Context, db *sql.DB, id int64, ref, evidence string) error
 	// genericUpdate writes the job with Ent's generic builder, which the
 	// generated client's backstop refuses.
-	genericUpdate func(ctx context.Context, c *ent.Client, id int64) error
+	genericUpdate func(ctx context.Context, db *sql.DB, id int64) error
 	// The article's zombie write, raw: undeclared, and declaring attempt 1.
 	rawUndeclared, rawStale string
 	// A move outside the state machine: ready straight to succeeded,
@@ -81,7 +95,7 @@ type kind struct {
 var kinds = []kind{refundKind(), transcodeKind()}
 
 // wrapOne and wrapAll adapt an entity's claims to the suite's held leases.
-func wrapOne[L any](c *ent.Client, wrap func(*ent.Client, L) *held) func(L, error) (*held, error) {
+func wrapOne[C, L any](c C, wrap func(C, L) *held) func(L, error) (*held, error) {
 	return func(l L, err error) (*held, error) {
 		if err != nil {
 			return nil, err
@@ -90,7 +104,7 @@ func wrapOne[L any](c *ent.Client, wrap func(*ent.Client, L) *held) func(L, erro
 	}
 }
 
-func wrapAll[L any](c *ent.Client, wrap func(*ent.Client, L) *held) func([]L, error) ([]*held, error) {
+func wrapAll[C, L any](c C, wrap func(C, L) *held) func([]L, error) ([]*held, error) {
 	return func(ls []L, err error) ([]*held, error) {
 		var hs []*held
 		for _, l := range ls {
@@ -124,26 +138,33 @@ func refundKind() kind {
 	}
 	return kind{
 		entity: "RefundJob", table: ent.RefundJobFencedTable, send: fencedwrite.ActionRefund, refWords: "provider refund id",
-		enqueue: func(ctx context.Context, c *ent.Client, key string, v int) (int64, bool, error) {
+		newDB: func(t *testing.T) *dbtest.DB { return dbtest.New(t) },
+		enqueue: func(ctx context.Context, db *sql.DB, key string, v int) (int64, bool, error) {
+			c := refundClient(db)
 			j, created, err := c.RefundJob.Enqueue(ctx, req(key, v), ledger.Open(req(key, v)))
 			if err != nil {
 				return 0, false, err
 			}
 			return j.ID, created, nil
 		},
-		claim: func(ctx context.Context, c *ent.Client, id int64, o fencedwrite.ClaimOptions) (*held, error) {
+		claim: func(ctx context.Context, db *sql.DB, id int64, o fencedwrite.ClaimOptions) (*held, error) {
+			c := refundClient(db)
 			return wrapOne(c, wrap)(c.RefundJob.Claim(ctx, id, o))
 		},
-		takeover: func(ctx context.Context, c *ent.Client, id int64, o fencedwrite.ClaimOptions) (*held, error) {
+		takeover: func(ctx context.Context, db *sql.DB, id int64, o fencedwrite.ClaimOptions) (*held, error) {
+			c := refundClient(db)
 			return wrapOne(c, wrap)(c.RefundJob.Takeover(ctx, id, o))
 		},
-		claimDue: func(ctx context.Context, c *ent.Client, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
+		claimDue: func(ctx context.Context, db *sql.DB, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
+			c := refundClient(db)
 			return wrapAll(c, wrap)(c.RefundJob.ClaimDue(ctx, limit, o))
 		},
-		takeoverExpired: func(ctx context.Context, c *ent.Client, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
+		takeoverExpired: func(ctx context.Context, db *sql.DB, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
+			c := refundClient(db)
 			return wrapAll(c, wrap)(c.RefundJob.TakeoverExpired(ctx, limit, o))
 		},
-		row: func(ctx context.Context, c *ent.Client, id int64) (jobRow, error) {
+		row: func(ctx context.Context, db *sql.DB, id int64) (jobRow, error) {
+			c := refundClient(db)
 			j, err := c.RefundJob.Get(ctx, id)
 			if err != nil {
 				return jobRow{}, err
@@ -154,21 +175,24 @@ func refundKind() kind {
 			}
 			return r, nil
 		},
-		resolveSend: func(ctx context.Context, c *ent.Client, id int64, proof string) error {
+		resolveSend: func(ctx context.Context, db *sql.DB, id int64, proof string) error {
+			c := refundClient(db)
 			j, err := c.RefundJob.Get(ctx, id)
 			if err != nil {
 				return err
 			}
 			return c.RefundJob.Apply(ctx, c.RefundJob.ResolveRefund(j, proof), nil)
 		},
-		resolveSucceeded: func(ctx context.Context, c *ent.Client, id int64, ref, evidence string) error {
+		resolveSucceeded: func(ctx context.Context, db *sql.DB, id int64, ref, evidence string) error {
+			c := refundClient(db)
 			j, err := c.RefundJob.Get(ctx, id)
 			if err != nil {
 				return err
 			}
 			return c.RefundJob.Apply(ctx, c.RefundJob.ResolveSucceeded(j, ref, evidence), ledger.Refunded(j.OperationKey, ref))
 		},
-		genericUpdate: func(ctx context.Context, c *ent.Client, id int64) error {
+		genericUpdate: func(ctx context.Context, db *sql.DB, id int64) error {
+			c := refundClient(db)
 			//fencelint:allow the generic builder the generated client's backstop refuses, under test
 			return c.RefundJob.UpdateOneID(id).SetState(refundjob.StateReady).Exec(ctx)
 		},
@@ -185,11 +209,11 @@ func refundKind() kind {
 }
 
 func transcodeKind() kind {
-	req := func(key string, v int) ent.TranscodeJobEnqueue {
-		return ent.TranscodeJobEnqueue{JobKey: key, SourceURI: "s3://videos/" + key + ".mov", Preset: "h264-720p", DurationMs: 60_000 + int64(v)}
+	req := func(key string, v int) transcode.TranscodeJobEnqueue {
+		return transcode.TranscodeJobEnqueue{JobKey: key, SourceURI: "s3://videos/" + key + ".mov", Preset: "h264-720p", DurationMs: 60_000 + int64(v)}
 	}
-	wrap := func(c *ent.Client, l *ent.TranscodeJobLease) *held {
-		apply := func(ctx context.Context, t *ent.TranscodeJobTransition) error {
+	wrap := func(c *transcode.Client, l *transcode.TranscodeJobLease) *held {
+		apply := func(ctx context.Context, t *transcode.TranscodeJobTransition) error {
 			return c.TranscodeJob.Apply(ctx, t, nil)
 		}
 		return &held{id: l.ID(), attempt: l.Attempt(), action: string(l.NextAction()),
@@ -202,27 +226,34 @@ func transcodeKind() kind {
 		}
 	}
 	return kind{
-		entity: "TranscodeJob", table: ent.TranscodeJobFencedTable, send: string(transcodejob.NextActionTranscode), refWords: "encoder job id",
-		enqueue: func(ctx context.Context, c *ent.Client, key string, v int) (int64, bool, error) {
+		entity: "TranscodeJob", table: transcode.TranscodeJobFencedTable, send: string(transcodejob.NextActionTranscode), refWords: "encoder job id",
+		newDB: func(t *testing.T) *dbtest.DB { return dbtest.NewFrom(t, transcodemigrations.Source) },
+		enqueue: func(ctx context.Context, db *sql.DB, key string, v int) (int64, bool, error) {
+			c := transcodeClient(db)
 			j, created, err := c.TranscodeJob.Enqueue(ctx, req(key, v), nil)
 			if err != nil {
 				return 0, false, err
 			}
 			return j.ID, created, nil
 		},
-		claim: func(ctx context.Context, c *ent.Client, id int64, o fencedwrite.ClaimOptions) (*held, error) {
+		claim: func(ctx context.Context, db *sql.DB, id int64, o fencedwrite.ClaimOptions) (*held, error) {
+			c := transcodeClient(db)
 			return wrapOne(c, wrap)(c.TranscodeJob.Claim(ctx, id, o))
 		},
-		takeover: func(ctx context.Context, c *ent.Client, id int64, o fencedwrite.ClaimOptions) (*held, error) {
+		takeover: func(ctx context.Context, db *sql.DB, id int64, o fencedwrite.ClaimOptions) (*held, error) {
+			c := transcodeClient(db)
 			return wrapOne(c, wrap)(c.TranscodeJob.Takeover(ctx, id, o))
 		},
-		claimDue: func(ctx context.Context, c *ent.Client, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
+		claimDue: func(ctx context.Context, db *sql.DB, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
+			c := transcodeClient(db)
 			return wrapAll(c, wrap)(c.TranscodeJob.ClaimDue(ctx, limit, o))
 		},
-		takeoverExpired: func(ctx context.Context, c *ent.Client, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
+		takeoverExpired: func(ctx context.Context, db *sql.DB, limit int, o fencedwrite.ClaimOptions) ([]*held, error) {
+			c := transcodeClient(db)
 			return wrapAll(c, wrap)(c.TranscodeJob.TakeoverExpired(ctx, limit, o))
 		},
-		row: func(ctx context.Context, c *ent.Client, id int64) (jobRow, error) {
+		row: func(ctx context.Context, db *sql.DB, id int64) (jobRow, error) {
+			c := transcodeClient(db)
 			j, err := c.TranscodeJob.Get(ctx, id)
 			if err != nil {
 				return jobRow{}, err
@@ -233,21 +264,24 @@ func transcodeKind() kind {
 			}
 			return r, nil
 		},
-		resolveSend: func(ctx context.Context, c *ent.Client, id int64, proof string) error {
+		resolveSend: func(ctx context.Context, db *sql.DB, id int64, proof string) error {
+			c := transcodeClient(db)
 			j, err := c.TranscodeJob.Get(ctx, id)
 			if err != nil {
 				return err
 			}
 			return c.TranscodeJob.Apply(ctx, c.TranscodeJob.ResolveTranscode(j, proof), nil)
 		},
-		resolveSucceeded: func(ctx context.Context, c *ent.Client, id int64, ref, evidence string) error {
+		resolveSucceeded: func(ctx context.Context, db *sql.DB, id int64, ref, evidence string) error {
+			c := transcodeClient(db)
 			j, err := c.TranscodeJob.Get(ctx, id)
 			if err != nil {
 				return err
 			}
 			return c.TranscodeJob.Apply(ctx, c.TranscodeJob.ResolveSucceeded(j, ref, evidence), nil)
 		},
-		genericUpdate: func(ctx context.Context, c *ent.Client, id int64) error {
+		genericUpdate: func(ctx context.Context, db *sql.DB, id int64) error {
+			c := transcodeClient(db)
 			//fencelint:allow the generic builder the generated client's backstop refuses, under test
 			return c.TranscodeJob.UpdateOneID(id).SetState(transcodejob.StateReady).Exec(ctx)
 		},
@@ -263,19 +297,41 @@ func transcodeKind() kind {
 	}
 }
 
+// refundClient and transcodeClient wrap a fenced pool in each entity's
+// generated client.
+func refundClient(db *sql.DB) *ent.Client {
+	return ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, db)))
+}
+
+func transcodeClient(db *sql.DB) *transcode.Client {
+	return transcode.NewClient(transcode.Driver(entsql.OpenDB(dialect.MySQL, db)))
+}
+
+// kindEnv is one kind's test: its own database (env's db and raw) and the
+// service's fenced pool.
+type kindEnv struct {
+	*env
+	c *sql.DB // the service's own pool
+}
+
+// worker opens a fenced pool of its own: workers never share connections.
+func (e *kindEnv) worker() *sql.DB { return e.db.FencedDB(fencedwrite.DSNOptions{}) }
+
 // forEachKind runs f for every fenced entity, in parallel, each on its own
-// database.
-func forEachKind(t *testing.T, f func(t *testing.T, k kind, e *env)) {
+// database, migrated by the entity's own migrations.
+func forEachKind(t *testing.T, f func(t *testing.T, k kind, e *kindEnv)) {
 	t.Helper()
 	for _, k := range kinds {
 		t.Run(k.entity, func(t *testing.T) {
 			t.Parallel()
-			f(t, k, newEnv(t))
+			d := k.newDB(t)
+			e := &kindEnv{env: &env{t: t, db: d, raw: d.RawDB()}, c: d.FencedDB(fencedwrite.DSNOptions{})}
+			f(t, k, e)
 		})
 	}
 }
 
-func (k kind) mustEnqueue(t *testing.T, e *env, key string) int64 {
+func (k kind) mustEnqueue(t *testing.T, e *kindEnv, key string) int64 {
 	t.Helper()
 	id, created, err := k.enqueue(t.Context(), e.c, key, 0)
 	if err != nil || !created {
@@ -284,7 +340,7 @@ func (k kind) mustEnqueue(t *testing.T, e *env, key string) int64 {
 	return id
 }
 
-func (k kind) wantRow(t *testing.T, e *env, id int64, want jobRow) {
+func (k kind) wantRow(t *testing.T, e *kindEnv, id int64, want jobRow) {
 	t.Helper()
 	got, err := k.row(t.Context(), e.c, id)
 	if err != nil {
@@ -301,6 +357,9 @@ func TestEveryFencedEntityIsInTheSuite(t *testing.T) {
 	for _, f := range ent.FencedTables {
 		tables = append(tables, f.Table)
 	}
+	for _, f := range transcode.FencedTables {
+		tables = append(tables, f.Table)
+	}
 	for _, k := range kinds {
 		suite = append(suite, k.table)
 	}
@@ -309,9 +368,26 @@ func TestEveryFencedEntityIsInTheSuite(t *testing.T) {
 	}
 }
 
+// Each kind runs on a database of its own migrations: the refund tables
+// from fencekit's, transcode_jobs from its example's directory alone.
+func TestKindsRunOnTheirOwnMigrations(t *testing.T) {
+	t.Parallel()
+	forEachKind(t, func(t *testing.T, k kind, e *kindEnv) {
+		for _, other := range kinds {
+			var n int
+			if err := e.raw.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", other.table).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if want := other.table == k.table; (n == 1) != want {
+				t.Errorf("%s's database holds %s: %v, want %v", k.entity, other.table, n == 1, want)
+			}
+		}
+	})
+}
+
 func TestKindsEnqueueOnceByKey(t *testing.T) {
 	t.Parallel()
-	forEachKind(t, func(t *testing.T, k kind, e *env) {
+	forEachKind(t, func(t *testing.T, k kind, e *kindEnv) {
 		ctx := t.Context()
 		id := k.mustEnqueue(t, e, "k-1")
 		again, created, err := k.enqueue(ctx, e.c, "k-1", 0)
@@ -330,7 +406,7 @@ func TestKindsEnqueueOnceByKey(t *testing.T) {
 // superseded, and the newer decision stands.
 func TestKindsZombieLateWriteIsRefused(t *testing.T) {
 	t.Parallel()
-	forEachKind(t, func(t *testing.T, k kind, e *env) {
+	forEachKind(t, func(t *testing.T, k kind, e *kindEnv) {
 		ctx := t.Context()
 		id := k.mustEnqueue(t, e, "zombie")
 		a, b := e.worker(), e.worker()
@@ -370,7 +446,7 @@ func TestKindsZombieLateWriteIsRefused(t *testing.T) {
 // exactly one holds it.
 func TestKindsOneOfTwoConcurrentClaimsWins(t *testing.T) {
 	t.Parallel()
-	forEachKind(t, func(t *testing.T, k kind, e *env) {
+	forEachKind(t, func(t *testing.T, k kind, e *kindEnv) {
 		id := k.mustEnqueue(t, e, "race")
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -404,7 +480,7 @@ func TestKindsOneOfTwoConcurrentClaimsWins(t *testing.T) {
 // takes each over once its lease expired, each at the next attempt.
 func TestKindsBatchClaimsAndTakeovers(t *testing.T) {
 	t.Parallel()
-	forEachKind(t, func(t *testing.T, k kind, e *env) {
+	forEachKind(t, func(t *testing.T, k kind, e *kindEnv) {
 		ctx := t.Context()
 		var ids []int64
 		for i := range 3 {
@@ -447,7 +523,7 @@ func TestKindsBatchClaimsAndTakeovers(t *testing.T) {
 // a resolution built from a stale read is superseded.
 func TestKindsOperatorResolutions(t *testing.T) {
 	t.Parallel()
-	forEachKind(t, func(t *testing.T, k kind, e *env) {
+	forEachKind(t, func(t *testing.T, k kind, e *kindEnv) {
 		ctx := t.Context()
 		id := k.mustEnqueue(t, e, "review")
 		h, err := k.claim(ctx, e.c, id, opts)
@@ -489,7 +565,7 @@ func TestKindsOperatorResolutions(t *testing.T) {
 // client's backstop refuses them before they reach the database.
 func TestKindsGenericBuildersAreRefused(t *testing.T) {
 	t.Parallel()
-	forEachKind(t, func(t *testing.T, k kind, e *env) {
+	forEachKind(t, func(t *testing.T, k kind, e *kindEnv) {
 		id := k.mustEnqueue(t, e, "generic")
 		if err := k.genericUpdate(t.Context(), e.c, id); !errors.Is(err, fencedwrite.ErrBypass) {
 			t.Fatalf("%s's generic UpdateOneID: %v, want ErrBypass", k.entity, err)
@@ -505,7 +581,7 @@ func TestKindsGenericBuildersAreRefused(t *testing.T) {
 // states that the zombie's raw write lands.
 func TestKindsDatabaseFenceRefusesRawWrites(t *testing.T) {
 	t.Parallel()
-	forEachKind(t, func(t *testing.T, k kind, e *env) {
+	forEachKind(t, func(t *testing.T, k kind, e *kindEnv) {
 		ctx := t.Context()
 		id := k.mustEnqueue(t, e, "raw")
 		a, b := e.worker(), e.worker()

@@ -166,6 +166,29 @@ func differences(ctx context.Context, drv migrate.Driver, have, want *snapshot) 
 	return out, nil
 }
 
+// without returns the snapshot without the objects retired names (all of
+// them when retired is nil): its tables, and its triggers and procedures.
+// The tables it keeps are s's own.
+func (s *snapshot) without(retired func(name string) bool) *snapshot {
+	if retired == nil {
+		return s
+	}
+	sch := *s.schema
+	sch.Tables = nil
+	for _, t := range s.schema.Tables {
+		if !retired(t.Name) {
+			sch.Tables = append(sch.Tables, t)
+		}
+	}
+	out := &snapshot{schema: &sch, routines: map[string]routine{}}
+	for k, r := range s.routines {
+		if !retired(r.name) && !retired(r.table) {
+			out.routines[k] = r
+		}
+	}
+	return out
+}
+
 // matchBaseline returns the version of the file of dir after which the
 // schema is exactly the database's (snap), or ErrUnknownSchema with the
 // differences from the closest state.

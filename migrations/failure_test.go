@@ -27,16 +27,6 @@ import (
 	"github.com/fencekit/fencekit/migrations"
 )
 
-// emptyDB returns a fresh empty database and a raw pool on it.
-func emptyDB(t *testing.T, prefix string) (*mysql.Config, string, *sql.DB) {
-	t.Helper()
-	cfg, name := scratch(t, prefix)
-	c := cfg.Clone()
-	c.DBName = name
-	c.ParseTime = true
-	return cfg, name, dbtest.OpenDSN(t, c.FormatDSN())
-}
-
 // middle returns the version of the n-th file (from 0; -1 the last) and
 // the number of a statement halfway through it.
 func middle(t *testing.T, n int) (string, int) {
@@ -191,6 +181,56 @@ func TestPlainClientDatabaseIsBaselined(t *testing.T) {
 			}
 			if again, err := migrations.Apply(context.Background(), db); err != nil || len(again) != 0 {
 				t.Fatalf("second apply: %v, %v", again, err)
+			}
+		})
+	}
+}
+
+// A database the plain client migrated with the directory as it was
+// shipped, the transcoding example's files included (testdata/retired), is
+// recognised too: the example's tables, triggers and procedures are no
+// state of the directory any more, and stay as they are; the rest is the
+// state after the last file (after the file before when the shipped files
+// stopped earlier), recorded as the baseline, and what follows is applied.
+func TestPlainClientDatabaseWithTheRetiredExampleIsBaselined(t *testing.T) {
+	t.Parallel()
+	core, err := filepath.Glob("*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := filepath.Glob(filepath.Join("testdata", "retired", "*.sql"))
+	if err != nil || len(old) == 0 {
+		t.Fatalf("retired files: %v %v", old, err)
+	}
+	shipped := append(slices.Clone(core), old...)
+	slices.SortFunc(shipped, func(a, b string) int { return strings.Compare(filepath.Base(a), filepath.Base(b)) })
+	files := versions(t, migrations.Dir)
+	for _, c := range []struct {
+		name     string
+		upTo     int // shipped files applied
+		baseline string
+	}{
+		{"every shipped file: the last core file is the baseline", len(shipped), files[len(files)-1]},
+		{"up to the example's fence: the file before the last is the baseline, the last applied", len(shipped) - 2, files[len(files)-2]},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, name, db := emptyDB(t, "plainretired")
+			plainClient(t, cfg, name, shipped[:c.upTo])
+			example := tablesLike(t, db, "transcode_jobs")
+			applied, err := migrations.Apply(context.Background(), db)
+			if err != nil {
+				t.Fatalf("apply on a plain-client database with the example's tables: %v", err)
+			}
+			want := files[slices.Index(files, c.baseline)+1:]
+			if !slices.Equal(applied, want) {
+				t.Fatalf("applied %v, want %v", applied, want)
+			}
+			if r, ok := revisions(t, db)[c.baseline]; !ok || r[0] != int64(migrate.RevisionTypeBaseline) {
+				t.Fatalf("revisions %v: want %s as the baseline", revisions(t, db), c.baseline)
+			}
+			if got := tablesLike(t, db, "transcode_jobs"); len(example) == 0 || !slices.Equal(got, example) {
+				t.Fatalf("the example's tables were %v, now %v", example, got)
 			}
 		})
 	}

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"time"
 
@@ -31,30 +30,11 @@ import (
 	"ariga.io/atlas/sql/schema"
 )
 
-//go:embed *.sql atlas.sum
+//go:embed *.sql atlas.sum tidb/*.sql tidb/atlas.sum
 var files embed.FS
 
-// Dir returns the embedded migration directory.
-func Dir() (migrate.Dir, error) {
-	d := &migrate.MemDir{}
-	names, err := fs.Glob(files, "*")
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range names {
-		b, err := files.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		if err := d.WriteFile(name, b); err != nil {
-			return nil, err
-		}
-	}
-	if err := migrate.Validate(d); err != nil {
-		return nil, fmt.Errorf("migration directory: %w", err)
-	}
-	return d, nil
-}
+// Dir returns the embedded migration directory (Core.Dir).
+func Dir() (migrate.Dir, error) { return Core.Dir() }
 
 // LockName is the advisory lock Apply holds while it migrates.
 const LockName = "atlas_migrate_execute"
@@ -93,11 +73,7 @@ const operatorVersion = "fencekit (Atlas Go library)"
 // The directory is the server's (DirFor): migrations/tidb on TiDB, which
 // has no triggers, this directory on MySQL and MariaDB.
 func Apply(ctx context.Context, db *sql.DB) ([]string, error) {
-	dir, err := DirFor(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	return ApplyDir(ctx, db, dir)
+	return Core.Apply(ctx, db)
 }
 
 // ApplyN is Apply for at most the next n pending files (n > 0): tests use
@@ -110,12 +86,12 @@ func ApplyN(ctx context.Context, db *sql.DB, n int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return applyDir(ctx, db, dir, n)
+	return applyDir(ctx, db, dir, n, Core.retired)
 }
 
 // ApplyDir is Apply for another directory (tests use it).
 func ApplyDir(ctx context.Context, db *sql.DB, dir migrate.Dir) ([]string, error) {
-	return applyDir(ctx, db, dir, 0)
+	return applyDir(ctx, db, dir, 0, nil)
 }
 
 // ErrUnknownSchema means the database holds tables but no revisions, and
@@ -171,8 +147,10 @@ func abbreviate(s string, n int) string {
 }
 
 // applyDir applies the next n pending files of dir, or all of them when n
-// is 0.
-func applyDir(ctx context.Context, db *sql.DB, dir migrate.Dir, n int) (applied []string, err error) {
+// is 0. retired (nil for none) tells the objects that files of dir once
+// created and no longer do (Source.Retired): recognising a database the
+// plain client migrated passes over them.
+func applyDir(ctx context.Context, db *sql.DB, dir migrate.Dir, n int, retired func(name string) bool) (applied []string, err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: connect: %w", err)
@@ -217,7 +195,7 @@ func applyDir(ctx context.Context, db *sql.DB, dir migrate.Dir, n int) (applied 
 	if len(before) == 0 && len(snap.schema.Tables) > 0 {
 		// Not clean and no revisions: the files applied by the plain
 		// client, or a schema of someone else's.
-		version, err := matchBaseline(ctx, db, conn, drv, dir, snap)
+		version, err := matchBaseline(ctx, db, conn, drv, dir, snap.without(retired))
 		if err != nil {
 			return nil, err
 		}

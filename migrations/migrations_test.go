@@ -20,9 +20,10 @@ import (
 
 	"ariga.io/atlas/sql/migrate"
 	_ "ariga.io/atlas/sql/mysql"
-	"github.com/go-sql-driver/mysql"
+	entschema "entgo.io/ent/dialect/sql/schema"
 
 	"github.com/fencekit/fencekit/ent"
+	transcode "github.com/fencekit/fencekit/examples/transcode/migrations"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/internal/devdb"
 	"github.com/fencekit/fencekit/internal/schemadiff"
@@ -30,20 +31,24 @@ import (
 )
 
 func TestAtlasSumValidates(t *testing.T) {
-	dir, err := migrate.NewLocalDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate.Validate(dir); err != nil {
-		t.Fatalf("atlas.sum does not match the files (run go run ./internal/cmd/migdiff -rehash after a hand edit): %v", err)
-	}
-	if _, err := migrations.Dir(); err != nil {
-		t.Fatalf("embedded directory: %v", err)
+	schemas(t, func(t *testing.T, s schemadiff.Schema, path string) {
+		dir, err := migrate.NewLocalDir(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := migrate.Validate(dir); err != nil {
+			t.Fatalf("%s/atlas.sum does not match the files (run go run ./internal/cmd/migdiff -schema %s -rehash after a hand edit): %v", s.Dir, s.Name, err)
+		}
+	})
+	for _, src := range []migrations.Source{migrations.Core, transcode.Source} {
+		if _, err := src.Dir(); err != nil {
+			t.Fatalf("embedded directory: %v", err)
+		}
 	}
 }
 
 func TestAtlasSumDetectsAnEditedFile(t *testing.T) {
-	tmp := copyDir(t)
+	tmp := copyDir(t, ".")
 	files, err := filepath.Glob(filepath.Join(tmp, "*_fences.sql"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("fences files: %v %v", files, err)
@@ -65,19 +70,20 @@ func TestAtlasSumDetectsAnEditedFile(t *testing.T) {
 	}
 }
 
-// copyDir copies the migration directory into a temporary one.
-func copyDir(t *testing.T) string {
+// copyDir copies the migration directory at path into a temporary one.
+func copyDir(t *testing.T, path string) string {
 	t.Helper()
 	tmp := t.TempDir()
-	files, err := filepath.Glob("*")
+	files, err := os.ReadDir(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range files {
+	for _, f := range files {
+		name := f.Name()
 		if !strings.HasSuffix(name, ".sql") && name != "atlas.sum" {
 			continue
 		}
-		b, err := os.ReadFile(name)
+		b, err := os.ReadFile(filepath.Join(path, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,24 +94,28 @@ func copyDir(t *testing.T) string {
 	return tmp
 }
 
-// The Ent schema and the migration directory describe the same database: a
+// Each Ent schema and its migration directory describe the same database: a
 // diff against a scratch database where the directory was replayed plans
-// nothing. When this fails, run `go run ./internal/cmd/migdiff -name <change>`.
+// nothing. When this fails, run `go run ./internal/cmd/migdiff -schema <name>
+// -name <change>`.
 func TestSchemaMatchesMigrations(t *testing.T) {
-	tmp := copyDir(t)
-	dir, err := migrate.NewLocalDir(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff(t, dir, "drift") {
-		var planned []string
-		files, _ := filepath.Glob(filepath.Join(tmp, "*_drift.sql"))
-		for _, f := range files {
-			b, _ := os.ReadFile(f)
-			planned = append(planned, string(b))
+	schemas(t, func(t *testing.T, s schemadiff.Schema, path string) {
+		t.Parallel()
+		tmp := copyDir(t, path)
+		dir, err := migrate.NewLocalDir(tmp)
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Fatalf("the Ent schema and migrations/ differ; run go run ./internal/cmd/migdiff -name <change>. Planned:\n%s", strings.Join(planned, "\n"))
-	}
+		if diff(t, dir, "drift", s.Tables) {
+			var planned []string
+			files, _ := filepath.Glob(filepath.Join(tmp, "*_drift.sql"))
+			for _, f := range files {
+				b, _ := os.ReadFile(f)
+				planned = append(planned, string(b))
+			}
+			t.Fatalf("the Ent schema and %s differ; run go run ./internal/cmd/migdiff -schema %s -name <change>. Planned:\n%s", s.Dir, s.Name, strings.Join(planned, "\n"))
+		}
+	})
 }
 
 // The check above must be able to fail: a schema the directory does not
@@ -119,7 +129,7 @@ func TestSchemaDiffDetectsDrift(t *testing.T) {
 	if err := schemadiff.Rehash(dir); err != nil {
 		t.Fatal(err)
 	}
-	if !diff(t, dir, "everything") {
+	if !diff(t, dir, "everything", schemadiff.Schemas[0].Tables) {
 		t.Fatal("a diff against an empty directory planned nothing")
 	}
 }
@@ -278,62 +288,50 @@ func routines(t *testing.T, db *sql.DB, name string) []string {
 // diff plans the changes between dir and the Ent schema on a scratch
 // database, writing them to dir as a file named name; it reports whether
 // there were any.
-func diff(t *testing.T, dir migrate.Dir, name string) bool {
+func diff(t *testing.T, dir migrate.Dir, name string, tables []*entschema.Table) bool {
 	t.Helper()
 	cfg, db := scratch(t, "drift")
 	url, err := devdb.AtlasURL(cfg, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrote, err := schemadiff.Diff(context.Background(), url, dir, name)
+	wrote, err := schemadiff.Diff(context.Background(), url, dir, name, tables)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return wrote
 }
 
-// scratch creates an empty database on the test server, dropped when t ends.
-func scratch(t *testing.T, prefix string) (*mysql.Config, string) {
-	t.Helper()
-	cfg, err := devdb.ServerConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	name, drop, err := devdb.Create(context.Background(), cfg, prefix)
-	if err != nil {
-		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
-	}
-	t.Cleanup(func() { _ = drop(context.Background()) })
-	return cfg, name
-}
-
 // The database fence of every fenced table is generated from its annotation
-// (ent.FencedTables); the newest migration file that carries a table's fence
-// must hold exactly what the generator renders now, or the database runs an
-// older fence than the code expects (go run ./internal/cmd/migdiff -fences
-// <name> -table <table> writes a new one).
+// (the generated FencedTables of each schema); the newest migration file of
+// the schema's directory that carries a table's fence must hold exactly what
+// the generator renders now, or the database runs an older fence than the
+// code expects (go run ./internal/cmd/migdiff -schema <name> -fences <name>
+// writes a new one).
 func TestGeneratedFenceIsMigrated(t *testing.T) {
-	dir, err := migrate.NewLocalDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ent.FencedTables) < 2 {
-		t.Fatalf("ent.FencedTables = %d tables, want refund_jobs and transcode_jobs", len(ent.FencedTables))
-	}
-	for _, f := range ent.FencedTables {
-		name, content, found, err := schemadiff.LatestFences(dir, f.FencesSQL)
-		if err != nil || !found {
-			t.Fatalf("no migration carries the generated database fence of %s (%v): run go run ./internal/cmd/migdiff -fences <name> -table %[1]s", f.Table, err)
+	schemas(t, func(t *testing.T, s schemadiff.Schema, path string) {
+		dir, err := migrate.NewLocalDir(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if content != f.FencesSQL {
-			t.Fatalf("%s differs from the fence of %s generated from the annotation: run go generate ./ent/... && go run ./internal/cmd/migdiff -fences <name> -table %[2]s", name, f.Table)
+		if len(s.Fences) == 0 {
+			t.Fatalf("schema %s has no fenced table", s.Name)
 		}
-		if !strings.Contains(content, "CREATE TRIGGER `"+f.Table+"_fence` BEFORE UPDATE ON `"+f.Table+"`") {
-			t.Fatalf("%s, the fence of %s, has no BEFORE UPDATE trigger on it", name, f.Table)
+		for _, f := range s.Fences {
+			name, content, found, err := schemadiff.LatestFences(dir, f.SQL)
+			if err != nil || !found {
+				t.Fatalf("no migration of %s carries the generated database fence of %s (%v): run go run ./internal/cmd/migdiff -schema %s -fences <name> -table %[2]s", s.Dir, f.Table, err, s.Name)
+			}
+			if content != f.SQL {
+				t.Fatalf("%s differs from the fence of %s generated from the annotation: run go generate ./... && go run ./internal/cmd/migdiff -schema %s -fences <name> -table %[2]s", name, f.Table, s.Name)
+			}
+			if !strings.Contains(content, "CREATE TRIGGER `"+f.Table+"_fence` BEFORE UPDATE ON `"+f.Table+"`") {
+				t.Fatalf("%s, the fence of %s, has no BEFORE UPDATE trigger on it", name, f.Table)
+			}
 		}
-	}
+	})
 	// The check is not vacuous: an edited fence is a drift.
-	tmp := copyDir(t)
+	tmp := copyDir(t, ".")
 	tmpDir, err := migrate.NewLocalDir(tmp)
 	if err != nil {
 		t.Fatal(err)

@@ -3,91 +3,50 @@ package migrations_test
 import (
 	"context"
 	"database/sql"
-	"regexp"
+	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
 	"ariga.io/atlas/sql/migrate"
 
-	"github.com/fencekit/fencekit/ent"
+	transcode "github.com/fencekit/fencekit/examples/transcode/migrations"
 	"github.com/fencekit/fencekit/internal/devdb"
+	"github.com/fencekit/fencekit/internal/schemadiff"
 	"github.com/fencekit/fencekit/migrations"
 )
 
-// routine matches what TiDB cannot run: triggers, stored procedures and
-// functions, and the client's DELIMITER that their bodies need.
-var routine = regexp.MustCompile(`(?im)^\s*(CREATE|DROP)\s+(TRIGGER|PROCEDURE|FUNCTION)\b|^\s*DELIMITER\b|\bCALL\s`)
-
-// migrations/tidb is migrations/ without triggers and procedures: every file
-// of migrations/ that has none is there unchanged, no file there has any, and
-// the fence's tables (the keys table, the archive) are created with the
-// statements generated from the annotation. Nothing else may differ, so a
-// schema change made in migrations/ fails here until it is copied.
+// Each schema's TiDB directory (migrations/tidb, and the example's) is its
+// MySQL directory without triggers and procedures: every file of the MySQL
+// directory that has none is there unchanged, no file there has any, and the
+// fence's tables (the keys table, the archive) are created with the
+// statements generated from the annotation (schemadiff.TiDBFollows).
+// Nothing else may differ, so a schema change made in migrations/ fails here
+// until it is copied.
 func TestTiDBDirectoryFollowsMigrations(t *testing.T) {
-	mysqlDir, err := migrate.NewLocalDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tidbDir, err := migrate.NewLocalDir("tidb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate.Validate(tidbDir); err != nil {
-		t.Fatalf("migrations/tidb/atlas.sum: %v (go run ./internal/cmd/migdiff -dir migrations/tidb -rehash)", err)
-	}
-	if _, err := migrations.TiDBDir(); err != nil {
-		t.Fatalf("embedded TiDB directory: %v", err)
-	}
-	mysqlFiles, err := mysqlDir.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tidbFiles, err := tidbDir.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tidb := map[string]string{}
-	for _, f := range tidbFiles {
-		tidb[f.Name()] = string(f.Bytes())
-		if routine.Match(f.Bytes()) {
-			t.Errorf("migrations/tidb/%s has a trigger, a procedure or a DELIMITER: TiDB has none", f.Name())
+	schemas(t, func(t *testing.T, s schemadiff.Schema, path string) {
+		mysqlDir, err := migrate.NewLocalDir(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	mysql := map[string]bool{}
-	for _, f := range mysqlFiles {
-		mysql[f.Name()] = true
-		if routine.Match(f.Bytes()) {
-			continue
+		tidbDir, err := migrate.NewLocalDir(filepath.Join(path, "tidb"))
+		if err != nil {
+			t.Fatal(err)
 		}
-		got, ok := tidb[f.Name()]
-		switch {
-		case !ok:
-			t.Errorf("migrations/%s is not in migrations/tidb: copy it there (it has no trigger) and rehash", f.Name())
-		case got != string(f.Bytes()):
-			t.Errorf("migrations/tidb/%s differs from migrations/%s", f.Name(), f.Name())
+		if err := migrate.Validate(tidbDir); err != nil {
+			t.Fatalf("%s/tidb/atlas.sum: %v (go run ./internal/cmd/migdiff -dir %[1]s/tidb -rehash)", s.Dir, err)
 		}
-	}
-	// The fence's tables of every fenced table, as the generator writes
-	// them: everything of the generated fence before its triggers.
-	for _, f := range ent.FencedTables {
-		start := strings.Index(f.FencesSQL, "CREATE TABLE")
-		end := strings.Index(f.FencesSQL, "\nDROP ")
-		if start < 0 || end < start {
-			t.Fatalf("the generated fence of %s has no tables before its triggers", f.Table)
+		problems, err := schemadiff.TiDBFollows(mysqlDir, tidbDir, s.Fences)
+		if err != nil {
+			t.Fatal(err)
 		}
-		tables := strings.TrimSpace(f.FencesSQL[start:end])
-		var own []string
-		found := false
-		for name, content := range tidb {
-			if !mysql[name] {
-				own = append(own, name)
-				found = found || strings.Contains(content, tables)
-			}
+		for _, p := range problems {
+			t.Errorf("%s: %s", s.Dir, p)
 		}
-		if !found {
-			t.Errorf("no file of migrations/tidb of its own (%v) creates the generated fence's tables of %s with:\n%s", own, f.Table, tables)
+	})
+	for _, src := range []migrations.Source{migrations.Core, transcode.Source} {
+		if _, err := src.TiDBDir(); err != nil {
+			t.Fatalf("embedded TiDB directory: %v", err)
 		}
 	}
 }
@@ -100,11 +59,11 @@ func TestTiDBDirectoryCheckSeesRoutines(t *testing.T) {
 		"drop procedure if exists `p`;",
 		"CALL refund_jobs_archive(NOW());",
 	} {
-		if !routine.MatchString(sql) {
+		if !schemadiff.HasRoutine([]byte(sql)) {
 			t.Errorf("not seen as a routine: %q", sql)
 		}
 	}
-	if routine.MatchString("CREATE TABLE `triggers` (`procedure` int);") {
+	if schemadiff.HasRoutine([]byte("CREATE TABLE `triggers` (`procedure` int);")) {
 		t.Error("a table named triggers seen as a routine")
 	}
 }

@@ -178,10 +178,10 @@ func TestBadFlagIsAnError(t *testing.T) {
 	}
 }
 
-// A second fenced entity needs no configuration: with the generated package
-// in sight, fencelint reads transcode_jobs and its fence from
-// ent.TranscodeJobFencedTable and its column constants (its default -tables
-// name refund_jobs alone), and reports the article's catch block on it,
+// A second fenced entity needs no configuration: with its generated package
+// in sight (the transcoding example's, examples/transcode/ent), fencelint
+// reads transcode_jobs and its fence from TranscodeJobFencedTable and its
+// column constants (its default -tables name refund_jobs alone), and reports the article's catch block on it,
 // written with the table's name or with the constant. The same write where
 // the generated package is not in sight is not reported: the table came from
 // the constants.

@@ -57,18 +57,6 @@ func (f RefundJobAttemptFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.V
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RefundJobAttemptMutation", m)
 }
 
-// The TranscodeJobFunc type is an adapter to allow the use of ordinary
-// function as TranscodeJob mutator.
-type TranscodeJobFunc func(context.Context, *ent.TranscodeJobMutation) (ent.Value, error)
-
-// Mutate calls f(ctx, m).
-func (f TranscodeJobFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
-	if mv, ok := m.(*ent.TranscodeJobMutation); ok {
-		return f(ctx, mv)
-	}
-	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.TranscodeJobMutation", m)
-}
-
 // Condition is a hook condition function.
 type Condition func(context.Context, ent.Mutation) bool
 

@@ -148,58 +148,12 @@ var (
 			},
 		},
 	}
-	// TranscodeJobsColumns holds the columns for the "transcode_jobs" table.
-	TranscodeJobsColumns = []*schema.Column{
-		{Name: "id", Type: field.TypeInt64, Increment: true},
-		{Name: "job_key", Type: field.TypeString, Unique: true, SchemaType: map[string]string{"mysql": "varchar(128)"}},
-		{Name: "source_uri", Type: field.TypeString, SchemaType: map[string]string{"mysql": "varchar(512)"}},
-		{Name: "preset", Type: field.TypeString, SchemaType: map[string]string{"mysql": "varchar(128)"}},
-		{Name: "duration_ms", Type: field.TypeInt64},
-		{Name: "state", Type: field.TypeEnum, Enums: []string{"ready", "running", "succeeded", "manual_review", "failed"}, Default: "ready"},
-		{Name: "attempt", Type: field.TypeInt64, Default: 0},
-		{Name: "writer_attempt", Type: field.TypeInt64, Nullable: true},
-		{Name: "lease_until", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
-		{Name: "next_action", Type: field.TypeEnum, Enums: []string{"transcode", "reconcile"}, Default: "transcode"},
-		{Name: "next_run_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
-		{Name: "encoder_job_id", Type: field.TypeString, Nullable: true, Size: 255},
-		{Name: "key_first_used_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
-		{Name: "last_send_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
-		{Name: "last_error", Type: field.TypeString, Nullable: true, Size: 2147483647},
-		{Name: "review_reason", Type: field.TypeString, Nullable: true, Size: 2147483647},
-		{Name: "review_evidence", Type: field.TypeString, Nullable: true, Size: 2147483647},
-		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
-		{Name: "updated_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
-	}
-	// TranscodeJobsTable holds the schema information for the "transcode_jobs" table.
-	TranscodeJobsTable = &schema.Table{
-		Name:       "transcode_jobs",
-		Columns:    TranscodeJobsColumns,
-		PrimaryKey: []*schema.Column{TranscodeJobsColumns[0]},
-		Indexes: []*schema.Index{
-			{
-				Name:    "transcode_jobs_pending",
-				Unique:  false,
-				Columns: []*schema.Column{TranscodeJobsColumns[5], TranscodeJobsColumns[10]},
-			},
-			{
-				Name:    "transcode_jobs_reconcile_due",
-				Unique:  false,
-				Columns: []*schema.Column{TranscodeJobsColumns[5], TranscodeJobsColumns[9], TranscodeJobsColumns[10]},
-			},
-			{
-				Name:    "transcode_jobs_lease",
-				Unique:  false,
-				Columns: []*schema.Column{TranscodeJobsColumns[5], TranscodeJobsColumns[8]},
-			},
-		},
-	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		RefundObservationsTable,
 		RefundsTable,
 		RefundJobsTable,
 		RefundJobAttemptsTable,
-		TranscodeJobsTable,
 	}
 )
 
@@ -215,8 +169,5 @@ func init() {
 	}
 	RefundJobAttemptsTable.Annotation = &entsql.Annotation{
 		Table: "refund_job_attempts",
-	}
-	TranscodeJobsTable.Annotation = &entsql.Annotation{
-		Table: "transcode_jobs",
 	}
 }

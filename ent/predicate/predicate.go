@@ -17,6 +17,3 @@ type RefundJob func(*sql.Selector)
 
 // RefundJobAttempt is the predicate function for refundjobattempt builders.
 type RefundJobAttempt func(*sql.Selector)
-
-// TranscodeJob is the predicate function for transcodejob builders.
-type TranscodeJob func(*sql.Selector)

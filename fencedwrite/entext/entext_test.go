@@ -14,17 +14,19 @@ import (
 	"entgo.io/ent/entc/gen"
 
 	"github.com/fencekit/fencekit/ent"
+	transcode "github.com/fencekit/fencekit/examples/transcode/ent"
 	"github.com/fencekit/fencekit/fencedwrite/entext"
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 )
 
-// generate runs ent's generator, exactly as go generate does, into dir.
-func generate(t *testing.T, dir string) {
+// generate runs the generator of the generated package in pkg (../../ent,
+// or an example's), exactly as go generate does, into dir.
+func generate(t *testing.T, pkg, dir string) {
 	t.Helper()
 	cmd := exec.Command("go", "run", "entc.go", "-target", dir)
-	cmd.Dir = "../../ent"
+	cmd.Dir = pkg
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go run entc.go: %v\n%s", err, out)
+		t.Fatalf("go run entc.go in %s: %v\n%s", pkg, err, out)
 	}
 }
 
@@ -58,25 +60,32 @@ func generated(t *testing.T, root string) map[string][]byte {
 }
 
 // Generated code is never edited by hand: generating again from the schema,
-// the template and the extension reproduces ent/ exactly. When this fails,
-// run `go generate ./ent/...`.
+// the template and the extension reproduces ent/ exactly, and the
+// transcoding example's examples/transcode/ent. When this fails, run
+// `go generate ./ent/... ./examples/transcode/ent/...`.
 func TestGeneratedCodeIsUpToDate(t *testing.T) {
-	tmp := t.TempDir()
-	generate(t, tmp)
-	want, got := generated(t, tmp), generated(t, "../../ent")
-	for name, w := range want {
-		g, ok := got[name]
-		switch {
-		case !ok:
-			t.Errorf("ent/%s is missing; run go generate ./ent/...", name)
-		case !bytes.Equal(g, w):
-			t.Errorf("ent/%s differs from what the generator writes; run go generate ./ent/... (and never edit it by hand)", name)
-		}
-	}
-	for name := range got {
-		if _, ok := want[name]; !ok {
-			t.Errorf("ent/%s is not generated any more; delete it", name)
-		}
+	for _, pkg := range []string{"ent", "examples/transcode/ent"} {
+		t.Run(pkg, func(t *testing.T) {
+			t.Parallel()
+			root := filepath.Join("..", "..", pkg)
+			tmp := t.TempDir()
+			generate(t, root, tmp)
+			want, got := generated(t, tmp), generated(t, root)
+			for name, w := range want {
+				g, ok := got[name]
+				switch {
+				case !ok:
+					t.Errorf("%s/%s is missing; run go generate ./%[1]s/...", pkg, name)
+				case !bytes.Equal(g, w):
+					t.Errorf("%s/%s differs from what the generator writes; run go generate ./%[1]s/... (and never edit it by hand)", pkg, name)
+				}
+			}
+			for name := range got {
+				if _, ok := want[name]; !ok {
+					t.Errorf("%s/%s is not generated any more; delete it", pkg, name)
+				}
+			}
+		})
 	}
 }
 
@@ -88,34 +97,41 @@ func TestGeneratedCodeIsUpToDate(t *testing.T) {
 func TestGeneratedStatementsAreFenced(t *testing.T) {
 	cols := map[string][4]string{
 		ent.RefundJobFencedTable: {ent.RefundJobFencedStateColumn, ent.RefundJobFencedTokenColumn, ent.RefundJobFencedWriterColumn, ent.RefundJobFencedLeaseColumn},
-		ent.TranscodeJobFencedTable: {ent.TranscodeJobFencedStateColumn, ent.TranscodeJobFencedTokenColumn, ent.TranscodeJobFencedWriterColumn,
-			ent.TranscodeJobFencedLeaseColumn},
+		transcode.TranscodeJobFencedTable: {transcode.TranscodeJobFencedStateColumn, transcode.TranscodeJobFencedTokenColumn,
+			transcode.TranscodeJobFencedWriterColumn, transcode.TranscodeJobFencedLeaseColumn},
 	}
-	if len(cols) != len(ent.FencedTables) {
-		t.Fatalf("%d fenced tables, %d checked here", len(ent.FencedTables), len(cols))
-	}
+	var tables []string
 	for _, f := range ent.FencedTables {
-		table, ok := fencedrt.Registered(f.Table)
+		tables = append(tables, f.Table)
+	}
+	for _, f := range transcode.FencedTables {
+		tables = append(tables, f.Table)
+	}
+	if len(cols) != len(tables) {
+		t.Fatalf("%d fenced tables, %d checked here", len(tables), len(cols))
+	}
+	for _, name := range tables {
+		table, ok := fencedrt.Registered(name)
 		if !ok {
-			t.Fatalf("the generated package declared no fenced table %s", f.Table)
+			t.Fatalf("the generated package declared no fenced table %s", name)
 		}
-		state, token, writer, lease := cols[f.Table][0], cols[f.Table][1], cols[f.Table][2], cols[f.Table][3]
+		state, token, writer, lease := cols[name][0], cols[name][1], cols[name][2], cols[name][3]
 		spec := table.Spec()
 		if spec.State != state || spec.Token != token || spec.Writer != writer {
-			t.Fatalf("%s: the table's columns %s/%s/%s differ from the generated constants", f.Table, spec.State, spec.Token, spec.Writer)
+			t.Fatalf("%s: the table's columns %s/%s/%s differ from the generated constants", name, spec.State, spec.Token, spec.Writer)
 		}
 		for op, tr := range fencedrt.Transitions {
 			s, ok := spec.Stmts[op]
 			if !ok {
-				t.Errorf("%s: no statement for %s", f.Table, op)
+				t.Errorf("%s: no statement for %s", name, op)
 				continue
 			}
 			fence := fmt.Sprintf(" WHERE `id` = ? AND `%s` = '%s' AND `%s` = ?", state, tr.From, token)
 			if !strings.HasSuffix(s.SQL, fence) || !strings.Contains(s.SQL, "`"+writer+"` = ?") {
-				t.Errorf("%s: %s is not fenced: %s", f.Table, op, s.SQL)
+				t.Errorf("%s: %s is not fenced: %s", name, op, s.SQL)
 			}
 			if strings.Contains(s.SQL, "`"+lease+"` >") || strings.Contains(s.SQL, "< `"+lease+"`") {
-				t.Errorf("%s: %s makes lease expiry revoke write rights: %s", f.Table, op, s.SQL)
+				t.Errorf("%s: %s makes lease expiry revoke write rights: %s", name, op, s.SQL)
 			}
 		}
 	}

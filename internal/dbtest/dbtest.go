@@ -1,7 +1,8 @@
 // Package dbtest gives each test its own fresh database, with fencekit's
-// migrations applied, on a real MySQL-compatible server: FENCEKIT_TEST_DSN,
-// or the local server that scripts/ensure-db.sh brings up. There are no
-// mocks. A test fails, never skips, when the server cannot be reached.
+// migrations applied (or an example's: NewFrom), on a real MySQL-compatible
+// server: FENCEKIT_TEST_DSN, or the local server that scripts/ensure-db.sh
+// brings up. There are no mocks. A test fails, never skips, when the server
+// cannot be reached.
 package dbtest
 
 import (
@@ -41,7 +42,15 @@ type DB struct {
 // (see Engine).
 func New(t testing.TB) *DB {
 	t.Helper()
-	return newDB(t, 0, nil)
+	return newDB(t, migrations.Core, 0, nil)
+}
+
+// NewFrom is New for another set of migrations than fencekit's: an
+// example's (examples/transcode/migrations.Source), copied from a template
+// of its own.
+func NewFrom(t testing.TB, src migrations.Source) *DB {
+	t.Helper()
+	return newDB(t, src, 0, nil)
 }
 
 // NewWithHistory is New for rows older than the fences: it applies the first
@@ -50,10 +59,10 @@ func New(t testing.TB) *DB {
 // anyone write), then applies the rest.
 func NewWithHistory(t testing.TB, before int, history func(*sql.DB)) *DB {
 	t.Helper()
-	return newDB(t, before, history)
+	return newDB(t, migrations.Core, before, history)
 }
 
-func newDB(t testing.TB, before int, history func(*sql.DB)) *DB {
+func newDB(t testing.TB, src migrations.Source, before int, history func(*sql.DB)) *DB {
 	t.Helper()
 	cfg, err := devdb.ServerConfig()
 	if err != nil {
@@ -108,7 +117,7 @@ func newDB(t testing.TB, before int, history func(*sql.DB)) *DB {
 		}
 		return d
 	}
-	tpl, err := templateFor(ctx, cfg)
+	tpl, err := templateFor(ctx, cfg, src)
 	if err != nil {
 		t.Fatal(err)
 	}

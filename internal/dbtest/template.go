@@ -18,7 +18,8 @@ import (
 )
 
 // A test's database is a copy of a template: a database on the same server
-// with every migration applied once, by migrations.Apply, as River pools
+// with every migration of its source (fencekit's, or an example's) applied
+// once, by migrations.ApplyDir, as River pools
 // its test schemas. Applying the directory for each test costs more than
 // copying its result, and Apply holds a server-wide advisory lock, so tests
 // that each migrated their own database waited for one another. The
@@ -31,7 +32,7 @@ import (
 // templatePrefix starts every template's name; devdb.Name never makes one.
 const templatePrefix = "fk_template_"
 
-var templates sync.Map // server address -> *template
+var templates sync.Map // server address and source name -> *template
 
 type template struct {
 	once sync.Once
@@ -39,23 +40,23 @@ type template struct {
 	err  error
 }
 
-// templateFor returns the name of the migrated template on cfg's server,
-// building it once per process (and once per migration directory on the
-// server).
-func templateFor(ctx context.Context, cfg *mysql.Config) (string, error) {
-	v, _ := templates.LoadOrStore(cfg.Addr, &template{})
+// templateFor returns the name of the template of src's migrations on
+// cfg's server, building it once per process and source (and once per
+// migration directory on the server).
+func templateFor(ctx context.Context, cfg *mysql.Config, src migrations.Source) (string, error) {
+	v, _ := templates.LoadOrStore(cfg.Addr+"\x00"+src.Name, &template{})
 	tpl := v.(*template)
-	tpl.once.Do(func() { tpl.name, tpl.err = buildTemplate(ctx, cfg) })
+	tpl.once.Do(func() { tpl.name, tpl.err = buildTemplate(ctx, cfg, src) })
 	return tpl.name, tpl.err
 }
 
-func buildTemplate(ctx context.Context, cfg *mysql.Config) (string, error) {
+func buildTemplate(ctx context.Context, cfg *mysql.Config, src migrations.Source) (string, error) {
 	root, err := sql.Open("mysql", devdb.DSN(cfg, ""))
 	if err != nil {
 		return "", err
 	}
 	defer root.Close()
-	dir, err := migrations.DirFor(ctx, root)
+	dir, err := src.DirFor(ctx, root)
 	if err != nil {
 		return "", fmt.Errorf("template: %w", err)
 	}

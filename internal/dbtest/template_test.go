@@ -12,22 +12,35 @@ import (
 	atlasmysql "ariga.io/atlas/sql/mysql"
 	"ariga.io/atlas/sql/schema"
 
+	transcode "github.com/fencekit/fencekit/examples/transcode/migrations"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/internal/devdb"
 	"github.com/fencekit/fencekit/migrations"
 )
 
 // TestTemplateCopyIsTheMigratedSchema: a test's database (a copy of the
-// migrated template) is the database migrations.Apply makes: the same
+// migrated template), of fencekit's migrations or of the transcoding
+// example's, is the database their Apply makes: the same
 // tables, columns, indexes and foreign keys (Atlas plans no change between
 // them), the same rows, the same triggers in the same order, and the same
 // procedures, each under the sql_mode it was created with.
 func TestTemplateCopyIsTheMigratedSchema(t *testing.T) {
 	t.Parallel()
+	for _, src := range []migrations.Source{migrations.Core, transcode.Source} {
+		t.Run(src.Name, func(t *testing.T) {
+			t.Parallel()
+			templateCopyIsMigrated(t, src)
+		})
+	}
+}
+
+// templateCopyIsMigrated compares a copy of src's template with a database
+// that src's migrations were applied to.
+func templateCopyIsMigrated(t *testing.T, src migrations.Source) {
 	ctx := t.Context()
 	start := time.Now()
-	copied := dbtest.New(t)
-	t.Logf("dbtest.New (a copy of the template): %v", time.Since(start))
+	copied := dbtest.NewFrom(t, src)
+	t.Logf("%s: dbtest.NewFrom (a copy of the template): %v", src.Name, time.Since(start))
 
 	cfg, err := devdb.ServerConfig()
 	if err != nil {
@@ -42,10 +55,10 @@ func TestTemplateCopyIsTheMigratedSchema(t *testing.T) {
 	mc.DBName, mc.ParseTime = name, true
 	migrated := dbtest.OpenDSN(t, mc.FormatDSN())
 	start = time.Now()
-	if _, err := migrations.Apply(ctx, migrated); err != nil {
+	if _, err := src.Apply(ctx, migrated); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("migrations.Apply: %v", time.Since(start))
+	t.Logf("%s: Apply: %v", src.Name, time.Since(start))
 	raw := copied.RawDB()
 
 	inspect := func(db *sql.DB, name string) *schema.Schema {

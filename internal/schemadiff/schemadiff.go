@@ -1,4 +1,5 @@
-// Package schemadiff compares the Ent schema with the Atlas migration directory.
+// Package schemadiff compares an Ent schema (Schemas: fencekit's own and its
+// examples') with its Atlas migration directories.
 package schemadiff
 
 import (
@@ -9,16 +10,14 @@ import (
 
 	"ariga.io/atlas/sql/migrate"
 	entschema "entgo.io/ent/dialect/sql/schema"
-
-	entmigrate "github.com/fencekit/fencekit/ent/migrate"
 )
 
 // Diff plans the changes between the migration directory dir and the Ent
-// schema, on devURL (an Atlas URL of an empty scratch database: the files are
+// schema's tables (a Schema's Tables), on devURL (an Atlas URL of an empty scratch database: the files are
 // replayed there). When there are changes it writes them to dir as a new
 // file named name, in Atlas's format, re-hashes atlas.sum and returns true.
-func Diff(ctx context.Context, devURL string, dir migrate.Dir, name string) (bool, error) {
-	err := entmigrate.NamedDiff(ctx, devURL, name,
+func Diff(ctx context.Context, devURL string, dir migrate.Dir, name string, tables []*entschema.Table) (bool, error) {
+	err := entschema.Diff(ctx, devURL, name, tables,
 		entschema.WithDir(dir),
 		entschema.WithMigrationMode(entschema.ModeReplay),
 		entschema.WithFormatter(migrate.DefaultFormatter),

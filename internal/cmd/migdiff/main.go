@@ -1,12 +1,15 @@
-// Command migdiff writes a new Atlas migration file when the Ent schema and
-// the migrations directory differ, using a scratch database on the local
+// Command migdiff writes a new Atlas migration file when an Ent schema and
+// its migration directory differ, using a scratch database on the local
 // server (FENCEKIT_TEST_DSN, default root@tcp(127.0.0.1:3306)/) as Atlas's dev
-// database.
+// database. -schema chooses the schema (schemadiff.Schemas): core, fencekit's
+// own (ent/ and migrations/), or transcode, the example's
+// (examples/transcode/ent and examples/transcode/migrations).
 //
 //	go run ./internal/cmd/migdiff -name add_column   # plan and write changes
 //	go run ./internal/cmd/migdiff -rehash            # after editing a hand-written file
 //	go run ./internal/cmd/migdiff -fences job_fences # when the generated database fence of refund_jobs changed
-//	go run ./internal/cmd/migdiff -fences transcode_job_fences -table transcode_jobs
+//	go run ./internal/cmd/migdiff -dir migrations/tidb -rehash
+//	go run ./internal/cmd/migdiff -schema transcode -fences transcode_job_fences
 package main
 
 import (
@@ -21,21 +24,28 @@ import (
 	"ariga.io/atlas/sql/migrate"
 	_ "ariga.io/atlas/sql/mysql"
 
-	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/internal/devdb"
 	"github.com/fencekit/fencekit/internal/schemadiff"
 )
 
 func main() {
 	var (
-		name   = flag.String("name", "", "name of the migration file to write when the schema changed")
-		path   = flag.String("dir", "migrations", "migration directory")
-		rehash = flag.Bool("rehash", false, "only rewrite atlas.sum")
-		fences = flag.String("fences", "", "write the generated database fence of -table (ent.FencedTables) as a new file with this name when it changed")
-		table  = flag.String("table", "refund_jobs", "with -fences: the fenced table whose fence to write")
+		schemaName = flag.String("schema", "core", "the Ent schema and its migrations: "+names())
+		name       = flag.String("name", "", "name of the migration file to write when the schema changed")
+		path       = flag.String("dir", "", "migration directory (default: the schema's, e.g. migrations)")
+		rehash     = flag.Bool("rehash", false, "only rewrite atlas.sum")
+		fences     = flag.String("fences", "", "write the generated database fence of -table as a new file with this name when it changed")
+		table      = flag.String("table", "", "with -fences: the fenced table whose fence to write (default: the schema's only one)")
 	)
 	flag.Parse()
 	log.SetFlags(0)
+	s, err := schemaOf(*schemaName)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *path == "" {
+		*path = s.Dir
+	}
 	dir, err := migrate.NewLocalDir(*path)
 	if err != nil {
 		log.Fatal(err)
@@ -47,7 +57,7 @@ func main() {
 		return
 	}
 	if *fences != "" {
-		generated, err := fencesOf(*table)
+		generated, err := fenceOf(s, *table)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -84,7 +94,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	wrote, err := schemadiff.Diff(ctx, url, dir, *name)
+	wrote, err := schemadiff.Diff(ctx, url, dir, *name, s.Tables)
 	if err != nil {
 		log.Print(err)
 		os.Exit(1)
@@ -96,15 +106,34 @@ func main() {
 	}
 }
 
-// fencesOf returns the generated database fence of the fenced table, or an
-// error that lists the fenced tables.
-func fencesOf(table string) (string, error) {
-	var names []string
-	for _, f := range ent.FencedTables {
-		if f.Table == table {
-			return f.FencesSQL, nil
-		}
-		names = append(names, f.Table)
+// names lists the schemas -schema takes.
+func names() string {
+	var out []string
+	for _, s := range schemadiff.Schemas {
+		out = append(out, s.Name)
 	}
-	return "", fmt.Errorf("migdiff -table: %q is not a fenced table (the fenced tables: %s)", table, strings.Join(names, ", "))
+	return strings.Join(out, ", ")
+}
+
+// schemaOf returns the schema named name, or an error that lists them.
+func schemaOf(name string) (schemadiff.Schema, error) {
+	for _, s := range schemadiff.Schemas {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return schemadiff.Schema{}, fmt.Errorf("migdiff -schema: %q is not a schema (the schemas: %s)", name, names())
+}
+
+// fenceOf returns the generated database fence of the schema's fenced
+// table (its only one when table is empty), or an error that lists them.
+func fenceOf(s schemadiff.Schema, table string) (string, error) {
+	var tables []string
+	for _, f := range s.Fences {
+		if f.Table == table || (table == "" && len(s.Fences) == 1) {
+			return f.SQL, nil
+		}
+		tables = append(tables, f.Table)
+	}
+	return "", fmt.Errorf("migdiff -table: %q is not a fenced table of schema %s (its fenced tables: %s)", table, s.Name, strings.Join(tables, ", "))
 }

@@ -1,13 +1,13 @@
-// Package seen writes transcode_jobs with the generated package in sight:
-// fencelint learns the table and its fence from ent's generated constants
-// (ent.TranscodeJobFencedTable and its columns), with no -tables flag.
+// Package seen writes transcode_jobs with the example's generated package in
+// sight: fencelint learns the table and its fence from its generated
+// constants (ent.TranscodeJobFencedTable and its columns), with no -tables.
 package seen
 
 import (
 	"context"
 	"database/sql"
 
-	"github.com/fencekit/fencekit/ent"
+	"github.com/fencekit/fencekit/examples/transcode/ent"
 )
 
 // Zombie is the article's catch block on a transcode job.

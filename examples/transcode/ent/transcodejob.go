@@ -9,7 +9,7 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
-	"github.com/fencekit/fencekit/ent/transcodejob"
+	"github.com/fencekit/fencekit/examples/transcode/ent/transcodejob"
 )
 
 // TranscodeJob is the model entity for the TranscodeJob schema.

@@ -12,8 +12,8 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/fencekit/fencekit/ent/predicate"
-	"github.com/fencekit/fencekit/ent/transcodejob"
+	"github.com/fencekit/fencekit/examples/transcode/ent/predicate"
+	"github.com/fencekit/fencekit/examples/transcode/ent/transcodejob"
 )
 
 // TranscodeJobQuery is the builder for querying TranscodeJob entities.

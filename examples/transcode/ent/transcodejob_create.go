@@ -10,7 +10,7 @@ import (
 
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/fencekit/fencekit/ent/transcodejob"
+	"github.com/fencekit/fencekit/examples/transcode/ent/transcodejob"
 )
 
 // TranscodeJobCreate is the builder for creating a TranscodeJob entity.

@@ -1,3 +1,5 @@
+// Package schema is the transcoding example's Ent schema: one fenced entity,
+// TranscodeJob, generated into ../ (examples/transcode/README.md).
 package schema
 
 import (
@@ -18,12 +20,12 @@ import (
 // job whose zombie worker overwrites a newer decision (a transcode already
 // delivered marked for another run, which bills the encoding farm twice and
 // may publish an older rendition over a newer one). It is fenced by the same
-// annotation as RefundJob, under its own names: the request is a source and
+// annotation as fencekit's RefundJob (ent/schema/refundjob.go), under its own names: the request is a source and
 // a preset bound to a job key, the action that sends it is transcode, and
 // the encoder's id for the job is kept as soon as it is revealed. Nothing in
-// fencekit's worker runs it: it shows that the fence, the generated API and
-// fencelint are not refund-specific (docs/data-layer.md, "A second kind of
-// job").
+// fencekit's worker runs it, and fencekit's migrations do not install it: it
+// shows that the fence, the generated API and fencelint are not
+// refund-specific (docs/data-layer.md, "A second kind of job").
 type TranscodeJob struct {
 	ent.Schema
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"entgo.io/ent/dialect/sql"
-	"github.com/fencekit/fencekit/ent/predicate"
+	"github.com/fencekit/fencekit/examples/transcode/ent/predicate"
 )
 
 // ID filters vertices based on their ID field.
