@@ -275,17 +275,30 @@ func TestDeferredLedgerRowsSettleTogether(t *testing.T) {
 		}
 	})
 	t.Run("a row that cannot settle takes only its item out", func(t *testing.T) {
-		job, rowless := e.claim("rowless", false, fencedwrite.ClaimOptions{}) // no ledger row
-		items := append([]ent.RefundJobBatchItem{{Transition: rowless.Complete("re_rowless"), Then: ledger.Refunded("rowless", "re_rowless")}},
+		job, wrong := e.claim("wrong-ref", true, fencedwrite.ClaimOptions{})
+		// Its ledger callback names another refund than its completion.
+		items := append([]ent.RefundJobBatchItem{{Transition: wrong.Complete("re_wrong"), Then: ledger.Refunded("wrong-ref", "re_other")}},
 			e.completing("fine-0", "fine-1")...)
 		errs := e.c.RefundJob.ApplyBatch(ctx, items)
-		if !errors.Is(errs[0], fencedwrite.ErrRolledBack) || errs[1] != nil || errs[2] != nil {
-			t.Fatalf("outcomes %v: want the rowless item rolled back and the others settled", errs)
+		if !errors.Is(errs[0], fencedwrite.ErrInvalid) || errs[1] != nil || errs[2] != nil {
+			t.Fatalf("outcomes %v: want the mismatched item refused and the others settled", errs)
 		}
 		e.wantRefunded(t, "fine-0", "fine-1")
 		if j, err := e.c.RefundJob.Get(t.Context(), job.ID); err != nil || j.State != refundjob.StateRunning {
-			t.Fatalf("the rowless item's job is %v (%v), want still running: its batch entry rolled back", j, err)
+			t.Fatalf("the mismatched item's job is %v (%v), want still running: its batch entry rolled back", j, err)
 		}
+	})
+	t.Run("a job without a ledger row settles, its row opened from the job", func(t *testing.T) {
+		// A job a legacy writer inserted after adoption: no ledger row.
+		_, rowless := e.claim("rowless", false, fencedwrite.ClaimOptions{})
+		items := append([]ent.RefundJobBatchItem{{Transition: rowless.Complete("re_rowless"), Then: ledger.Refunded("rowless", "re_rowless")}},
+			e.completing("fine-2", "fine-3")...)
+		for i, err := range e.c.RefundJob.ApplyBatch(ctx, items) {
+			if err != nil {
+				t.Fatalf("item %d: %v", i, err)
+			}
+		}
+		e.wantRefunded(t, "rowless", "fine-2", "fine-3")
 	})
 	t.Run("a zombie's completion in a deferred batch writes nothing, not even its ledger row", func(t *testing.T) {
 		job, zombie := e.claim("zombie", true, fencedwrite.ClaimOptions{Lease: time.Microsecond})

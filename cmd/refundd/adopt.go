@@ -85,7 +85,11 @@ func adoptCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 		}
 		return p.Format(out, *batch)
 	}
-	o.Hooks.BeforeStep = func(step string) { fmt.Fprintf(out, "%s: %s …\n", name, step) }
+	progress := "adopt"
+	if rollback {
+		progress = "adopt rollback"
+	}
+	o.Hooks.BeforeStep = func(step string) { fmt.Fprintf(out, "%s: %s …\n", progress, step) }
 	apply := adopt.Apply
 	if rollback {
 		apply = adopt.Rollback
@@ -98,7 +102,7 @@ func adoptCommand(ctx context.Context, fs *flag.FlagSet, dsn *string, args []str
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			fmt.Fprintf(out, "%s: %s done in %s\n", name, n, res.Durations[n].Round(time.Millisecond))
+			fmt.Fprintf(out, "%s: %s done in %s\n", progress, n, res.Durations[n].Round(time.Millisecond))
 		}
 	}
 	if err != nil {

@@ -51,8 +51,19 @@ func TestFenceCommands(t *testing.T) {
 	if _, err := db.Exec("UPDATE refund_jobs SET state = 'running', attempt = attempt + 1, lease_until = NOW(6) WHERE operation_key = 'legacy'"); err != nil {
 		t.Fatalf("the legacy claim in observe mode: %v", err)
 	}
+	// A legacy INSERT of a job born running: recorded with the row it made
+	// (its AUTO_INCREMENT id, not the 0 a BEFORE INSERT trigger sees).
+	res, err := db.Exec("INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, state, attempt, next_run_at, created_at, updated_at) VALUES ('born-running', 'pay', 100, 'EUR', 'running', 1, NOW(6), NOW(6), NOW(6))")
+	if err != nil {
+		t.Fatalf("a legacy insert in observe mode: %v", err)
+	}
+	bornID, _ := res.LastInsertId()
+	var recorded int64
+	if err := db.QueryRow("SELECT row_id FROM refund_jobs_fence_violations WHERE operation = 'insert'").Scan(&recorded); err != nil || recorded != bornID || recorded == 0 {
+		t.Fatalf("the insert's violation names row %d, want %d (%v)", recorded, bornID, err)
+	}
 	report, err := refundd("fence", "report", "-dsn", dsn)
-	if err != nil || !strings.Contains(report, "1 writes broke the fence's rules") || !strings.Contains(report, "an UPDATE must declare the attempt it holds") ||
+	if err != nil || !strings.Contains(report, "2 writes broke the fence's rules") || !strings.Contains(report, "an UPDATE must declare the attempt it holds") ||
 		!strings.Contains(report, "root@") {
 		t.Fatalf("report:\n%s (%v)", report, err)
 	}
@@ -61,7 +72,7 @@ func TestFenceCommands(t *testing.T) {
 		Mode   migrations.FenceMode
 		Groups []migrations.ViolationGroup
 	}
-	if err != nil || json.Unmarshal([]byte(asJSON), &doc) != nil || doc.Mode != migrations.FenceObserve || len(doc.Groups) != 1 || doc.Groups[0].Count != 1 {
+	if err != nil || json.Unmarshal([]byte(asJSON), &doc) != nil || doc.Mode != migrations.FenceObserve || len(doc.Groups) != 2 || doc.Groups[0].Count != 1 {
 		t.Fatalf("report -json: %s (%v)", asJSON, err)
 	}
 

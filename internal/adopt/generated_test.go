@@ -594,7 +594,7 @@ func checkAdoption(t *testing.T, s legacySpec) error {
 
 func stateOf(t testing.TB, db *sql.DB) map[string]string {
 	t.Helper()
-	rows, err := db.Query("SELECT CAST(id AS CHAR), CAST(state AS CHAR) FROM refund_jobs")
+	rows, err := db.Query("SELECT CAST(id AS CHAR), COALESCE(CAST(state AS CHAR), 'NULL') FROM refund_jobs")
 	if err != nil {
 		t.Fatal(err)
 	}
