@@ -77,8 +77,8 @@ type legacySpec struct {
 	Blocking bool
 	// StateNull makes state NULL-able; NullState puts a NULL in a row.
 	StateNull, NullState bool
-	DuplicateKey       bool
-	NullIn             string // a NOT NULL column of fencekit's the team has nullable, NULL in a row
+	DuplicateKey         bool
+	NullIn               string // a NOT NULL column of fencekit's the team has nullable, NULL in a row
 }
 
 // column is one generated column: its definition, and whether adopt must
