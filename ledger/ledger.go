@@ -25,6 +25,12 @@ import (
 	"github.com/fencekit/fencekit/fencedwrite"
 )
 
+// ErrSettledOtherwise means the ledger row is settled already, and not as
+// the caller asks (failed, or refunded with another refund id): nothing was
+// written, and the same call gets the same answer. The job's settlement is
+// for an operator to decide. It matches fencedwrite.ErrInvalid.
+var ErrSettledOtherwise = fmt.Errorf("%w: the ledger row is settled otherwise", fencedwrite.ErrInvalid)
+
 // Open returns the Enqueue callback that creates the request's ledger row,
 // requested.
 func Open(p ent.RefundJobEnqueue) func(context.Context, *ent.Tx) error {
@@ -146,7 +152,7 @@ func settle(key, status, jobState, providerRefundID string) func(context.Context
 		if got.String == status && gotRef.String == providerRefundID {
 			return nil
 		}
-		return fmt.Errorf("settle ledger row %s as %s: the row is %q (refund id %q), not requested", key, status, got.String, gotRef.String)
+		return fmt.Errorf("settle ledger row %s as %s: %w: the row is %q (refund id %q), not requested", key, status, ErrSettledOtherwise, got.String, gotRef.String)
 	}
 }
 

@@ -219,8 +219,8 @@ func TestLedgerRowSettlesOnce(t *testing.T) {
 		return l
 	}
 	l = again()
-	if err := e.c.RefundJob.Apply(ctx, l.Complete("re_2"), ledger.Refunded("k", "re_2")); !errors.Is(err, fencedwrite.ErrRolledBack) {
-		t.Fatalf("settling a refunded row with another refund: %v, want the transaction rolled back", err)
+	if err := e.c.RefundJob.Apply(ctx, l.Complete("re_2"), ledger.Refunded("k", "re_2")); !errors.Is(err, ledger.ErrSettledOtherwise) {
+		t.Fatalf("settling a refunded row with another refund: %v, want %v (nothing written)", err, ledger.ErrSettledOtherwise)
 	}
 	if err := e.c.RefundJob.Apply(ctx, l.Complete("re_1"), ledger.Refunded("k", "re_1")); err != nil {
 		t.Fatalf("settling the set-back job with the refund the ledger holds: %v", err)

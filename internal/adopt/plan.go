@@ -255,7 +255,7 @@ func (pl *planner) plan() error {
 		return err
 	}
 	for _, step := range []func() (Step, error){
-		pl.recordStep, pl.addColumns, pl.widenColumns, func() (Step, error) { return mapValues, nil }, pl.modifyColumns, pl.backfillTimes, pl.dropDefaults, pl.addIndexes,
+		pl.recordStep, pl.addColumns, pl.widenColumns, func() (Step, error) { return mapValues, nil }, pl.modifyColumns, pl.mirrorColumns, pl.backfillTimes, pl.dropDefaults, pl.addIndexes,
 		pl.createTables, pl.backfillKeys, pl.backfillLedger, pl.observeMode, pl.fence, pl.catchUp, pl.baseline,
 	} {
 		s, err := step()
@@ -1155,6 +1155,56 @@ func (pl *planner) backfillTimes() (Step, error) {
 		s.Batched = append(s.Batched, fmt.Sprintf("UPDATE %s SET `key_first_used_at` = '%s', `last_send_at` = '%s'%s WHERE id BETWEEN ? AND ? AND `attempt` > 0 AND `key_first_used_at` IS NULL",
 			quote(Table), epoch+".000001", epoch+".000001", pl.keepOnUpdate()))
 	}
+	return s, nil
+}
+
+// MirrorTrigger fills, under -keep-defaults, the fencekit columns that
+// -columns copies from the team's in the rows a legacy INSERT makes without
+// them: otherwise such a job would carry adopt's temporary default (an
+// empty payment, an amount of 0), and fencekit could not refund it.
+const MirrorTrigger = "refund_jobs_adopt_mirror"
+
+// mirrorColumns creates MirrorTrigger, after the online copy (a trigger
+// on refund_jobs would follow the old table at its swap) and before the
+// backfill, which copies the rows inserted until then.
+func (pl *planner) mirrorColumns() (Step, error) {
+	s := Step{
+		Name: "mirror-columns",
+		What: "creates " + MirrorTrigger + ": a legacy INSERT that does not set fencekit's columns copied by -columns gets them from the team's (a job with an empty payment could not be refunded)",
+		Locks: "CREATE TRIGGER takes a short exclusive metadata lock on refund_jobs (it waits for transactions open on it: lock_wait_timeout 5 s, then apply retries)",
+		Rollback: "DROP TRIGGER " + MirrorTrigger,
+		Online:   true,
+		routines: true,
+	}
+	if !pl.o.KeepDefaults || len(pl.o.Columns) == 0 {
+		return s, nil
+	}
+	existing, err := pl.routines()
+	if err != nil {
+		return s, err
+	}
+	if _, ok := existing["trigger "+MirrorTrigger]; ok {
+		return Step{Name: s.Name}, nil
+	}
+	var sets []string
+	for _, k := range slices.Sorted(maps.Keys(pl.o.Columns)) {
+		c, ok := pl.want.Column(k)
+		if !ok || k == "created_at" || k == "updated_at" {
+			continue // the fence stamps the times itself
+		}
+		d := tempDefault(c)
+		if d == nil {
+			continue
+		}
+		v := exprString(d)
+		sets = append(sets, fmt.Sprintf("IF NEW.%s <=> %s THEN SET NEW.%s = NEW.%s; END IF;", quote(k), v, quote(k), quote(pl.o.Columns[k])))
+	}
+	if len(sets) == 0 {
+		return Step{Name: s.Name}, nil
+	}
+	s.SQL = []string{"CREATE TRIGGER " + quote(MirrorTrigger) + " BEFORE INSERT ON " + quote(Table) + " FOR EACH ROW BEGIN " + strings.Join(sets, " ") + " END"}
+	pl.p.Notes = append(pl.p.Notes, "-keep-defaults with -columns: "+MirrorTrigger+" copies the team's columns into fencekit's on every legacy INSERT that does not set them; "+
+		"drop it with the defaults, once every writer sets fencekit's columns: DROP TRIGGER "+MirrorTrigger+" (a legacy UPDATE of the team's column is not copied: a request never changes)")
 	return s, nil
 }
 

@@ -152,10 +152,12 @@ func (pl *planner) dropFence() (Step, error) {
 		}
 	}
 	// The online copy's, if an apply was killed between its swap and
-	// their drop (on the old table) or before the swap.
-	for _, t := range copyTriggers {
+	// their drop (on the old table) or before the swap; the -columns
+	// mirror.
+	for _, t := range append(slices.Clone(copyTriggers), MirrorTrigger) {
 		if _, ok := existing["trigger "+t]; ok {
 			s.SQL = append(s.SQL, "DROP TRIGGER IF EXISTS "+quote(t))
+			pl.dropped[t] = true
 		}
 	}
 	return s, nil
