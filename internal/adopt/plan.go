@@ -1169,9 +1169,9 @@ const MirrorTrigger = "refund_jobs_adopt_mirror"
 // backfill, which copies the rows inserted until then.
 func (pl *planner) mirrorColumns() (Step, error) {
 	s := Step{
-		Name: "mirror-columns",
-		What: "creates " + MirrorTrigger + ": a legacy INSERT that does not set fencekit's columns copied by -columns gets them from the team's (a job with an empty payment could not be refunded)",
-		Locks: "CREATE TRIGGER takes a short exclusive metadata lock on refund_jobs (it waits for transactions open on it: lock_wait_timeout 5 s, then apply retries)",
+		Name:     "mirror-columns",
+		What:     "creates " + MirrorTrigger + ": a legacy INSERT that does not set fencekit's columns copied by -columns gets them from the team's (a job with an empty payment could not be refunded)",
+		Locks:    "CREATE TRIGGER takes a short exclusive metadata lock on refund_jobs (it waits for transactions open on it: lock_wait_timeout 5 s, then apply retries)",
 		Rollback: "DROP TRIGGER " + MirrorTrigger,
 		Online:   true,
 		routines: true,
