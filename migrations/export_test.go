@@ -25,3 +25,6 @@ func Replays(ctx context.Context, db *sql.DB, dir migrate.Dir) int {
 	defer targets.Unlock()
 	return targets.replays[key]
 }
+
+// ReplayUncached replays dir as ReplayTarget does, without its cache.
+var ReplayUncached = replayTarget

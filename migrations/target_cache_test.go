@@ -85,3 +85,45 @@ func TestReplayTargetIsKeptPerDirectory(t *testing.T) {
 		t.Fatalf("a directory without its last file: version %s (the whole one: %s), want %s", other.Version, first.Version, files[len(files)-2].Version())
 	}
 }
+
+// A plan killed while it replays leaves its scratch database behind. The
+// next replay on the server drops it, and only it: a database whose replay
+// is alive (its lock held by the connection that made it) stays.
+func TestReplayDropsTheScratchDatabasesOfDeadReplays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	raw := dbtest.New(t).RawDB()
+	dir, err := migrations.DirFor(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, alive := migrations.ScratchPrefix+"dead0000test", migrations.ScratchPrefix+"alive000test"
+	holder, err := raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	var got int
+	if err := holder.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", alive).Scan(&got); err != nil || got != 1 {
+		t.Fatalf("lock %s: %d, %v", alive, got, err)
+	}
+	for _, name := range []string{dead, alive} {
+		if _, err := raw.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"`"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = raw.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+alive+"`") })
+	if _, err := migrations.ReplayUncached(ctx, raw, dir); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(name string) bool {
+		var n int
+		if err := raw.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if exists(dead) || !exists(alive) {
+		t.Fatalf("after a replay: the dead replay's database exists %v (want false), the live one's %v (want true)", exists(dead), exists(alive))
+	}
+}

@@ -423,3 +423,72 @@ func TestPlanNotesTheAutoIncLockMode(t *testing.T) {
 		t.Fatalf("innodb_autoinc_lock_mode %d: the plan's notes warn %v:\n%s", mode, warned, notes)
 	}
 }
+
+// Apply killed while its online copy waits for a legacy transaction, after
+// it made the shadow table and before the copy's triggers exist, leaves
+// _refund_jobs_new alone. The adoption record (written before the shadow)
+// tells it from a table of the team's: apply again drops it and finishes,
+// instead of refusing it as "not an interrupted copy's".
+func TestOnlineCopyKilledBeforeItsTriggersThenAppliedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := legacyDB(t, nil)
+	var name string
+	if err := db.QueryRow("SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	watcher := dbtest.OpenDSN(t, dsnOf(t, db))
+	legacy := dbtest.OpenDSN(t, dsnOf(t, db))
+	o := options()
+	var tx *sql.Tx
+	o.Hooks.ShadowCopy = func(step string, _ error) {
+		if step != "modify-columns" || tx != nil {
+			return
+		}
+		// A legacy transaction holds refund_jobs: the copy's LOCK TABLES
+		// waits for it, and apply is killed there.
+		var err error
+		if tx, err = legacy.BeginTx(ctx, nil); err != nil {
+			t.Error(err)
+			return
+		}
+		//fencelint:allow a legacy writer's unfenced write, held open: the test's subject
+		if _, err := tx.Exec("UPDATE refund_jobs SET merchant_note = 'held' WHERE id = 6"); err != nil {
+			t.Error(err)
+		}
+		go func() {
+			stop := make(chan struct{})
+			timer := time.AfterFunc(time.Minute, func() { close(stop) })
+			defer timer.Stop()
+			if dbtest.AwaitLockWaitIn(watcher, name, "LOCK TABLES", stop) {
+				var id int64
+				if err := watcher.QueryRow("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND INFO LIKE 'LOCK TABLES%'", name).Scan(&id); err == nil {
+					_, _ = watcher.Exec(fmt.Sprintf("KILL CONNECTION %d", id))
+				}
+			}
+		}()
+	}
+	_, err := adopt.Apply(ctx, db, o)
+	var se *adopt.StepError
+	if !errors.As(err, &se) || se.Step != "modify-columns" {
+		t.Fatalf("apply killed while the copy waits: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var shadows, triggers int
+	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '_refund_jobs_new'), " +
+		"(SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME LIKE '\\_refund\\_jobs\\_copy\\_%')").Scan(&shadows, &triggers); err != nil {
+		t.Fatal(err)
+	}
+	if shadows != 1 || triggers != 0 {
+		t.Fatalf("after the kill: %d shadow tables, %d copy triggers; want the shadow alone", shadows, triggers)
+	}
+	before := fullRows(t, db)
+	if _, err := adopt.Apply(ctx, db, options()); err != nil {
+		t.Fatalf("apply again: %v", err)
+	}
+	if after := fullRows(t, db); !slices.Equal(after, before) {
+		t.Fatalf("rows after apply again:\n%s\nwant\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
+	}
+}
