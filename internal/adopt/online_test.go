@@ -477,7 +477,7 @@ func TestOnlineCopyKilledBeforeItsTriggersThenAppliedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	var shadows, triggers int
-	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '_refund_jobs_new'), " +
+	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '_refund_jobs_new'), "+
 		"(SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME LIKE '\\_refund\\_jobs\\_copy\\_%')").Scan(&shadows, &triggers); err != nil {
 		t.Fatal(err)
 	}
