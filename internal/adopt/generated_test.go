@@ -643,3 +643,59 @@ func names(cols []column) []string {
 	}
 	return out
 }
+
+// Shapes found by hand or by the generator, kept as named cases: each one
+// is a legacySpec run through the same property.
+func TestAdoptionRegressions(t *testing.T) {
+	t.Parallel()
+	at := func(i int) string { return fmt.Sprintf("'2026-05-%02d 08:%02d:%02d'", 1+i%28, i%60, (7*i)%60) }
+	pay := func(i int) string { return fmt.Sprintf("'pay-%d'", i) }
+	rows := func(n int, states ...string) []legacyRow {
+		var out []legacyRow
+		for i := range n {
+			out = append(out, legacyRow{State: states[i%len(states)], Action: "refund", Attempt: i % 3})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		spec legacySpec
+	}{
+		{"the tester's table: VARCHAR(64), DATETIMEs with the team's defaults and an ON UPDATE, a state of its own", legacySpec{
+			Charset: "utf8mb4", Collation: "utf8mb4_general_ci", ID: "BIGINT", KeySize: 64, Attempt: "INT", State: "VARCHAR(32)", Action: "VARCHAR(16)",
+			Lease: "DATETIME", ProviderRefSize: 128,
+			Optional: []column{
+				{Name: "payment_ref", Def: "VARCHAR(64) NOT NULL", Value: pay},
+				{Name: "next_run_at", Def: "DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP", Value: at},
+				{Name: "created_at", Def: "DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP", Value: at},
+				{Name: "updated_at", Def: "DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP", Value: at},
+			},
+			Extra:   []column{{Name: "merchant_note", Def: "VARCHAR(255) NULL", Value: func(i int) string { return fmt.Sprintf("'note %d'", i) }}},
+			Mapping: map[string]string{"retry_wait": "ready"},
+			Rows:    rows(30, "ready", "retry_wait", "succeeded"),
+		}},
+		{"a foreign key to a BIGINT id of a utf8mb4_general_ci table is kept by -blocking-copy (it was refused as changing the id's collation)", legacySpec{
+			Charset: "utf8mb4", Collation: "utf8mb4_general_ci", ID: "BIGINT", KeySize: 128, Attempt: "INT", State: "VARCHAR(32)", Action: "VARCHAR(16)",
+			Lease: "DATETIME", ProviderRefSize: 255, FKIn: true, Blocking: true, Mapping: map[string]string{},
+			Rows: rows(10, "ready", "failed"),
+		}},
+		{"a team trigger and a foreign key from the table are kept by -blocking-copy", legacySpec{
+			Charset: "latin1", Collation: "latin1_swedish_ci", ID: "INT UNSIGNED", KeySize: 100, Attempt: "TINYINT", State: "ENUM('pending','done')", Action: "ENUM('refund','check')",
+			Lease: "TIMESTAMP NULL DEFAULT NULL", ProviderRefSize: 64, FKOut: true, TeamTrigger: true, Blocking: true,
+			Mapping: map[string]string{"pending": "ready", "done": "succeeded", "check": "reconcile"},
+			Rows:    rows(12, "pending", "done"),
+		}},
+		{"a NULL state in a NULL-able column is refused by id", legacySpec{
+			Charset: "utf8mb4", Collation: "utf8mb4_bin", ID: "INT", KeySize: 128, Attempt: "INT", State: "VARCHAR(32)", Action: "VARCHAR(16)",
+			Lease: "DATETIME(6)", ProviderRefSize: 255, StateNull: true, NullState: true, Mapping: map[string]string{},
+			Rows: rows(3, "ready"),
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if err := checkAdoption(t, c.spec); err != nil {
+				t.Fatalf("%v\n%s", err, c.spec)
+			}
+		})
+	}
+}
