@@ -338,7 +338,8 @@ wait:
 		say("  provider calls %v; faults injected %v", s.ProviderCalls, s.FaultsInjected)
 		say("  refunds the provider executed %d; operation keys paid more than once %d; ledger rows parted from their job %d",
 			s.ProviderRefundsExecuted, s.OperationKeysPaidMoreThanOne, s.LedgerMismatches)
-		say("the database %s is left in place: refundd jobs -state manual_review, refundd jobs -id N", scratchdb.Name(dsn))
+		say("the database %s is left in place: refundd jobs -dsn DSN -state manual_review, refundd jobs -dsn DSN -id N (DSN: the demo's, %s unless -dsn named another)",
+			scratchdb.Name(dsn), "root@tcp(127.0.0.1:3306)/"+scratchdb.Name(dsn))
 	} else {
 		b, err := json.Marshal(s)
 		if err != nil {
