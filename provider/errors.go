@@ -51,9 +51,10 @@ var (
 	ErrMismatch = errors.New("provider answer does not match the request")
 
 	// ErrInvalidRequest means the request failed local checks (a missing
-	// field, a bad base URL) and was not sent. It is a bug in the caller or
-	// its configuration, not an answer from the provider: it says nothing
-	// about the refund.
+	// field, a bad base URL) and was not sent, or the provider refused its
+	// shape before processing it (Stripe's parameter_* errors). It is a bug
+	// in the caller or its configuration, not an answer about the refund:
+	// it says nothing about it.
 	ErrInvalidRequest = errors.New("invalid refund request")
 
 	// ErrNoLookup means the provider offers no lookup for the fields of the
