@@ -358,6 +358,9 @@ func Listen(cfg Config) (*Server, error) {
 // URL is the server's base URL, e.g. http://127.0.0.1:40123.
 func (s *Server) URL() string { return s.url }
 
+// API is the API the server speaks (Config.API).
+func (s *Server) API() string { return s.cfg.API }
+
 // Capabilities is what the server's contract guarantees: resending a key
 // with the same parameters is safe while it is retained, and every lookup
 // exists (with APIStripe, Stripe's: no lookup by reference).
