@@ -62,6 +62,13 @@ var (
 	ErrNoLookup = errors.New("no lookup offered for the query")
 )
 
+// Sentinels returns the errors above, in the order they are declared: every
+// error from Client.Refund matches exactly one of them.
+func Sentinels() []error {
+	return []error{ErrOutcomeUnknown, ErrRateLimited, ErrKeyParamsMismatch, ErrKeyInUse, ErrRejected,
+		ErrAlreadyRefunded, ErrMismatch, ErrInvalidRequest, ErrNoLookup}
+}
+
 // RejectedError is a definitive rejection. It matches ErrRejected.
 type RejectedError struct {
 	Code   string // the provider's error code, e.g. payment_not_found

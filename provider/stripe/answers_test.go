@@ -12,15 +12,10 @@ import (
 	"github.com/fencekit/fencekit/provider"
 )
 
-var sentinels = []error{
-	provider.ErrOutcomeUnknown, provider.ErrRateLimited, provider.ErrKeyParamsMismatch, provider.ErrKeyInUse,
-	provider.ErrRejected, provider.ErrAlreadyRefunded, provider.ErrMismatch, provider.ErrInvalidRequest, provider.ErrNoLookup,
-}
-
 // matched returns the sentinels err matches.
 func matched(err error) []error {
 	var out []error
-	for _, s := range sentinels {
+	for _, s := range provider.Sentinels() {
 		if errors.Is(err, s) {
 			out = append(out, s)
 		}

@@ -20,16 +20,11 @@ import (
 
 const testKey = "sk_test_fencekit0123456789"
 
-var sentinels = []error{
-	provider.ErrOutcomeUnknown, provider.ErrRateLimited, provider.ErrKeyParamsMismatch, provider.ErrKeyInUse,
-	provider.ErrRejected, provider.ErrAlreadyRefunded, provider.ErrMismatch, provider.ErrInvalidRequest, provider.ErrNoLookup,
-}
-
 // wantOnly fails unless err matches target and no other sentinel (nil:
 // no error).
 func wantOnly(t *testing.T, err, target error) {
 	t.Helper()
-	for _, s := range sentinels {
+	for _, s := range provider.Sentinels() {
 		if is := errors.Is(err, s); is != (s == target) {
 			t.Errorf("error %v: errors.Is(%v) = %v", err, s, is)
 		}
@@ -301,29 +296,28 @@ func TestRefundAnswers(t *testing.T) {
 			}
 		})
 	}
-	t.Run("a payment refunded in full by another key: already refunded", func(t *testing.T) {
-		s := fake(t, fakeprovider.Config{}, "op-1")
-		c := client(t, s.URL())
-		all := provider.RefundRequest{OperationKey: "other", PaymentRef: "pi_op-1", AmountMinor: 1000, Currency: "EUR"}
-		if _, err := c.Refund(context.Background(), all); err != nil {
-			t.Fatal(err)
-		}
-		r, err := c.Refund(context.Background(), request("op-1"))
-		wantOnly(t, err, provider.ErrAlreadyRefunded)
-		if !strings.Contains(string(r.Raw), "charge_already_refunded") {
-			t.Fatalf("raw %s, want Stripe's error kept for the evidence log", r.Raw)
-		}
-	})
-	t.Run("more than is left to refund: already refunded", func(t *testing.T) {
-		s := fake(t, fakeprovider.Config{}, "op-1")
-		c := client(t, s.URL())
-		most := provider.RefundRequest{OperationKey: "other", PaymentRef: "pi_op-1", AmountMinor: 800, Currency: "EUR"}
-		if _, err := c.Refund(context.Background(), most); err != nil {
-			t.Fatal(err)
-		}
-		_, err := c.Refund(context.Background(), request("op-1"))
-		wantOnly(t, err, provider.ErrAlreadyRefunded)
-	})
+	for _, tc := range []struct {
+		name  string
+		other int64  // what another key refunded first, of the payment's 1000
+		raw   string // what Stripe's answer says
+	}{
+		{"a payment refunded in full by another key: already refunded", 1000, "charge_already_refunded"},
+		{"more than is left to refund: already refunded", 800, `"param":"amount"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := fake(t, fakeprovider.Config{}, "op-1")
+			c := client(t, s.URL())
+			other := provider.RefundRequest{OperationKey: "other", PaymentRef: "pi_op-1", AmountMinor: tc.other, Currency: "EUR"}
+			if _, err := c.Refund(context.Background(), other); err != nil {
+				t.Fatal(err)
+			}
+			r, err := c.Refund(context.Background(), request("op-1"))
+			wantOnly(t, err, provider.ErrAlreadyRefunded)
+			if !strings.Contains(string(r.Raw), tc.raw) {
+				t.Fatalf("raw %s, want Stripe's error (%s) kept for the evidence log", r.Raw, tc.raw)
+			}
+		})
+	}
 	t.Run("an answer about another amount is a mismatch", func(t *testing.T) {
 		srv := stripeAnswers(t, `{"id":"re_1","object":"refund","amount":299,"currency":"eur","payment_intent":"pi_op-1","metadata":{"fencekit_operation_key":"op-1"},"status":"succeeded"}`)
 		_, err := client(t, srv.URL).Refund(context.Background(), request("op-1"))
@@ -350,13 +344,20 @@ func TestRefundAnswers(t *testing.T) {
 // refund's creation with refund.
 func stripeAnswers(t *testing.T, refund string) *httptest.Server {
 	t.Helper()
+	return paymentThen(t, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, refund) })
+}
+
+// paymentThen serves a payment intent pi_op-1 of 10.00 EUR, and answers
+// every other request with answer.
+func paymentThen(t *testing.T, answer http.HandlerFunc) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.Method == http.MethodGet {
 			io.WriteString(w, `{"id":"pi_op-1","object":"payment_intent","amount":1000,"amount_received":1000,"currency":"eur"}`)
 			return
 		}
-		io.WriteString(w, refund)
+		answer(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -378,17 +379,12 @@ func TestRefundIsSentOnce(t *testing.T) {
 	})
 	t.Run("a 500 is not retried", func(t *testing.T) {
 		var n atomic.Int32
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet {
-				io.WriteString(w, `{"id":"pi_op-1","object":"payment_intent","amount":1000,"amount_received":1000,"currency":"eur"}`)
-				return
-			}
+		srv := paymentThen(t, func(w http.ResponseWriter, _ *http.Request) {
 			n.Add(1)
 			w.Header().Set("Stripe-Should-Retry", "true")
 			w.WriteHeader(500)
 			io.WriteString(w, `{"error":{"type":"api_error","message":"boom"}}`)
-		}))
-		t.Cleanup(srv.Close)
+		})
 		_, err := client(t, srv.URL).Refund(context.Background(), request("op-1"))
 		wantOnly(t, err, provider.ErrOutcomeUnknown)
 		if n.Load() != 1 {
@@ -556,15 +552,10 @@ func TestKeyNeverInErrors(t *testing.T) {
 	}
 	// The refund's creation too: its error and the raw answer kept for
 	// the evidence log.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			io.WriteString(w, `{"id":"pi_op-1","object":"payment_intent","amount":1000,"amount_received":1000,"currency":"eur"}`)
-			return
-		}
+	srv := paymentThen(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		io.WriteString(w, `{"error":{"type":"invalid_request_error","message":"Invalid API Key provided: `+testKey+`"}}`)
-	}))
-	t.Cleanup(srv.Close)
+	})
 	r, err := client(t, srv.URL).Refund(context.Background(), request("op-1"))
 	if err == nil || strings.Contains(err.Error(), testKey) || strings.Contains(string(r.Raw), testKey) || len(r.Raw) == 0 {
 		t.Errorf("the refund's creation: %v, raw %s", err, r.Raw)

@@ -118,24 +118,18 @@ func accepted(t *testing.T, x exchange, method, path string) {
 func TestStripeMockAcceptsEveryRequest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	t.Run("the payment intent is read before a refund of it", func(t *testing.T) {
-		c, rec := mockClient(t)
-		// stripe-mock's payment intent has received nothing, so the check
-		// refuses the refund: the read is what is checked here.
-		_, err := c.Refund(ctx, provider.RefundRequest{OperationKey: "op-1", PaymentRef: "pi_123", AmountMinor: 300, Currency: "usd"})
-		if !errors.Is(err, provider.ErrRejected) {
-			t.Fatalf("error %v, want the payment check's rejection", err)
-		}
-		accepted(t, rec.last(), http.MethodGet, "/v1/payment_intents/pi_123")
-	})
-	t.Run("the charge is read before a refund of it", func(t *testing.T) {
-		c, rec := mockClient(t)
-		_, err := c.Refund(ctx, provider.RefundRequest{OperationKey: "op-1", PaymentRef: "ch_123", AmountMinor: 300, Currency: "usd"})
-		if !errors.Is(err, provider.ErrRejected) {
-			t.Fatalf("error %v, want the payment check's rejection", err)
-		}
-		accepted(t, rec.last(), http.MethodGet, "/v1/charges/ch_123")
-	})
+	for _, tc := range []struct{ ref, path string }{{"pi_123", "/v1/payment_intents/pi_123"}, {"ch_123", "/v1/charges/ch_123"}} {
+		t.Run("the payment "+tc.ref+" is read before a refund of it", func(t *testing.T) {
+			c, rec := mockClient(t)
+			// stripe-mock's payments have captured nothing, so the check
+			// refuses the refund: the read is what is checked here.
+			_, err := c.Refund(ctx, provider.RefundRequest{OperationKey: "op-1", PaymentRef: tc.ref, AmountMinor: 300, Currency: "usd"})
+			if !errors.Is(err, provider.ErrRejected) {
+				t.Fatalf("error %v, want the payment check's rejection", err)
+			}
+			accepted(t, rec.last(), http.MethodGet, tc.path)
+		})
+	}
 	for _, tc := range []struct{ ref, param string }{{"pi_123", "payment_intent"}, {"ch_123", "charge"}} {
 		t.Run("a refund of a "+tc.param+" is created with the operation key as Idempotency-Key and metadata", func(t *testing.T) {
 			c, rec := mockClient(t)
