@@ -14,6 +14,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rabbitmq/amqp091-go v1.17.0
 	github.com/rs/zerolog v1.35.1
+	github.com/stripe/stripe-go/v84 v84.4.1
 	golang.org/x/crypto v0.57.0
 	golang.org/x/tools v0.52.0
 	pgregory.net/rapid v1.3.0

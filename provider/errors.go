@@ -51,15 +51,23 @@ var (
 	ErrMismatch = errors.New("provider answer does not match the request")
 
 	// ErrInvalidRequest means the request failed local checks (a missing
-	// field, a bad base URL) and was not sent. It is a bug in the caller or
-	// its configuration, not an answer from the provider: it says nothing
-	// about the refund.
+	// field, a bad base URL) and was not sent, or the provider refused its
+	// shape before processing it (Stripe's parameter_* errors). It is a bug
+	// in the caller or its configuration, not an answer about the refund:
+	// it says nothing about it.
 	ErrInvalidRequest = errors.New("invalid refund request")
 
 	// ErrNoLookup means the provider offers no lookup for the fields of the
 	// query; nothing was asked.
 	ErrNoLookup = errors.New("no lookup offered for the query")
 )
+
+// Sentinels returns the errors above, in the order they are declared: every
+// error from Client.Refund matches exactly one of them.
+func Sentinels() []error {
+	return []error{ErrOutcomeUnknown, ErrRateLimited, ErrKeyParamsMismatch, ErrKeyInUse, ErrRejected,
+		ErrAlreadyRefunded, ErrMismatch, ErrInvalidRequest, ErrNoLookup}
+}
 
 // RejectedError is a definitive rejection. It matches ErrRejected.
 type RejectedError struct {

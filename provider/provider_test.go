@@ -18,17 +18,7 @@ import (
 
 var req = provider.RefundRequest{OperationKey: "op-1", PaymentRef: "pay_1", AmountMinor: 300, Currency: "EUR"}
 
-var sentinels = []error{
-	provider.ErrOutcomeUnknown,
-	provider.ErrRateLimited,
-	provider.ErrKeyParamsMismatch,
-	provider.ErrKeyInUse,
-	provider.ErrRejected,
-	provider.ErrAlreadyRefunded,
-	provider.ErrMismatch,
-	provider.ErrInvalidRequest,
-	provider.ErrNoLookup,
-}
+var sentinels = provider.Sentinels()
 
 // wantOnly fails unless err matches target and no other sentinel.
 func wantOnly(t *testing.T, err, target error) {

@@ -90,7 +90,13 @@ type WebhookEvent struct {
 	// the refund object as Raw. It is not verified against any request: call
 	// Verify with the job's request before acting on it.
 	Refund Refund
-	Raw    []byte // the whole body, for the evidence log
+	// Payments is set, and Refund left zero, for an event about a payment
+	// as a whole that names none of its refunds (Stripe's charge.refunded):
+	// the references the payment goes by (a charge and its payment intent).
+	// No operation key can be filed under such an event, but the payment's
+	// refunds may have changed.
+	Payments []string
+	Raw      []byte // the whole body, for the evidence log
 }
 
 // Why VerifyWebhook refuses a request. Every error it returns matches

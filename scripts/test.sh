@@ -9,7 +9,10 @@
 #     FENCEKIT_BENCH_PG);
 #   - Chromium for the console's browser tests (scripts/ensure-chromium.sh);
 #   - a RabbitMQ broker on 127.0.0.1:5672 for the broker dispatch's tests
-#     (scripts/ensure-rabbitmq.sh; FENCEKIT_TEST_AMQP names another).
+#     (scripts/ensure-rabbitmq.sh; FENCEKIT_TEST_AMQP names another);
+#   - stripe-mock, Stripe's official mock, on 127.0.0.1:12111 for the Stripe
+#     adapter's request shapes (scripts/ensure-stripe-mock.sh;
+#     FENCEKIT_TEST_STRIPE_MOCK names another).
 # Then it checks formatting, vets, lints the repository with fencelint,
 # runs all tests of the three modules against that server, under the race
 # detector (the linter's without it, below), and runs the benchmark once at
@@ -36,6 +39,9 @@ scripts/ensure-chromium.sh
 
 step "RabbitMQ for the broker dispatch's tests (scripts/ensure-rabbitmq.sh)"
 scripts/ensure-rabbitmq.sh
+
+step "stripe-mock for the Stripe adapter's tests (scripts/ensure-stripe-mock.sh)"
+scripts/ensure-stripe-mock.sh
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files "*.go" | grep -v "/testdata/"))

@@ -117,6 +117,10 @@ type Config struct {
 	// WebhookTolerance is how far a webhook's signing time may be from
 	// Now.
 	WebhookTolerance time.Duration
+	// Webhooks verifies the provider's webhooks its own way (Stripe's
+	// signatures: provider/stripe). Nil means fencekit's scheme,
+	// provider.SignedWebhooks with WebhookSecret and WebhookTolerance.
+	Webhooks provider.WebhookVerifier
 	// Now is the clock webhook timestamps are checked against; time.Now
 	// when nil. Leases and key windows never use it: they use the
 	// database's clock.
@@ -268,6 +272,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Webhooks == nil {
+		c.Webhooks = provider.SignedWebhooks{Secret: c.WebhookSecret, Tolerance: c.WebhookTolerance}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

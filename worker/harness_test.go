@@ -20,6 +20,7 @@ import (
 	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
+	"github.com/fencekit/fencekit/provider/stripe"
 	"github.com/fencekit/fencekit/worker"
 )
 
@@ -101,7 +102,7 @@ func (f *fleet) newWorker(name string, mod func(*worker.Config)) (*worker.Client
 	ev := &events{wrote: make(chan wrote, 1000), passes: make(chan worker.PassResult, 1000), calls: make(chan worker.Job, 1000)}
 	cfg := worker.Config{
 		DB:                f.db.FencedDB(fencedwrite.DSNOptions{}),
-		Provider:          f.srv.Client(),
+		Provider:          f.provider(),
 		Workers:           4,
 		ScanInterval:      time.Hour,
 		ReconcileInterval: time.Hour,
@@ -121,6 +122,9 @@ func (f *fleet) newWorker(name string, mod func(*worker.Config)) (*worker.Client
 	}
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{f.t}, nil)).With("worker", name)
+	}
+	if f.srv.API() == fakeprovider.APIStripe {
+		cfg.Webhooks = stripe.Webhooks{Secrets: []string{string(webhookSecret)}}
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -154,10 +158,33 @@ type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
+// provider is the client of the fleet's fake provider: fencekit's HTTP
+// client, or provider/stripe's when the fake speaks Stripe's API.
+func (f *fleet) provider() provider.Client {
+	f.t.Helper()
+	if f.srv.API() != fakeprovider.APIStripe {
+		return f.srv.Client()
+	}
+	c, err := stripe.New(stripe.Config{Key: "sk_test_fleet", URL: f.srv.URL()})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+// paymentOf is key's payment: a PaymentIntent when the fake speaks Stripe's
+// API.
+func (f *fleet) paymentOf(key string) string {
+	if f.srv.API() == fakeprovider.APIStripe {
+		return "pi_" + key
+	}
+	return "pay-" + key
+}
+
 // enqueue records a payment at the provider and enqueues a refund of it.
 func (f *fleet) enqueue(key string) *ent.RefundJob {
 	f.t.Helper()
-	p := ent.RefundJobEnqueue{OperationKey: key, PaymentRef: "pay-" + key, AmountMinor: 1250, Currency: "EUR"}
+	p := ent.RefundJobEnqueue{OperationKey: key, PaymentRef: f.paymentOf(key), AmountMinor: 1250, Currency: "EUR"}
 	f.srv.AddPayment(p.PaymentRef, 10_000, "EUR")
 	job, _, err := f.c.RefundJob.Enqueue(f.t.Context(), p, ledger.Open(p))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/fencekit/fencekit/provider/fakeprovider"
@@ -16,6 +17,7 @@ import (
 // its webhooks go, and its faults (fakeprovider.RandomFaults).
 type fakeFlags struct {
 	addr, webhookURL string
+	api, currency    string // -api, -payment-currency
 	retention, lag   time.Duration
 	random           fakeprovider.RandomFaults
 	rates            []rateFlag
@@ -44,6 +46,12 @@ func (f fakeFlags) check() error {
 			errs = append(errs, fmt.Errorf("-%s %v: must not be negative", d.name, d.v))
 		}
 	}
+	if f.api != fakeprovider.APIFencekit && f.api != fakeprovider.APIStripe {
+		errs = append(errs, fmt.Errorf("-api %q: must be %s or %s", f.api, fakeprovider.APIFencekit, fakeprovider.APIStripe))
+	}
+	if len(f.currency) != 3 {
+		errs = append(errs, fmt.Errorf("-payment-currency %q: must be a three-letter ISO code", f.currency))
+	}
 	if f.random.LookupLag > 0 && f.lag <= 0 {
 		errs = append(errs, fmt.Errorf("-lag-rate %v: needs a positive -lookup-lag", f.random.LookupLag))
 	}
@@ -52,6 +60,8 @@ func (f fakeFlags) check() error {
 
 func (f *fakeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8090", "address to listen on")
+	fs.StringVar(&f.api, "api", fakeprovider.APIFencekit, "the API it speaks: fencekit (refundd run -provider-url URL), or stripe, Stripe's refunds (refundd run -provider stripe -provider-url URL; webhooks signed Stripe's way with the first secret of $"+stripeSecretsEnv+")")
+	fs.StringVar(&f.currency, "payment-currency", "eur", "with -api stripe, the currency of the payments it takes as captured (a Stripe refund names none: the payment, read first, says it)")
 	fs.StringVar(&f.webhookURL, "webhook-url", "", "POST a signed webhook here for every change of a refund (refundd run's -listen, path /webhooks); signed with $FENCEKIT_WEBHOOK_SECRET")
 	fs.DurationVar(&f.retention, "key-retention", fakeprovider.DefaultKeyRetention, "how long an idempotency key is kept")
 	fs.DurationVar(&f.lag, "lookup-lag", 0, "the lookup lag the provider declares, and the lag of refunds -lag-rate picks")
@@ -83,11 +93,16 @@ func serveFake(ctx context.Context, f fakeFlags, out io.Writer) error {
 	if err := f.check(); err != nil {
 		return fmt.Errorf("fakeprovider: %w", err)
 	}
-	cfg := fakeprovider.Config{Addr: f.addr, KeyRetention: f.retention, LookupLag: f.lag, Random: f.random, AnyPayment: true, Background: true}
+	cfg := fakeprovider.Config{Addr: f.addr, KeyRetention: f.retention, LookupLag: f.lag, Random: f.random, AnyPayment: true, Background: true,
+		API: f.api, PaymentCurrency: f.currency}
+	env, run := "FENCEKIT_WEBHOOK_SECRET", "refundd run -provider-url "
+	if f.api == fakeprovider.APIStripe {
+		env, run = stripeSecretsEnv, "refundd run -provider stripe -provider-url "
+	}
 	if f.webhookURL != "" {
-		secret := os.Getenv("FENCEKIT_WEBHOOK_SECRET")
-		if secret == "" {
-			return errors.New("fakeprovider: -webhook-url needs $FENCEKIT_WEBHOOK_SECRET, the secret refundd run verifies the webhooks with")
+		secret, _, _ := strings.Cut(os.Getenv(env), ",")
+		if secret = strings.TrimSpace(secret); secret == "" {
+			return fmt.Errorf("fakeprovider: -webhook-url needs $%s, the secret refundd run verifies the webhooks with", env)
 		}
 		cfg.WebhookURL, cfg.WebhookSecret = f.webhookURL, []byte(secret)
 	}
@@ -96,7 +111,7 @@ func serveFake(ctx context.Context, f fakeFlags, out io.Writer) error {
 		return err
 	}
 	defer s.Close()
-	fmt.Fprintf(out, "fakeprovider: serving on %s (refundd run -provider-url %s)\n", s.URL(), s.URL())
+	fmt.Fprintf(out, "fakeprovider: serving on %s (%s's API: %s%s)\n", s.URL(), f.api, run, s.URL())
 	<-ctx.Done()
 	fmt.Fprintf(out, "fakeprovider: stopped\n")
 	return nil

@@ -1,6 +1,6 @@
 // Command refundd runs fencekit's refund jobs.
 //
-//	refundd run      [-dsn DSN] -provider-url URL [-listen ADDR] [-operator-listen ADDR] [-workers N] ...
+//	refundd run      [-dsn DSN] [-provider stripe] -provider-url URL [-listen ADDR] [-operator-listen ADDR] [-workers N] ...
 //	                 workers, the webhook endpoint (-listen), /metrics and /healthz
 //	                 (-operator-listen); graceful on SIGTERM
 //	refundd enqueue  [-dsn DSN] -key K -payment P -amount 12.50 -currency C
@@ -8,7 +8,7 @@
 //	                 search jobs, the manual-review queue, the jobs that left it, or one job's timeline
 //	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -reason TEXT [-refund-id ID] [-operator NAME] [-override]
 //	refundd approve  [-dsn DSN] -id REQUEST [-operator NAME] [-decline -reason TEXT] | -list
-//	refundd fakeprovider [-addr ADDR] [fault flags]   the fake provider over HTTP, for refundd run -provider-url
+//	refundd fakeprovider [-addr ADDR] [-api stripe] [fault flags]   the fake provider over HTTP, for refundd run -provider-url
 //	refundd help     [command]
 //	refundd migrate  [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
 //	refundd adopt    plan|apply [-dsn DSN] [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-keep-defaults] [-batch N]
@@ -16,13 +16,15 @@
 //	refundd adopt    rollback plan|apply -dsn DSN   undo it, step by step in reverse
 //	refundd console-user -name N -role R[,R] [-proxy-only]   a line of the console's users file; the password on stdin
 //	refundd demo     [-dsn DSN] [-scene zombie] [-json] ...
-//	refundd chaos    [-dsn DSN] --jobs N --workers W --duration D --seed S [--json] [--keep-history]
+//	refundd chaos    [-dsn DSN] --jobs N --workers W --duration D --seed S [--provider stripe] [--json] [--keep-history]
 //	                 a fleet of refundd processes under injected faults; checks
 //	                 the history of every process and the invariants at the end
 //	                 (the harness is internal/chaos, the demo internal/demo)
 //
-// The webhook endpoint verifies signatures with $FENCEKIT_WEBHOOK_SECRET;
-// refundd run refuses to start without it, unless -no-webhooks.
+// The webhook endpoint verifies signatures with $FENCEKIT_WEBHOOK_SECRET
+// ($STRIPE_WEBHOOK_SECRET with -provider stripe, whose key comes from
+// $STRIPE_API_KEY); refundd run refuses to start without it, unless
+// -no-webhooks.
 //
 // DSN is a go-sql-driver/mysql DSN, from -dsn or $FENCEKIT_DSN; a command
 // that reaches a database without one is refused, but demo and chaos, which
@@ -95,13 +97,13 @@ func shorten(s string, n int) string {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  refundd run     -provider-url URL [-listen ADDR] [-operator-listen ADDR] [-workers N] ...   serve the queue
+  refundd run     [-provider stripe] -provider-url URL [-listen ADDR] [-operator-listen ADDR] [-workers N] ...   serve the queue
   refundd enqueue -key K -payment P -amount 12.50 -currency C   enqueue an approved refund request
   refundd jobs    [-state S] [-key K] [-payment P] [-refund-id ID] [-left] [-limit N] [-after CURSOR] [-json]
                   [-id N]                                   search jobs, the manual-review queue, or one job's timeline
   refundd resolve -id N -as succeeded|reconcile|refund -reason TEXT [-refund-id ID] [-operator NAME] [-override]
   refundd approve -id REQUEST [-operator NAME] [-decline -reason TEXT] | -list   a second operator's approval
-  refundd fakeprovider [-addr ADDR] [fault flags]           serve the fake payment provider over HTTP
+  refundd fakeprovider [-addr ADDR] [-api stripe] [fault flags]   serve the fake payment provider over HTTP
   refundd help    [command]                                 this text, or one command's flags
   refundd migrate [-create]                                 apply the migrations to the database
   refundd adopt   plan|apply [-states old=new,…] [-actions old=new,…] [-columns fencekit=team,…] [-keep-defaults] [-batch N]   bring an existing refund_jobs to fencekit's schema
@@ -109,7 +111,7 @@ func usage(w io.Writer) {
   refundd console-user -name N -role R[,R] < password      a line of the console's users file (bcrypt hash; roles viewer, resolver, approver)
   refundd fence   mode [observe|enforce -reason TEXT] | report [-json]   the fence's rollout mode, and the writes it let through
   refundd demo    [-json] [-scene zombie] ...               the demo at scale, or the article's scene
-  refundd chaos   --jobs N --workers W --duration D --seed S [--json] [--keep-history]   a fleet under faults, checked
+  refundd chaos   --jobs N --workers W --duration D --seed S [--provider stripe] [--json] [--keep-history]   a fleet under faults, checked
 every command that reaches a database needs -dsn DSN or $FENCEKIT_DSN; only demo and chaos default to `+defaultDSN+` (and _chaos)
 `)
 }

@@ -47,6 +47,8 @@ type runFlags struct {
 	console consoleFlags
 	// dispatch: the scan alone, or RabbitMQ (-dispatch, -amqp-url).
 	dispatch dispatchFlags
+	// prov: the provider's kind (-provider: http, stripe).
+	prov providerChoice
 	// listening, when set, is told the listeners' addresses once they
 	// serve and the worker started (tests listen on port 0): the webhook
 	// endpoint's, empty with -no-webhooks, and the operators'.
@@ -90,22 +92,16 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.holder, "holder", fencedwrite.DefaultHolder(), "this process's name in the attempts log (which process held each attempt it claims or takes over): printable ASCII, at most 255 characters")
 	f.console.register(fs)
 	f.dispatch.register(fs, true)
+	f.prov.register(fs)
 }
 
 // check refuses settings refundd run must not start with, naming each flag:
-// an empty webhook secret (unless -no-webhooks), a provider URL that is not
-// an absolute http(s) URL, a non-positive -http-timeout.
+// the provider's (checkProvider: an empty webhook secret unless
+// -no-webhooks, a provider URL that is not an absolute http(s) URL, …), a
+// non-positive -http-timeout.
 func (f runFlags) check(secret string) error {
 	var errs []error
-	if secret == "" && !f.noWebhooks {
-		errs = append(errs, errors.New("$FENCEKIT_WEBHOOK_SECRET is empty: set it to the provider's webhook signing secret, or pass -no-webhooks to run without the webhook endpoint"))
-	}
-	if err := checkProviderURL(f.providerURL); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := f.capabilities(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, f.checkProvider(secret))
 	if f.httpTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-http-timeout must be positive, got %v", f.httpTimeout))
 	}
@@ -171,9 +167,10 @@ func server(h http.Handler, timeout time.Duration, maxBody int64) *http.Server {
 // /metrics and /healthz on -operator-listen, until ctx ends (SIGTERM or
 // SIGINT); then it stops claiming, lets calls in flight finish for
 // stopGrace, cancels the rest, and returns once every job wrote back. The
-// webhook secret comes from $FENCEKIT_WEBHOOK_SECRET, never from a flag.
+// webhook secret comes from $FENCEKIT_WEBHOOK_SECRET ($STRIPE_WEBHOOK_SECRET
+// with -provider stripe), never from a flag.
 func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
-	secret := os.Getenv("FENCEKIT_WEBHOOK_SECRET")
+	secret := os.Getenv(f.prov.secretEnv())
 	if err := f.check(secret); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
@@ -184,12 +181,14 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	defer db.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	caps, _ := f.capabilities() // checked above
 	log := newLogger(logOut)
 	if err := waitForDatabase(ctx, db, f.dsn, log, nil); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	prov := provider.NewHTTPClient(f.providerURL, &http.Client{}, caps)
+	prov, webhooks, err := f.newProvider(secret)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
 	w, err := worker.New(worker.Config{
 		DB:               db,
 		Provider:         prov,
@@ -208,6 +207,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		RetryDelay:       f.retryDelay,
 		LagPoll:          f.lagPoll,
 		WebhookSecret:    []byte(secret),
+		Webhooks:         webhooks,
 		Logger:           log,
 		Metrics:          metrics.New(reg),
 		Hooks:            f.hooks,

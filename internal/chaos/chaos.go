@@ -54,6 +54,10 @@ type Config struct {
 	// publishes to AMQPURL's broker, and broker faults join the others).
 	Dispatch string
 	AMQPURL  string
+	// Provider is the fleet's provider: ProviderHTTP (the fake's own API),
+	// or ProviderStripe (the fake taught Stripe's API, through the real
+	// Stripe adapter).
+	Provider string
 }
 
 // RegisterFlags registers c's fields as refundd chaos's flags, with their
@@ -77,6 +81,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
 	}
 	fs.StringVar(&c.AMQPURL, "amqp-url", amqpURL, "with --dispatch rabbitmq, the broker's URL (default $FENCEKIT_AMQP_URL, else the local broker); the run uses a queue of its own")
+	fs.StringVar(&c.Provider, "provider", ProviderHTTP, "the fleet's provider: http (the fake provider's own API), or stripe (the fake taught Stripe's API, through refundd run -provider stripe: the real Stripe adapter)")
 }
 
 // Summary is refundd chaos's result: what was injected, what the fleet
@@ -84,6 +89,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 type Summary struct {
 	Seed     uint64 `json:"seed"`
 	Dispatch string `json:"dispatch"`
+	Provider string `json:"provider"`
 	// BrokerPublished counts the job ids the broker confirmed, the first
 	// publish of every job and the duplicates and stale ones alike
 	// (--dispatch rabbitmq).
@@ -189,9 +195,14 @@ func Run(ctx context.Context, dsn string, f Config, out io.Writer) (err error) {
 		return errors.New("chaos: --pause must be a probability in [0, 1]")
 	case f.Dispatch != DispatchScan && f.Dispatch != DispatchRabbitMQ && f.Dispatch != "":
 		return fmt.Errorf("chaos: --dispatch %q: must be %s or %s", f.Dispatch, DispatchScan, DispatchRabbitMQ)
+	case f.Provider != ProviderHTTP && f.Provider != ProviderStripe && f.Provider != "":
+		return fmt.Errorf("chaos: --provider %q: must be %s or %s", f.Provider, ProviderHTTP, ProviderStripe)
 	}
 	if f.Dispatch == "" {
 		f.Dispatch = DispatchScan
+	}
+	if f.Provider == "" {
+		f.Provider = ProviderHTTP
 	}
 	if f.Seed == 0 {
 		f.Seed = uint64(time.Now().UnixNano())
@@ -346,6 +357,7 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 	r.controlURL = "http://" + ln.Addr().String()
 
 	r.srv = fakeprovider.StartWith(fakeprovider.Config{
+		API:           r.fakeAPI(),
 		KeyRetention:  chaosKeyRetention,
 		LookupLag:     chaosLookupLag,
 		WebhookURL:    r.controlURL + "/webhooks",
@@ -513,7 +525,7 @@ func (r *chaosRun) enqueue(ctx context.Context) error {
 				wg.Done()
 			}()
 			for i := start; i < min(start+chunk, r.f.Jobs); i++ {
-				p := ent.RefundJobEnqueue{OperationKey: fmt.Sprintf("chaos-%06d", i+1), PaymentRef: fmt.Sprintf("pay-%06d", i+1),
+				p := ent.RefundJobEnqueue{OperationKey: fmt.Sprintf("chaos-%06d", i+1), PaymentRef: r.paymentRef(i + 1),
 					AmountMinor: int64(100 + i%9_900), Currency: "EUR"}
 				r.srv.AddPayment(p.PaymentRef, p.AmountMinor, p.Currency)
 				r.reqMu.Lock()

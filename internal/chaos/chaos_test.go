@@ -179,7 +179,7 @@ func TestChaosShortRun(t *testing.T) {
 // The counts come from the history, not from the plan.
 func TestChaosExercisesEveryZombieWriteBack(t *testing.T) {
 	bin := buildRefundd(t, "")
-	for _, seed := range []uint64{3, 7, 11} {
+	for _, seed := range []uint64{3, 7} {
 		t.Run(fmt.Sprintf("seed %d", seed)+" refuses a zombie write-back of every kind, alone and batched", func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
@@ -192,6 +192,31 @@ func TestChaosExercisesEveryZombieWriteBack(t *testing.T) {
 			wantEveryZombieWriteBack(t, out.String())
 		})
 	}
+	// --provider stripe: the fleet speaks to the fake taught Stripe's API
+	// through the real Stripe adapter (refundd run -provider stripe), with
+	// the whole fault mix: Stripe's answers, errors and webhooks. (The third
+	// seed runs through Stripe rather than adding a run: the README's test
+	// command has no time to spare.)
+	t.Run("seed 11 through the Stripe adapter keeps every invariant and refuses every zombie write-back", func(t *testing.T) {
+		t.Parallel()
+		var out bytes.Buffer
+		c := config(t, bin)
+		c.Provider = ProviderStripe
+		c.Jobs, c.Workers, c.Duration, c.Seed = 40, 2, 5*time.Second, 11
+		err := Run(context.Background(), dbtest.ScratchDSN(t, "_chaos"), c, &out)
+		if err != nil {
+			t.Fatalf("chaos: %v\n%s", err, out.String())
+		}
+		wantEveryZombieWriteBack(t, out.String())
+		s := lastJSON(t, out.String())
+		if s.Provider != ProviderStripe || s.HistoryCheck != "ok" || s.KeysPaidTwice+s.TerminalRegressions+s.AttemptRegressions+s.LostReceipts+s.LedgerMismatches+s.Unfinished != 0 {
+			t.Fatalf("chaos passed but its summary shows a failure: %+v", s)
+		}
+		if s.Succeeded+s.Failed+s.ManualReview != c.Jobs || s.ProviderExecuted == 0 {
+			t.Errorf("settled %d+%d+%d, %d executed: want all %d settled through Stripe's API", s.Succeeded, s.Failed, s.ManualReview, s.ProviderExecuted, c.Jobs)
+		}
+		t.Logf("%+v", s)
+	})
 	// --dispatch rabbitmq: the fleet consumes the job ids the chaos process
 	// publishes, while its broker connections are cut, the queue is purged
 	// and ids are published again (duplicates, and stale ones of settled
@@ -286,6 +311,7 @@ func TestChaosRefusesBadSettings(t *testing.T) {
 		{"", func(c *Config) { c.Lease = 10 * time.Millisecond }, "--lease must be at least 1s"},
 		{"", func(c *Config) { c.Pause = 2 }, "--pause must be a probability"},
 		{"", func(c *Config) { c.Duration = 0 }, "--duration must be positive"},
+		{"", func(c *Config) { c.Provider = "adyen" }, `--provider "adyen": must be http or stripe`},
 	} {
 		c := config(t, "refundd")
 		tc.set(&c)

@@ -70,10 +70,11 @@ func (r *chaosRun) start(ctx context.Context, p *fleetProc) error {
 	if r.broker != nil {
 		args = append(args, "-dispatch", DispatchRabbitMQ, "-amqp-url", r.broker.fleetURL(p.amqp.Listen), "-amqp-queue", r.broker.queue)
 	}
+	args = append(args, r.providerArgs()...)
 	cmd := exec.Command(r.f.Exe, args...)
 	// A fleet process never outlives refundd chaos.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(os.Environ(), "FENCEKIT_WEBHOOK_SECRET="+r.secret)
+	cmd.Env = append(os.Environ(), r.providerEnv()...)
 	logf, err := os.Create(filepath.Join(r.dir, name+".log"))
 	if err != nil {
 		return err

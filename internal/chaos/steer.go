@@ -253,8 +253,8 @@ func (st *steerer) script(ctx context.Context, z *steered) {
 			return
 		}
 		st.r.srv.Script(z.key, fakeprovider.Fault{Reject: "chaos_other_parameters"}, fakeprovider.Fault{})
-		req.AmountMinor++
-		if _, err := st.r.srv.Client().Refund(ctx, req); err == nil {
+		req.AmountMinor-- // less than the payment: Stripe's adapter checks it against the payment before it sends
+		if _, err := st.r.client().Refund(ctx, req); err == nil {
 			st.r.logf("steering: the request taking %s with other parameters was not rejected", z.key)
 		}
 	}

@@ -242,6 +242,7 @@ func TestFaultValidation(t *testing.T) {
 		{"a negative Latency", fakeprovider.Fault{Latency: -1}, "Latency"},
 		{"Latency with Hold", fakeprovider.Fault{Latency: 1, Hold: make(chan struct{})}, "Latency and Hold"},
 		{"Refuse 404", fakeprovider.Fault{Refuse: http.StatusNotFound}, "Refuse"},
+		{"RequiresAction without Pending", fakeprovider.Fault{RequiresAction: true}, "RequiresAction"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+" is refused, naming the field", func(t *testing.T) {

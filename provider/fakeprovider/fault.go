@@ -27,6 +27,9 @@ type Fault struct {
 	// against the payment, and Settle or Decline decides it later (or the
 	// server itself, with SettleAfter or DeclineAfter).
 	Pending bool
+	// RequiresAction, with Pending, shows the pending refund as Stripe's
+	// requires_action (APIStripe; fencekit's API has no such status).
+	RequiresAction bool
 	// SettleAfter, with Pending, has the server settle the refund by itself
 	// this long after it executed. DeclineAfter declines it instead, with
 	// the reason AsyncDeclineReason. At most one of the two.
@@ -91,6 +94,9 @@ func (f Fault) validate() error {
 	}
 	if (f.SettleAfter != 0 || f.DeclineAfter != 0) && !f.Pending {
 		errs = append(errs, errors.New("SettleAfter and DeclineAfter need Pending"))
+	}
+	if f.RequiresAction && !f.Pending {
+		errs = append(errs, errors.New("RequiresAction needs Pending"))
 	}
 	if f.SettleAfter != 0 && f.DeclineAfter != 0 {
 		errs = append(errs, errors.New("SettleAfter and DeclineAfter are exclusive"))

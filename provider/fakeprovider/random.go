@@ -49,7 +49,7 @@ type RandomFaults struct {
 	MaxLatency time.Duration // DefaultMaxLatency when zero
 
 	// What becomes of a refund that executes.
-	Pending      float64       // it is pending; the server decides it PendingDelay later
+	Pending      float64       // it is pending (half of them requires_action with APIStripe); the server decides it PendingDelay later
 	Decline      float64       // share of those pending refunds it declines rather than settles
 	PendingDelay time.Duration // DefaultPendingDelay when zero
 	LookupLag    float64       // lookups miss it for Config.LookupLag, which must then be positive
@@ -164,7 +164,9 @@ func (d requestDraw) fault(r RandomFaults, lookupLag time.Duration) Fault {
 		f.Latency = upTo(r.MaxLatency, d.latencyAmount)
 	}
 	if d.pending < r.Pending {
-		f.Pending = true
+		// Half of them wait for the customer: Stripe's requires_action
+		// (APIStripe shows it; the refund is pending all the same).
+		f.Pending, f.RequiresAction = true, d.pending < r.Pending/2
 		if d.decline < r.Decline {
 			f.DeclineAfter = r.PendingDelay
 		} else {

@@ -295,6 +295,8 @@ func TestConfigValidation(t *testing.T) {
 		{"a negative MaxLatency", fakeprovider.Config{Random: fakeprovider.RandomFaults{MaxLatency: -1}}, "Random.MaxLatency"},
 		{"a negative PendingDelay", fakeprovider.Config{Random: fakeprovider.RandomFaults{PendingDelay: -1}}, "Random.PendingDelay"},
 		{"random lookup lag without a declared lag", fakeprovider.Config{Random: fakeprovider.RandomFaults{LookupLag: 0.5}}, "Random.LookupLag"},
+		{"an API it does not speak", fakeprovider.Config{API: "adyen"}, "API"},
+		{"a PaymentCurrency that is no ISO code", fakeprovider.Config{PaymentCurrency: "euro"}, "PaymentCurrency"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+" is refused, naming the field", func(t *testing.T) {

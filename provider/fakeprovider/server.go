@@ -28,6 +28,7 @@ package fakeprovider
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,6 +83,16 @@ type Config struct {
 	// Random injects faults at random by rate; the zero value injects none.
 	Random RandomFaults
 
+	// API is the API the server speaks: APIFencekit (the default), the one
+	// provider.HTTPClient expects, or APIStripe, Stripe's refunds (see
+	// stripe.go), for provider/stripe. Both keep the same state and inject
+	// the same faults.
+	API string
+	// PaymentCurrency is the currency of the payments AnyPayment takes as
+	// captured with APIStripe, "eur" when empty: a Stripe refund carries no
+	// currency, so the payment, read first, must say it.
+	PaymentCurrency string
+
 	// Addr is the address to listen on; "127.0.0.1:0" (a free loopback
 	// port) when empty. refundd fakeprovider sets it.
 	Addr string
@@ -113,6 +124,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	cfg.Random = cfg.Random.withDefaults()
 	cfg.WebhookSecret = bytes.Clone(cfg.WebhookSecret)
+	if cfg.API == "" {
+		cfg.API = APIFencekit
+	}
+	if cfg.PaymentCurrency == "" {
+		cfg.PaymentCurrency = "eur"
+	}
 	return cfg
 }
 
@@ -139,6 +156,12 @@ func (cfg Config) validate() error {
 	if cfg.WebhookTimeout < 0 {
 		errs = append(errs, fmt.Errorf("WebhookTimeout must not be negative, got %v", cfg.WebhookTimeout))
 	}
+	if cfg.API != APIFencekit && cfg.API != APIStripe {
+		errs = append(errs, fmt.Errorf("API %q is not %q or %q", cfg.API, APIFencekit, APIStripe))
+	}
+	if len(cfg.PaymentCurrency) != 3 {
+		errs = append(errs, fmt.Errorf("PaymentCurrency %q is not a three-letter ISO code", cfg.PaymentCurrency))
+	}
 	errs = append(errs, cfg.Random.validate(cfg.LookupLag))
 	return errors.Join(errs...)
 }
@@ -146,6 +169,7 @@ func (cfg Config) validate() error {
 // Server is a running fake provider. Its methods are safe for concurrent use.
 type Server struct {
 	cfg       Config
+	wire      wire // the API it speaks
 	url       string
 	http      *http.Server
 	mux       *http.ServeMux
@@ -216,15 +240,17 @@ type keyRecord struct {
 }
 
 type refund struct {
-	ID           string          `json:"id"`
-	Payment      string          `json:"payment"`
-	Amount       int64           `json:"amount"`
-	Currency     string          `json:"currency"`
-	Reference    string          `json:"reference"`
-	Status       provider.Status `json:"status"`
-	Reason       string          `json:"reason,omitempty"`
-	hidden       bool            // unpublished: invisible to lookups
-	reverseAfter time.Duration   // reverse it this long after it succeeds
+	ID             string          `json:"id"`
+	Payment        string          `json:"payment"`
+	Amount         int64           `json:"amount"`
+	Currency       string          `json:"currency"`
+	Reference      string          `json:"reference"`
+	Status         provider.Status `json:"status"`
+	Reason         string          `json:"reason,omitempty"`
+	created        time.Time       // when it executed, on the server's clock
+	hidden         bool            // unpublished: invisible to lookups
+	requiresAction bool            // pending, shown as Stripe's requires_action
+	reverseAfter   time.Duration   // reverse it this long after it succeeds
 }
 
 // tally counts per key and closes each waiter's channel once the count
@@ -314,9 +340,8 @@ func Listen(cfg Config) (*Server, error) {
 	s.requestRand, s.eventRand = newGenerators(cfg.Random.Seed)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.hooks = &http.Client{Transport: &http.Transport{}, Timeout: cfg.WebhookTimeout}
-	s.mux.HandleFunc("POST /v1/refunds", s.create)
-	s.mux.HandleFunc("GET /v1/refunds", s.list)
-	s.mux.HandleFunc("GET /v1/refunds/{id}", s.get)
+	s.wire = wires[cfg.API]
+	s.wire.register(s)
 	s.http = &http.Server{Handler: http.HandlerFunc(s.serve)}
 	go s.http.Serve(ln) // returns ErrServerClosed on Close
 	if cfg.WebhookURL != "" {
@@ -333,14 +358,17 @@ func Listen(cfg Config) (*Server, error) {
 // URL is the server's base URL, e.g. http://127.0.0.1:40123.
 func (s *Server) URL() string { return s.url }
 
+// API is the API the server speaks (Config.API).
+func (s *Server) API() string { return s.cfg.API }
+
 // Capabilities is what the server's contract guarantees: resending a key
 // with the same parameters is safe while it is retained, and every lookup
-// exists.
+// exists (with APIStripe, Stripe's: no lookup by reference).
 func (s *Server) Capabilities() provider.Capabilities {
 	return provider.Capabilities{
 		SafeResend:        true,
 		KeyRetention:      s.cfg.KeyRetention,
-		LookupByReference: true,
+		LookupByReference: s.cfg.API == APIFencekit,
 		LookupByRefundID:  true,
 		ListByPayment:     true,
 		LookupLag:         s.cfg.LookupLag,
@@ -348,8 +376,13 @@ func (s *Server) Capabilities() provider.Capabilities {
 }
 
 // Client returns a provider client for the server, with its own connection
-// pool and the server's Capabilities.
+// pool and the server's Capabilities. It speaks fencekit's API: it panics
+// for a server with APIStripe, whose client is provider/stripe's, given
+// URL().
 func (s *Server) Client() *provider.HTTPClient {
+	if s.cfg.API != APIFencekit {
+		panic("fakeprovider: Client speaks fencekit's API, and this server speaks " + s.cfg.API + "'s: use provider/stripe with URL()")
+	}
 	return provider.NewHTTPClient(s.url, &http.Client{Transport: s.transport}, s.Capabilities())
 }
 
@@ -447,24 +480,25 @@ func (s *Server) each(key string, status provider.Status, apply func(*refund)) {
 // held.
 func (s *Server) settle(r *refund) {
 	r.Status = provider.StatusSucceeded
-	s.succeeded(r)
+	s.succeeded(r, changeSettled)
 }
 
 func (s *Server) decline(r *refund, reason string) {
 	r.Status, r.Reason = provider.StatusRejected, reason
 	s.payments[r.Payment].refunded -= r.Amount
-	s.emit(r, provider.EventRefundFailed)
+	s.emit(r, changeDeclined)
 }
 
 func (s *Server) reverse(r *refund) {
 	r.Status = provider.StatusReversed
 	s.payments[r.Payment].refunded -= r.Amount
-	s.emit(r, provider.EventRefundReversed)
+	s.emit(r, changeReversed)
 }
 
-// succeeded announces r's success and schedules its reversal, if any.
-func (s *Server) succeeded(r *refund) {
-	s.emit(r, provider.EventRefundSucceeded)
+// succeeded announces r's success, as change c, and schedules its
+// reversal, if any.
+func (s *Server) succeeded(r *refund, c change) {
+	s.emit(r, c)
 	if r.reverseAfter > 0 {
 		s.schedule(r.reverseAfter, func() {
 			if r.Status == provider.StatusSucceeded {
@@ -537,13 +571,13 @@ func (s *Server) Requests() []Request {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", "read body: "+err.Error())
+		writeBody(w)(s.wire.refusal(refusal{kind: refusedInvalid, detail: "read body: " + err.Error()}))
 		return
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "server closed")
+		writeBody(w)(s.wire.refusal(refusal{kind: refusedClosed}))
 		return
 	}
 	s.active.Add(1)
@@ -563,13 +597,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 // answer is the outcome of processing one refund request.
 type answer struct {
-	code  int
-	body  []byte
-	fault Fault
-	taken *keyRecord // the key this request took, released once answered
+	code     int
+	body     []byte
+	fault    Fault
+	replayed bool       // the key's stored answer, sent again
+	taken    *keyRecord // the key this request took, released once answered
 }
 
-// create serves POST /v1/refunds.
+// create serves POST /v1/refunds in fencekit's API.
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	var p params
 	dec := json.NewDecoder(r.Body)
@@ -618,15 +653,15 @@ func (s *Server) process(key string, p params) answer {
 	}
 	switch {
 	case f.Refuse == http.StatusTooManyRequests:
-		a.code, a.body = errorBody(f.Refuse, "rate_limited", "too many requests")
+		a.code, a.body = s.wire.refusal(refusal{kind: refusedRateLimited})
 	case f.Refuse != 0:
-		a.code, a.body = errorBody(f.Refuse, "internal_error", "failed before processing")
+		a.code, a.body = s.wire.refusal(refusal{kind: refusedServerError, status: f.Refuse})
 	case rec != nil && rec.params != p:
-		a.code, a.body = errorBody(http.StatusConflict, "idempotency_params_mismatch", "key was used with other parameters")
+		a.code, a.body = s.wire.refusal(refusal{kind: refusedKeyParams, key: key})
 	case rec != nil && rec.inFlight:
-		a.code, a.body = errorBody(http.StatusConflict, "idempotency_key_in_use", "a request with this key is in progress")
+		a.code, a.body = s.wire.refusal(refusal{kind: refusedKeyInUse, key: key})
 	case rec != nil:
-		a.code, a.body = rec.code, rec.body
+		a.code, a.body, a.replayed = rec.code, rec.body, true
 	default:
 		var r *refund
 		rec = &keyRecord{params: p, firstUse: s.cfg.Now(), inFlight: true}
@@ -684,14 +719,16 @@ func (s *Server) execute(key string, p params, f Fault) (int, []byte, *refund) {
 	}
 	pay := s.payments[p.Payment]
 	r := &refund{
-		ID:           fmt.Sprintf("re_%d", len(s.refunds)+1),
-		Payment:      p.Payment,
-		Amount:       p.Amount,
-		Currency:     p.Currency,
-		Reference:    key,
-		Status:       provider.StatusSucceeded,
-		hidden:       f.Unpublished,
-		reverseAfter: f.ReverseAfter,
+		ID:             fmt.Sprintf("re_%d", len(s.refunds)+1),
+		Payment:        p.Payment,
+		Amount:         p.Amount,
+		Currency:       cmp.Or(p.Currency, pay.currency), // a Stripe refund is in its payment's currency
+		Reference:      key,
+		Status:         provider.StatusSucceeded,
+		created:        s.cfg.Now(),
+		hidden:         f.Unpublished,
+		requiresAction: f.RequiresAction,
+		reverseAfter:   f.ReverseAfter,
 	}
 	if f.Pending {
 		r.Status = provider.StatusPending
@@ -699,11 +736,11 @@ func (s *Server) execute(key string, p params, f Fault) (int, []byte, *refund) {
 	s.refunds = append(s.refunds, r)
 	pay.refunded += p.Amount
 	s.executions.add(key)
-	body = mustJSON(r) // the answer shows the refund as it executed
+	body = s.wire.refund(s, r) // the answer shows the refund as it executed
 	if r.Status == provider.StatusSucceeded {
-		s.succeeded(r)
+		s.succeeded(r, changeExecuted)
 	} else {
-		s.emit(r, provider.EventRefundPending)
+		s.emit(r, changeExecuted)
 	}
 	switch {
 	case f.SettleAfter > 0:
@@ -730,21 +767,21 @@ func (s *Server) execute(key string, p params, f Fault) (int, []byte, *refund) {
 func (s *Server) refuse(p params, f Fault) (int, []byte) {
 	pay := s.payments[p.Payment]
 	if pay == nil && s.cfg.AnyPayment && f.Reject == "" {
-		pay = &payment{amount: p.Amount, currency: p.Currency}
-		s.payments[p.Payment] = pay
+		pay = s.anyPayment(p.Payment, p.Amount, p.Currency)
 	}
+	// A Stripe refund names no currency (p.Currency is empty): it is the
+	// payment's, and the client must have checked it.
 	switch {
 	case f.Reject != "":
-		return errorBody(http.StatusUnprocessableEntity, f.Reject, "rejected by the provider")
+		return s.wire.refusal(refusal{kind: refusedRejected, code: f.Reject})
 	case pay == nil:
-		return errorBody(http.StatusUnprocessableEntity, "payment_not_found", "no such payment")
-	case !strings.EqualFold(pay.currency, p.Currency):
-		return errorBody(http.StatusUnprocessableEntity, "currency_mismatch", "payment is in "+pay.currency)
+		return s.wire.refusal(refusal{kind: refusedNoPayment, payment: p.Payment})
+	case p.Currency != "" && !strings.EqualFold(pay.currency, p.Currency):
+		return s.wire.refusal(refusal{kind: refusedCurrency, detail: pay.currency})
 	case pay.refunded == pay.amount:
-		return errorBody(http.StatusUnprocessableEntity, "already_refunded", "payment is fully refunded")
+		return s.wire.refusal(refusal{kind: refusedAlreadyRefunded, payment: p.Payment})
 	case p.Amount > pay.amount-pay.refunded:
-		return errorBody(http.StatusUnprocessableEntity, "exceeds_refundable_amount",
-			fmt.Sprintf("refundable amount is %d", pay.amount-pay.refunded))
+		return s.wire.refusal(refusal{kind: refusedExceeds, payment: p.Payment, amount: p.Amount, left: pay.amount - pay.refunded})
 	}
 	return 0, nil
 }
@@ -768,9 +805,12 @@ func (s *Server) deliver(w http.ResponseWriter, a answer) {
 	}
 	switch after {
 	case Deliver:
-		writeBody(w, a.code, a.body)
+		if a.replayed && s.wire.replayHeader() != "" {
+			w.Header().Set(s.wire.replayHeader(), "true")
+		}
+		writeBody(w)(a.code, a.body)
 	case ServerError:
-		writeError(w, http.StatusInternalServerError, "internal_error", "failed after processing")
+		writeBody(w)(s.wire.refusal(refusal{kind: refusedServerError, status: http.StatusInternalServerError, processed: true}))
 	case Cut, Truncate:
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err != nil {
@@ -785,7 +825,8 @@ func (s *Server) deliver(w http.ResponseWriter, a answer) {
 	}
 }
 
-// list serves GET /v1/refunds?reference=KEY and ?payment=REF.
+// list serves GET /v1/refunds?reference=KEY and ?payment=REF in fencekit's
+// API.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	ref, pay := r.URL.Query().Get("reference"), r.URL.Query().Get("payment")
 	if ref == "" && pay == "" {
@@ -801,10 +842,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	body := mustJSON(map[string]any{"data": data})
 	s.mu.Unlock()
-	writeBody(w, http.StatusOK, body)
+	writeBody(w)(http.StatusOK, body)
 }
 
-// get serves GET /v1/refunds/{id}.
+// get serves GET /v1/refunds/{id} in fencekit's API.
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
@@ -818,7 +859,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "resource_missing", "no such refund")
 		return
 	}
-	writeBody(w, http.StatusOK, body)
+	writeBody(w)(http.StatusOK, body)
 }
 
 func errorBody(code int, errCode, message string) (int, []byte) {
@@ -826,14 +867,17 @@ func errorBody(code int, errCode, message string) (int, []byte) {
 }
 
 func writeError(w http.ResponseWriter, code int, errCode, message string) {
-	code, body := errorBody(code, errCode, message)
-	writeBody(w, code, body)
+	writeBody(w)(errorBody(code, errCode, message))
 }
 
-func writeBody(w http.ResponseWriter, code int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	w.Write(body)
+// writeBody returns a function that writes an answer to w: a status and a
+// JSON body, as the wire's methods return them.
+func writeBody(w http.ResponseWriter) func(code int, body []byte) {
+	return func(code int, body []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		w.Write(body)
+	}
 }
 
 // mustJSON encodes values built here, which always encode.

@@ -25,7 +25,7 @@ type WebhookDelivery struct {
 	Key     string // the refund's operation key
 	Type    provider.EventType
 	Attempt int    // 1 for the first POST of a sending, more for its retries
-	Header  string // the provider.WebhookSignatureHeader value sent
+	Header  string // the signature header's value sent (provider.WebhookSignatureHeader, or Stripe-Signature with APIStripe)
 	Body    []byte
 	Status  int   // the receiver's HTTP status; 0 when none arrived
 	Err     error // why no status arrived
@@ -40,21 +40,27 @@ type event struct {
 	ev  provider.WebhookEvent
 }
 
-// emit records the status change of r as an event of type typ and routes
-// it: held, late, duplicated or queued in order. s.mu is held.
-func (s *Server) emit(r *refund, typ provider.EventType) {
-	id, created := fmt.Sprintf("evt_%d", len(s.events)+1), s.cfg.Now().Unix()
-	body := mustJSON(struct {
-		ID      string             `json:"id"`
-		Type    provider.EventType `json:"type"`
-		Created int64              `json:"created"`
-		Refund  *refund            `json:"refund"`
-	}{id, typ, created, r})
+// emit records the change c of r as the events its API makes of it, and
+// routes each: held, late, duplicated or queued in order. s.mu is held.
+func (s *Server) emit(r *refund, c change) {
+	for _, k := range s.wire.events(r, c) {
+		s.emitOne(r, k)
+	}
+}
+
+func (s *Server) emitOne(r *refund, k eventKind) {
+	id, created := fmt.Sprintf("evt_%d", len(s.events)+1), time.Unix(s.cfg.Now().Unix(), 0).UTC()
+	pay := s.payments[r.Payment]
 	e := &event{key: r.Reference, ev: provider.WebhookEvent{
 		ID:      id,
-		Type:    typ,
-		Created: time.Unix(created, 0).UTC(),
-		Refund: provider.Refund{
+		Type:    k.typ,
+		Created: created,
+		Raw:     s.wire.eventBody(s, id, created, k, r, pay),
+	}}
+	if k.payment {
+		e.ev.Payments = paymentRefs(r.Payment)
+	} else {
+		e.ev.Refund = provider.Refund{
 			ProviderRefundID: r.ID,
 			Reference:        r.Reference,
 			PaymentRef:       r.Payment,
@@ -62,10 +68,9 @@ func (s *Server) emit(r *refund, typ provider.EventType) {
 			Currency:         r.Currency,
 			Status:           r.Status,
 			Reason:           r.Reason,
-			Raw:              mustJSON(r),
-		},
-		Raw: body,
-	}}
+			Raw:              s.wire.refund(s, r),
+		}
+	}
 	s.events = append(s.events, e)
 	s.eventByID[e.ev.ID] = e
 	d := drawEvent(s.eventRand)
@@ -156,7 +161,7 @@ func (s *Server) send(e *event) []WebhookDelivery {
 }
 
 func (s *Server) post(e *event, attempt int) WebhookDelivery {
-	header := provider.SignWebhook(s.cfg.WebhookSecret, s.cfg.Now(), e.ev.Raw)
+	name, header := s.wire.sign(s.cfg.WebhookSecret, s.cfg.Now(), e.ev.Raw)
 	d := WebhookDelivery{EventID: e.ev.ID, Key: e.key, Type: e.ev.Type, Attempt: attempt, Header: header, Body: e.ev.Raw}
 	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, s.cfg.WebhookURL, bytes.NewReader(e.ev.Raw))
 	if err != nil {
@@ -164,7 +169,7 @@ func (s *Server) post(e *event, attempt int) WebhookDelivery {
 		return d
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(provider.WebhookSignatureHeader, header)
+	req.Header.Set(name, header)
 	resp, err := s.hooks.Do(req)
 	if err != nil {
 		d.Err = fmt.Errorf("post webhook: %w", err)

@@ -293,10 +293,7 @@ func afterSend(in Input) Decision {
 
 // sentinels are the errors a provider call may match. Each error from the
 // client matches exactly one.
-var sentinels = []error{
-	provider.ErrOutcomeUnknown, provider.ErrRateLimited, provider.ErrKeyParamsMismatch, provider.ErrKeyInUse,
-	provider.ErrRejected, provider.ErrAlreadyRefunded, provider.ErrMismatch, provider.ErrInvalidRequest, provider.ErrNoLookup,
-}
+var sentinels = provider.Sentinels()
 
 // only reports whether err matches target and no other sentinel. A resend
 // or a failure needs an error that says nothing else: one that breaks the
