@@ -71,6 +71,7 @@ func TestAdoptionRolledBack(t *testing.T) {
 		t.Fatalf("the legacy catch block in enforce mode: %v, want the fence's refusal", err)
 	}
 	// The team's own columns are the team's in any state, even enforced.
+	//fencelint:allow the admin panel's write of the team's own column, which the fence lets through in any state: the test's subject
 	if _, err := c.legacyDB().ExecContext(ctx, "UPDATE refund_jobs SET merchant_note = 'edited by the admin panel' WHERE id = ?", c.id("legacy-01")); err != nil {
 		t.Fatalf("the admin panel edits a settled job's note in enforce mode: %v", err)
 	}

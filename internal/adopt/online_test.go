@@ -107,9 +107,9 @@ func TestOnlineCopyLosesNoLegacyWrite(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for !stop.Load() {
-					//fencelint:allow a legacy writer's unfenced write during the online copy: the test's subject
 					// legacy_flag is a TINYINT: it counts modulo 100 (a loaded
 					// machine runs more than 127 updates during the step).
+					//fencelint:allow a legacy writer's unfenced write during the online copy: the test's subject
 					_, err := writer.Exec("UPDATE refund_jobs SET legacy_flag = (legacy_flag + 1) MOD 100 WHERE operation_key = 'k-retry'")
 					if isDeadlock(err) {
 						deadlocks.Add(1)
