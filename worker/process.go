@@ -166,13 +166,24 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d d
 		// reconciles for ever with the provider's answer unrecorded. An
 		// operator decides instead, told why.
 		log.Error("write-back refused; moving the job to manual review", "err", err)
-		c.keepAnswer(ctx, l, in, log)
+		// The provider's answer is kept, and marked processed in the same
+		// transaction: it is what the operator reads, not news that would
+		// wake the job out of review only to be refused again.
+		ids := c.recordAnswers(ctx, l, in, log)
 		d = decide.Decision{Kind: decide.ManualReview, ProviderRefundID: d.ProviderRefundID, Rule: d.Rule,
-			Reason:   fmt.Sprintf("the worker could not record the provider's answer (%s): %v", tr.Op(), err),
-			Evidence: fmt.Sprintf("the worker decided to %s (rule %q) and the write was refused; what the provider said is in the observation log. %s", tr.Op(), d.Rule, d.Evidence)}
+			Reason: fmt.Sprintf("the worker could not record the provider's answer (%s): %v", tr.Op(), err),
+			Evidence: fmt.Sprintf("the worker decided to %s (rule %q) and the write was refused; what the provider said is in the observation log (observations %v). %s",
+				tr.Op(), d.Rule, ids, d.Evidence)}
 		tr, _ = transition(l, d)
 		job.Transition, job.To = tr.Op(), string(tr.To())
-		err = c.ent.RefundJob.Apply(ctx, tr, nil)
+		err = c.ent.RefundJob.Apply(ctx, tr, func(ctx context.Context, tx *ent.Tx) error {
+			for _, id := range ids {
+				if err := evidence.MarkProcessed(ctx, tx, id); err != nil && !errors.Is(err, evidence.ErrAlreadyProcessed) {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	switch {
 	case err == nil, errors.Is(err, fencedwrite.ErrAlreadySettled):
@@ -230,6 +241,15 @@ func answerOf(in decide.Input) string {
 // keepAnswer records what the provider answered in the observation log,
 // when it answered anything worth keeping.
 func (c *Client) keepAnswer(ctx context.Context, l *ent.RefundJobLease, in decide.Input, log *slog.Logger) {
+	if len(c.recordAnswers(ctx, l, in, log)) > 0 {
+		c.wakeReconciler()
+	}
+}
+
+// recordAnswers records what the provider answered in the observation
+// log and returns the observations' ids.
+func (c *Client) recordAnswers(ctx context.Context, l *ent.RefundJobLease, in decide.Input, log *slog.Logger) []int64 {
+	var ids []int64
 	for _, o := range answers(l, in) {
 		id, created, err := c.record(ctx, o, log)
 		if err != nil {
@@ -240,8 +260,9 @@ func (c *Client) keepAnswer(ctx context.Context, l *ent.RefundJobLease, in decid
 			c.m.Evidence(string(o.Source))
 		}
 		log.Info("late evidence recorded", "observation", id, "status", o.Status, "provider_refund_id", o.ProviderRefundID)
-		c.wakeReconciler()
+		ids = append(ids, id)
 	}
+	return ids
 }
 
 // record records o in the observation log, trying again while the database
