@@ -168,7 +168,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		<-polling
 		// Leaving the group revokes every partition: the judged offsets are
 		// committed first (c.revoked), the rest go to the next owners.
-		leave, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeWait)
+		leave, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.closeWait())
 		defer cancel()
 		if err := cl.LeaveGroupContext(leave); err != nil {
 			c.cfg.Logger.Warn("kafka consumer: leave the group", "err", err)
@@ -413,7 +413,7 @@ func (c *Consumer) assigned(_ context.Context, _ *kgo.Client, m map[string][]int
 // after it.
 func (c *Consumer) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 	ps := c.drop(m)
-	commit, cancel := context.WithTimeout(ctx, closeWait)
+	commit, cancel := context.WithTimeout(ctx, c.closeWait())
 	defer cancel()
 	marked := cl.MarkedOffsets()
 	err := cl.CommitMarkedOffsets(commit)
@@ -451,6 +451,11 @@ func (c *Consumer) drop(m map[string][]int32) []int32 {
 	slices.Sort(ps)
 	return ps
 }
+
+// closeWait bounds leaving the group and the commit before it: a leave
+// that takes longer than the session timeout gains nothing over the
+// session expiring.
+func (c *Consumer) closeWait() time.Duration { return min(closeWait, c.cfg.SessionTimeout) }
 
 // autoCommitted reports franz-go's periodic commits of the marked offsets.
 func (c *Consumer) autoCommitted(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
