@@ -619,4 +619,3 @@ func unwrapAll(err error) []error {
 	}
 	return out
 }
-
