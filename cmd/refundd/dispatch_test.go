@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/fencekit/fencekit/internal/brokertest"
+	"github.com/fencekit/fencekit/internal/kafkatest"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -72,6 +73,56 @@ func TestRunDispatchesThroughRabbitMQ(t *testing.T) {
 	}
 	select {
 	case <-srv.Executed("mq-1", 1):
+	case <-time.After(time.Minute):
+		t.Fatal("refundd run never sent the refund")
+	}
+	for {
+		select {
+		case p := <-passes:
+			if p.Hinted == 1 {
+				return
+			}
+			if p.Claimed > 0 {
+				t.Fatalf("pass %+v claimed the job without the message", p)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("no pass claimed the job through the message")
+		}
+	}
+}
+
+// refundd run -dispatch kafka claims a job that refundd enqueue
+// -kafka-brokers published, with a scan so rare that only the message can
+// have brought it.
+func TestRunDispatchesThroughKafka(t *testing.T) {
+	k := kafkatest.New(t)
+	topic := k.Topic(t, 3)
+	brokers := strings.Join(k.Brokers, ",")
+	dsn := migratedDSN(t)
+	t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec_run_test")
+	srv := fakeprovider.Start()
+	defer srv.Close()
+	srv.AddPayment("pay-kafka-1", 5000, "EUR")
+	passes := make(chan worker.PassResult, 100)
+	startRunWith(t, dsn, func(f *runFlags) {
+		f.hooks.Pass = func(p worker.PassResult) { passes <- p }
+	}, "-scan", "1h", "-provider-url", srv.URL(), "-dispatch", "kafka", "-kafka-brokers", brokers, "-kafka-topic", topic,
+		"-kafka-group", topic, "-kafka-session-timeout", k.SessionTimeout.String())
+	select {
+	case <-passes: // the first pass, over an empty table
+	case <-time.After(time.Minute):
+		t.Fatal("refundd run never scanned")
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"enqueue", "-dsn", dsn, "-key", "kafka-1", "-payment", "pay-kafka-1", "-amount", "12.50", "-currency", "EUR",
+		"-kafka-brokers", brokers, "-kafka-topic", topic}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "published to "+brokers+", topic "+topic) {
+		t.Fatalf("refundd enqueue said %q, want the job published to the topic", out.String())
+	}
+	select {
+	case <-srv.Executed("kafka-1", 1):
 	case <-time.After(time.Minute):
 		t.Fatal("refundd run never sent the refund")
 	}

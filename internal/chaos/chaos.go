@@ -51,7 +51,8 @@ type Config struct {
 	Exe         string // the refundd binary the fleet runs (default: this one); it must wire AgentCommand
 	// Dispatch is how due jobs reach the fleet: DispatchScan, or
 	// DispatchRabbitMQ (the fleet consumes the job ids the chaos process
-	// publishes to AMQPURL's broker, and broker faults join the others).
+	// publishes to AMQPURL's broker, and broker faults join the others), or
+	// DispatchKafka (the same through an in-process Kafka cluster).
 	Dispatch string
 	AMQPURL  string
 }
@@ -71,7 +72,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Dir, "history", "", "keep the histories and logs in this directory (default: a temporary one, removed after a run that passed unless -keep-history)")
 	fs.BoolVar(&c.KeepHistory, "keep-history", false, "keep the history directory after a run that passed too, and print where")
 	fs.StringVar(&c.Exe, "exe", "", "the refundd binary the fleet runs (default: this one)")
-	fs.StringVar(&c.Dispatch, "dispatch", DispatchScan, "how due jobs reach the fleet: scan, or rabbitmq (the fleet runs refundd run -dispatch rabbitmq; the chaos process publishes every job's id, and cuts the fleet's broker connections, purges the queue and publishes duplicates and stale ids)")
+	fs.StringVar(&c.Dispatch, "dispatch", DispatchScan, "how due jobs reach the fleet: scan, rabbitmq (the fleet runs refundd run -dispatch rabbitmq; the chaos process publishes every job's id, and cuts the fleet's broker connections, purges the queue and publishes duplicates and stale ids), or kafka (the same through an in-process Kafka cluster, whose partition leaders move and whose group rebalances)")
 	amqpURL := os.Getenv("FENCEKIT_AMQP_URL")
 	if amqpURL == "" {
 		amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -187,8 +188,8 @@ func Run(ctx context.Context, dsn string, f Config, out io.Writer) (err error) {
 		return errors.New("chaos: --lease must be at least 1s")
 	case f.Pause < 0 || f.Pause > 1:
 		return errors.New("chaos: --pause must be a probability in [0, 1]")
-	case f.Dispatch != DispatchScan && f.Dispatch != DispatchRabbitMQ && f.Dispatch != "":
-		return fmt.Errorf("chaos: --dispatch %q: must be %s or %s", f.Dispatch, DispatchScan, DispatchRabbitMQ)
+	case f.Dispatch != DispatchScan && f.Dispatch != DispatchRabbitMQ && f.Dispatch != DispatchKafka && f.Dispatch != "":
+		return fmt.Errorf("chaos: --dispatch %q: must be %s, %s or %s", f.Dispatch, DispatchScan, DispatchRabbitMQ, DispatchKafka)
 	}
 	if f.Dispatch == "" {
 		f.Dispatch = DispatchScan
@@ -231,6 +232,12 @@ func Run(ctx context.Context, dsn string, f Config, out io.Writer) (err error) {
 		}
 		defer r.broker.close()
 	}
+	if f.Dispatch == DispatchKafka {
+		if r.kafka, err = newKafkaRun(f.Seed); err != nil {
+			return err
+		}
+		defer r.kafka.close()
+	}
 	r.injecting.Store(true)
 	started := time.Now()
 	s, err := r.run(ctx)
@@ -271,6 +278,7 @@ type chaosRun struct {
 	requests map[string]provider.RefundRequest // by operation key, as enqueued
 
 	broker *brokerRun // --dispatch rabbitmq; nil with the scan alone
+	kafka  *kafkaRun  // --dispatch kafka
 
 	procMu sync.Mutex
 	procs  []*fleetProc
@@ -369,6 +377,11 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 		// Every job's id waits in the queue for the fleet's consumers,
 		// which race the fleet's scans for them.
 		if err := r.broker.publishAll(ctx); err != nil {
+			return Summary{}, err
+		}
+	}
+	if r.kafka != nil {
+		if err := r.kafka.publishAll(ctx); err != nil {
 			return Summary{}, err
 		}
 	}
@@ -532,6 +545,9 @@ func (r *chaosRun) enqueue(ctx context.Context) error {
 					r.broker.mu.Lock()
 					r.broker.ids = append(r.broker.ids, job.ID)
 					r.broker.mu.Unlock()
+				}
+				if r.kafka != nil {
+					r.kafka.add(job.ID, job.OperationKey)
 				}
 			}
 		}(start, c, zoned)
