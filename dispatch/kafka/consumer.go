@@ -139,6 +139,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(c.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(c.cfg.HeartbeatInterval),
+		// A member rejoins once its revoke's commit is done, which takes
+		// at most the session timeout (closeWait): a rebalance does not
+		// wait a minute (franz-go's default) for a member that was frozen
+		// or killed mid-rebalance.
+		kgo.RebalanceTimeout(2 * c.cfg.SessionTimeout),
 	}, c.cfg.ClientOpts)
 	c.mu.Lock()
 	if c.running {

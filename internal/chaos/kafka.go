@@ -155,7 +155,7 @@ func (r *chaosRun) transientMember(ctx context.Context, hold time.Duration) {
 	k := r.kafka
 	assigned := make(chan struct{}, 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...), kgo.ClientID("chaos/transient-member"), kgo.ConsumerGroup(k.group),
-		kgo.ConsumeTopics(k.topic), kgo.DisableAutoCommit(), kgo.SessionTimeout(chaosKafkaSession), kgo.HeartbeatInterval(chaosKafkaSession/4),
+		kgo.ConsumeTopics(k.topic), kgo.DisableAutoCommit(), kgo.SessionTimeout(chaosKafkaSession), kgo.HeartbeatInterval(chaosKafkaSession/4), kgo.RebalanceTimeout(2*chaosKafkaSession),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			if len(m[k.topic]) > 0 {
 				select {
@@ -180,7 +180,16 @@ func (r *chaosRun) transientMember(ctx context.Context, hold time.Duration) {
 	case <-assigned:
 		r.count(faultKafkaRebalance, 1)
 	case <-time.After(10 * time.Second):
-		r.logf("kafka: the transient member was assigned nothing within 10s")
+		g := k.cluster.GroupInfo(k.group)
+		if g == nil {
+			r.logf("kafka: the transient member was assigned nothing within 10s; no group")
+			return
+		}
+		var members []string
+		for _, m := range g.Members {
+			members = append(members, fmt.Sprintf("%s:%v", m.ClientID, m.Assignment[k.topic]))
+		}
+		r.logf("kafka: the transient member was assigned nothing within 10s; the group is %s at epoch %d: %v", g.State, g.Epoch, members)
 		return
 	case <-ctx.Done():
 		return
