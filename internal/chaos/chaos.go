@@ -454,6 +454,9 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 	}
 	endPhase()
 	bg.Wait()
+	if r.kafka != nil {
+		r.kafka.members.Wait()
+	}
 	r.injecting.Store(false)
 	faultPhase := time.Since(r.faultsFrom)
 	r.clearToxics()

@@ -49,6 +49,8 @@ type kafkaRun struct {
 	mu        sync.Mutex
 	jobs      []kafka.Due // every job, as enqueued
 	published int
+
+	members sync.WaitGroup // the transient members not gone yet
 }
 
 func newKafkaRun(seed uint64) (*kafkaRun, error) {
@@ -124,7 +126,11 @@ func (r *chaosRun) kafkaFault(ctx context.Context, kind int) {
 		}
 	case 1:
 		hold := time.Duration(200+r.intn(800)) * time.Millisecond
-		go r.transientMember(ctx, hold)
+		k.members.Add(1)
+		go func() {
+			defer k.members.Done()
+			r.transientMember(ctx, hold)
+		}()
 	case 2:
 		k.mu.Lock()
 		all := append([]kafka.Due(nil), k.jobs...)
@@ -149,8 +155,10 @@ func (r *chaosRun) kafkaFault(ctx context.Context, kind int) {
 }
 
 // transientMember joins the fleet's group, holds what it is assigned for
-// hold without judging (or committing) anything, and leaves: what a
-// process that starts and stops again does to the group.
+// hold (or until ctx, the fault phase, ends) without judging or committing
+// anything, and leaves: what a process that starts and stops again does to
+// the group. It waits for its assignment up to 10 s even past the fault
+// phase: a rebalance it began is one the fleet went through.
 func (r *chaosRun) transientMember(ctx context.Context, hold time.Duration) {
 	k := r.kafka
 	assigned := make(chan struct{}, 1)
@@ -169,7 +177,7 @@ func (r *chaosRun) transientMember(ctx context.Context, hold time.Duration) {
 		return
 	}
 	defer cl.Close()
-	pollCtx, stop := context.WithCancel(ctx)
+	pollCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	go func() {
 		for pollCtx.Err() == nil {
@@ -190,8 +198,6 @@ func (r *chaosRun) transientMember(ctx context.Context, hold time.Duration) {
 			members = append(members, fmt.Sprintf("%s:%v", m.ClientID, m.Assignment[k.topic]))
 		}
 		r.logf("kafka: the transient member was assigned nothing within 10s; the group is %s at epoch %d: %v", g.State, g.Epoch, members)
-		return
-	case <-ctx.Done():
 		return
 	}
 	select {
