@@ -58,11 +58,7 @@ func TestRunDispatchesThroughRabbitMQ(t *testing.T) {
 	startRunWith(t, dsn, func(f *runFlags) {
 		f.hooks.Pass = func(p worker.PassResult) { passes <- p }
 	}, "-scan", "1h", "-provider-url", srv.URL(), "-dispatch", "rabbitmq", "-amqp-url", testAMQP(), "-amqp-queue", queue)
-	select {
-	case <-passes: // the first pass, over an empty table
-	case <-time.After(time.Minute):
-		t.Fatal("refundd run never scanned")
-	}
+	firstPass(t, passes)
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"enqueue", "-dsn", dsn, "-key", "mq-1", "-payment", "pay-mq-1", "-amount", "12.50", "-currency", "EUR",
 		"-amqp-url", testAMQP(), "-amqp-queue", queue}, &out); err != nil {
@@ -76,19 +72,7 @@ func TestRunDispatchesThroughRabbitMQ(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("refundd run never sent the refund")
 	}
-	for {
-		select {
-		case p := <-passes:
-			if p.Hinted == 1 {
-				return
-			}
-			if p.Claimed > 0 {
-				t.Fatalf("pass %+v claimed the job without the message", p)
-			}
-		case <-time.After(time.Minute):
-			t.Fatal("no pass claimed the job through the message")
-		}
-	}
+	claimedByTheMessage(t, passes)
 }
 
 // refundd run -dispatch kafka claims a job that refundd enqueue
@@ -108,11 +92,7 @@ func TestRunDispatchesThroughKafka(t *testing.T) {
 		f.hooks.Pass = func(p worker.PassResult) { passes <- p }
 	}, "-scan", "1h", "-provider-url", srv.URL(), "-dispatch", "kafka", "-kafka-brokers", brokers, "-kafka-topic", topic,
 		"-kafka-group", topic, "-kafka-session-timeout", k.SessionTimeout.String())
-	select {
-	case <-passes: // the first pass, over an empty table
-	case <-time.After(time.Minute):
-		t.Fatal("refundd run never scanned")
-	}
+	firstPass(t, passes)
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"enqueue", "-dsn", dsn, "-key", "kafka-1", "-payment", "pay-kafka-1", "-amount", "12.50", "-currency", "EUR",
 		"-kafka-brokers", brokers, "-kafka-topic", topic}, &out); err != nil {
@@ -126,6 +106,23 @@ func TestRunDispatchesThroughKafka(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("refundd run never sent the refund")
 	}
+	claimedByTheMessage(t, passes)
+}
+
+// firstPass waits for refundd run's first pass, over an empty table.
+func firstPass(t *testing.T, passes <-chan worker.PassResult) {
+	t.Helper()
+	select {
+	case <-passes:
+	case <-time.After(time.Minute):
+		t.Fatal("refundd run never scanned")
+	}
+}
+
+// claimedByTheMessage waits for the pass that claims the one job through
+// its message, and fails if a pass claims it otherwise.
+func claimedByTheMessage(t *testing.T, passes <-chan worker.PassResult) {
+	t.Helper()
 	for {
 		select {
 		case p := <-passes:

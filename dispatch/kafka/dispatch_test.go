@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencekit/fencekit/dispatch/kafka"
 	"github.com/fencekit/fencekit/fencedwrite"
+	"github.com/fencekit/fencekit/internal/dispatchtest"
 	"github.com/fencekit/fencekit/worker"
 )
 
@@ -43,8 +44,8 @@ func TestKafkaDispatch(t *testing.T) {
 		if v := await(t, verdicts, "verdict"); v.m.ID != due.ID || !v.claimed || v.err != nil {
 			t.Fatalf("verdict %+v (%v), want job %d claimed", v, v.err, due.ID)
 		}
-		e.settled("op-1")
-		e.claimedOnce("op-1")
+		e.Settled("op-1")
+		e.ClaimedOnce("op-1")
 		stop()
 		e.everyOffsetCommitted()
 	})
@@ -53,8 +54,8 @@ func TestKafkaDispatch(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, 1)
 		done := e.enqueue("done")
-		w := e.worker("A", nil, nil) // its first pass claims the job by the scan
-		e.settled("done")
+		w := e.Worker("A", nil, nil) // its first pass claims the job by the scan
+		e.Settled("done")
 		verdicts := make(chan verdict, 10)
 		stop := e.consume("A", w, kafka.Hooks{BeforeMark: func(m kafka.Message, claimed bool, err error) { verdicts <- verdict{m, claimed, err} }}, nil)
 		// Reordered: the settled job's hint comes after one for an id that
@@ -66,7 +67,7 @@ func TestKafkaDispatch(t *testing.T) {
 		if v := await(t, verdicts, "verdict"); v.m.ID != done.ID || v.claimed || !errors.Is(v.err, fencedwrite.ErrNotClaimable) {
 			t.Fatalf("verdict for a settled job %+v, want nothing to do (ErrNotClaimable)", v)
 		}
-		e.claimedOnce("done")
+		e.ClaimedOnce("done")
 		stop()
 		e.everyOffsetCommitted()
 	})
@@ -192,12 +193,12 @@ func TestKafkaDispatch(t *testing.T) {
 				byB = append(byB, d.OperationKey)
 			}
 		}
-		e.settled(byB...)
+		e.Settled(byB...)
 
 		// A's scheduler goes on: its hints on the moved partition find
 		// nothing to do, and A marks none of them (its partition is B's).
 		releaseA()
-		e.settled(keys...)
+		e.Settled(keys...)
 		late := 0
 		for range dues {
 			m := await(t, markedA, "A's mark")
@@ -221,7 +222,7 @@ func TestKafkaDispatch(t *testing.T) {
 			t.Fatalf("A committed %v after it lost partition %d", c, moved[0])
 		default:
 		}
-		e.claimedOnce(keys...)
+		e.ClaimedOnce(keys...)
 		e.everyOffsetCommitted() // a late mark of A would have rewound B's commit
 	})
 
@@ -229,7 +230,7 @@ func TestKafkaDispatch(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, 2)
 		// Claims wait at most 1 s for a row lock, then roll back.
-		w := e.idle("A", func(c *worker.Config) { c.DB = e.db.FencedDB(fencedwrite.DSNOptions{LockWaitTimeout: time.Second}) })
+		w := e.idle("A", func(c *worker.Config) { c.DB = e.DB.FencedDB(fencedwrite.DSNOptions{LockWaitTimeout: time.Second}) })
 		verdicts, commits := make(chan verdict, 100), make(chan map[int32]int64, 100)
 		stop := e.consume("A", w, kafka.Hooks{
 			BeforeMark: func(m kafka.Message, claimed bool, err error) { verdicts <- verdict{m, claimed, err} },
@@ -237,7 +238,7 @@ func TestKafkaDispatch(t *testing.T) {
 		}, nil)
 		locked := e.enqueue("locked")
 		// Another session holds the job's row: the claim waits, then rolls back.
-		tx, err := e.db.RawDB().BeginTx(t.Context(), nil)
+		tx, err := e.DB.RawDB().BeginTx(t.Context(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,8 +298,8 @@ func TestKafkaDispatch(t *testing.T) {
 			}
 		}
 		keys = append(keys, "locked")
-		e.settled(keys...)
-		e.claimedOnce(keys...)
+		e.Settled(keys...)
+		e.ClaimedOnce(keys...)
 		stop()
 		e.everyOffsetCommitted()
 	})
@@ -338,8 +339,8 @@ func TestKafkaDispatch(t *testing.T) {
 		if v := await(t, verdictsB, "B's verdict"); !v.nothingToDo() || !errors.Is(v.err, fencedwrite.ErrNotClaimable) {
 			t.Fatalf("B's verdict %+v, want nothing to do (A's worker holds or settled the job)", v)
 		}
-		e.settled("k")
-		e.claimedOnce("k")
+		e.Settled("k")
+		e.ClaimedOnce("k")
 		stopB()
 		e.everyOffsetCommitted()
 	})
@@ -408,8 +409,8 @@ func TestKafkaDispatch(t *testing.T) {
 		if claims != 1 || nothing != 1 {
 			t.Fatalf("%d claims and %d with nothing to do, want one each", claims, nothing)
 		}
-		e.settled("dup-1", "dup-2")
-		e.claimedOnce("dup-1", "dup-2")
+		e.Settled("dup-1", "dup-2")
+		e.ClaimedOnce("dup-1", "dup-2")
 		stop()
 		e.everyOffsetCommitted()
 	})
@@ -448,8 +449,8 @@ func TestKafkaDispatch(t *testing.T) {
 		if v := await(t, verdicts, "verdict"); v.m.ID != two.ID || !v.claimed {
 			t.Fatalf("verdict %+v, want job %d claimed through the new topic", v, two.ID)
 		}
-		e.settled("before", "after")
-		e.claimedOnce("before", "after")
+		e.Settled("before", "after")
+		e.ClaimedOnce("before", "after")
 	})
 
 	t.Run("the brokers unreachable under load: the scan finishes every job, and the clients come back", func(t *testing.T) {
@@ -457,7 +458,7 @@ func TestKafkaDispatch(t *testing.T) {
 		e := newEnv(t, 3)
 		g := newGate(t)
 		// The scan is the safety net: every 200 ms here.
-		w := e.worker("A", nil, func(c *worker.Config) { c.ScanInterval = 200 * time.Millisecond })
+		w := e.Worker("A", nil, func(c *worker.Config) { c.ScanInterval = 200 * time.Millisecond })
 		assigned, verdicts := make(chan []int32, 10), make(chan verdict, 1000)
 		var allSettled atomic.Bool // from then on, no hint may claim but the new job's
 		e.consume("A", w, kafka.Hooks{
@@ -485,12 +486,12 @@ func TestKafkaDispatch(t *testing.T) {
 		if err := d.Publish(t.Context(), batch("during", 30)...); !errors.Is(err, kafka.ErrNotPublished) {
 			t.Fatalf("publish while the brokers are unreachable: %v, want ErrNotPublished", err)
 		}
-		e.settled(keys...) // by the scan, while the brokers are unreachable
+		e.Settled(keys...) // by the scan, while the brokers are unreachable
 		// Each job's attempt once settled: a hint delivered again that
 		// claimed a settled job would raise it.
 		settledAt := map[string]int64{}
 		for _, k := range keys {
-			settledAt[k] = e.job(k).Attempt
+			settledAt[k] = e.Job(k).Attempt
 		}
 		allSettled.Store(true)
 		g.Up()
@@ -501,13 +502,13 @@ func TestKafkaDispatch(t *testing.T) {
 		// verdict: nothing to do for them (checked below, by the attempts).
 		for v := await(t, verdicts, "verdict"); v.m.ID != after.ID; v = await(t, verdicts, "verdict") {
 		}
-		e.settled(keys...)
+		e.Settled(keys...)
 		for k, attempt := range settledAt {
-			if j := e.job(k); j.Attempt != attempt {
+			if j := e.Job(k); j.Attempt != attempt {
 				t.Fatalf("a hint delivered again claimed job %d (%s) after it settled: attempt %d, then %d", j.ID, k, attempt, j.Attempt)
 			}
 		}
-		e.claimedOnce(keys...)
+		e.ClaimedOnce(keys...)
 	})
 
 	t.Run("partitions added to the topic: the dispatcher and the consumer use them", func(t *testing.T) {
@@ -537,7 +538,7 @@ func TestKafkaDispatch(t *testing.T) {
 		for i := range 4 {
 			hinted(i)
 		}
-		e.settled(keys...)
+		e.Settled(keys...)
 		if _, err := e.k.Admin(t).UpdatePartitions(t.Context(), 4, e.topic); err != nil {
 			t.Fatal(err)
 		}
@@ -556,8 +557,8 @@ func TestKafkaDispatch(t *testing.T) {
 				t.Fatal("no hint went to an added partition")
 			}
 		}
-		e.settled(keys...)
-		e.claimedOnce(keys...)
+		e.Settled(keys...)
+		e.ClaimedOnce(keys...)
 	})
 }
 
@@ -575,11 +576,11 @@ func TestConfigIsValidated(t *testing.T) {
 		t.Fatalf("err %v, want ErrInvalid", err)
 	}
 	for _, field := range []string{"Brokers", "Topic", "Partitions", "RetryMax", "HeartbeatInterval"} {
-		if !containsField(err, "kafka.Config."+field) {
+		if !dispatchtest.ContainsField(err, "kafka.Config."+field) {
 			t.Errorf("err %v does not name kafka.Config.%s", err, field)
 		}
 	}
-	if _, err := kafka.NewConsumer(kafka.Config{Brokers: []string{"127.0.0.1:9092"}}, nil, kafka.Hooks{}); !containsField(err, "worker") {
+	if _, err := kafka.NewConsumer(kafka.Config{Brokers: []string{"127.0.0.1:9092"}}, nil, kafka.Hooks{}); !dispatchtest.ContainsField(err, "worker") {
 		t.Errorf("a consumer without a worker: %v, want the field named", err)
 	}
 	d, err := kafka.NewDispatcher(kafka.Config{Brokers: []string{"127.0.0.1:9092"}})
@@ -589,33 +590,8 @@ func TestConfigIsValidated(t *testing.T) {
 	defer d.Close()
 	err = d.Publish(context.Background(), kafka.Due{ID: 0, OperationKey: ""})
 	for _, field := range []string{"kafka.Due[0].ID", "kafka.Due[0].OperationKey"} {
-		if !containsField(err, field) {
+		if !dispatchtest.ContainsField(err, field) {
 			t.Errorf("a publish of nobody: %v, want %s named", err, field)
 		}
 	}
-}
-
-func containsField(err error, field string) bool {
-	var fe *fencedwrite.FieldError
-	for _, e := range unwrapAll(err) {
-		if errors.As(e, &fe) && fe.Field == field {
-			return true
-		}
-	}
-	return false
-}
-
-func unwrapAll(err error) []error {
-	out := []error{err}
-	switch x := err.(type) {
-	case interface{ Unwrap() []error }:
-		for _, e := range x.Unwrap() {
-			out = append(out, unwrapAll(e)...)
-		}
-	case interface{ Unwrap() error }:
-		if e := x.Unwrap(); e != nil {
-			out = append(out, unwrapAll(e)...)
-		}
-	}
-	return out
 }

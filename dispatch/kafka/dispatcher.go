@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/fencekit/fencekit/dispatch/internal/idlist"
 	"github.com/fencekit/fencekit/fencedwrite"
 )
 
@@ -98,11 +99,11 @@ func (d *Dispatcher) Publish(ctx context.Context, jobs ...Due) error {
 	if len(failed) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(failed))
+	unpublished := make([]int64, len(failed))
 	for i, j := range failed {
-		ids[i] = j.ID
+		unpublished[i] = j.ID
 	}
-	return fmt.Errorf("publish job ids %s to %s: %w: %w", idList(ids), d.cfg.Topic, ErrNotPublished, why)
+	return fmt.Errorf("publish job ids %s to %s: %w: %w", idlist.Format(unpublished), d.cfg.Topic, ErrNotPublished, why)
 }
 
 // produce sends every job and waits for their acknowledgements until ctx
@@ -145,16 +146,6 @@ wait:
 		}
 	}
 	return failed, why
-}
-
-// idList names up to ten ids, and how many more.
-func idList(ids []int64) string {
-	const most = 10
-	s := fmt.Sprint(ids[:min(len(ids), most)])
-	if len(ids) > most {
-		s += fmt.Sprintf(" and %d more", len(ids)-most)
-	}
-	return s
 }
 
 // Close flushes nothing and closes the client: messages not yet

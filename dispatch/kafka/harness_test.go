@@ -3,8 +3,6 @@ package kafka_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -13,117 +11,44 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/fencekit/fencekit/dispatch/kafka"
-	"github.com/fencekit/fencekit/ent"
-	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/internal/dispatchtest"
 	"github.com/fencekit/fencekit/internal/kafkatest"
-	"github.com/fencekit/fencekit/ledger"
-	"github.com/fencekit/fencekit/provider/fakeprovider"
 	"github.com/fencekit/fencekit/worker"
 )
 
-// patience bounds every wait for a signal: a safety net that fails a stuck
-// test, never what orders the actors.
-const patience = 60 * time.Second
+const patience = dispatchtest.Patience
 
-// env is one test's database, fake provider, Kafka (see kafkatest) and
-// topic and group of its own.
+// env is one test's database and fake provider (dispatchtest), Kafka (see
+// kafkatest) and topic and group of its own.
 type env struct {
+	*dispatchtest.Env
 	t     *testing.T
 	k     *kafkatest.Cluster
-	db    *dbtest.DB
-	srv   *fakeprovider.Server
-	c     *ent.Client
 	topic string
 	group string
-
-	wrote chan worker.Job // every worker's write-backs
 }
 
 func newEnv(t *testing.T, partitions int32) *env {
 	t.Helper()
 	k := kafkatest.New(t)
-	d := dbtest.New(t)
-	srv := fakeprovider.StartWith(fakeprovider.Config{})
-	t.Cleanup(srv.Close)
 	topic := k.Topic(t, partitions)
-	return &env{t: t, k: k, db: d, srv: srv, c: d.Client(), topic: topic, group: topic + "-group", wrote: make(chan worker.Job, 10_000)}
+	return &env{Env: dispatchtest.New(t), t: t, k: k, topic: topic, group: topic + "-group"}
 }
 
 func (e *env) config(name string) kafka.Config {
 	return kafka.Config{Brokers: e.k.Brokers, Topic: e.topic, Group: e.group, Name: "test-" + name,
 		SessionTimeout: e.k.SessionTimeout, HeartbeatInterval: e.k.SessionTimeout / 5, CommitInterval: 100 * time.Millisecond,
 		RetryDelay: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond, MetadataMaxAge: 200 * time.Millisecond,
-		PublishTimeout: 10 * time.Second, Logger: e.logger(name)}
+		PublishTimeout: 10 * time.Second, Logger: e.Logger(name)}
 }
 
-func (e *env) logger(name string) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(testWriter{e.t}, nil)).With("who", name)
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
-
-// enqueue records a payment at the provider and enqueues a refund of it.
+// enqueue enqueues a refund (dispatchtest.Env.Enqueue) and names its job
+// for a publish.
 func (e *env) enqueue(key string) kafka.Due {
 	e.t.Helper()
-	p := ent.RefundJobEnqueue{OperationKey: key, PaymentRef: "pay-" + key, AmountMinor: 1250, Currency: "EUR"}
-	e.srv.AddPayment(p.PaymentRef, 10_000, "EUR")
-	job, _, err := e.c.RefundJob.Enqueue(e.t.Context(), p, ledger.Open(p))
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	job := e.Enqueue(key)
 	return kafka.Due{ID: job.ID, OperationKey: job.OperationKey}
-}
-
-// worker is a started worker with test settings: a scan interval so long
-// that only hints, finishing jobs and its first pass run passes, unless mod
-// says otherwise. passes receives each pass's result.
-func (e *env) worker(name string, passes chan<- worker.PassResult, mod func(*worker.Config)) *worker.Client {
-	e.t.Helper()
-	cfg := worker.Config{
-		DB:                e.db.FencedDB(fencedwrite.DSNOptions{}),
-		Provider:          e.srv.Client(),
-		Workers:           8,
-		ScanInterval:      time.Hour,
-		ReconcileInterval: time.Hour,
-		ProviderTimeout:   5 * time.Second,
-		PendingDelay:      time.Microsecond,
-		RetryDelay:        time.Microsecond,
-		LagPoll:           time.Microsecond,
-		BudgetRate:        10_000,
-		BudgetBurst:       10_000,
-		Logger:            e.logger(name),
-		Hooks: worker.Hooks{
-			WroteBack: func(j worker.Job, _ error) { e.wrote <- j },
-			Pass: func(p worker.PassResult) {
-				if passes != nil {
-					passes <- p
-				}
-			},
-		},
-	}
-	if mod != nil {
-		mod(&cfg)
-	}
-	w, err := worker.New(cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.Start(e.t.Context()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
-		defer cancel()
-		_ = w.StopAndCancel(ctx)
-	})
-	return w
 }
 
 // idle starts a worker and waits for its first pass, over an empty table:
@@ -131,7 +56,7 @@ func (e *env) worker(name string, passes chan<- worker.PassResult, mod func(*wor
 func (e *env) idle(name string, mod func(*worker.Config)) *worker.Client {
 	e.t.Helper()
 	passes := make(chan worker.PassResult, 1000)
-	w := e.worker(name, passes, mod)
+	w := e.Worker(name, passes, mod)
 	await(e.t, passes, "first pass of "+name)
 	return w
 }
@@ -149,18 +74,7 @@ func (e *env) consume(name string, w *worker.Client, hooks kafka.Hooks, mod func
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Run(ctx); err != nil {
-			e.t.Errorf("consumer %s: %v", name, err)
-		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	e.t.Cleanup(stop)
-	return stop
+	return dispatchtest.Consume(e.t, name, c.Run)
 }
 
 func (e *env) dispatcher(mod func(*kafka.Config)) *kafka.Dispatcher {
@@ -181,60 +95,6 @@ func (e *env) publish(d *kafka.Dispatcher, jobs ...kafka.Due) {
 	e.t.Helper()
 	if err := d.Publish(e.t.Context(), jobs...); err != nil {
 		e.t.Fatal(err)
-	}
-}
-
-// settled waits until every key's job is settled, as seen after a
-// write-back of it.
-func (e *env) settled(keys ...string) {
-	e.t.Helper()
-	left := map[string]bool{}
-	for _, k := range keys {
-		if !e.isSettled(k) {
-			left[k] = true
-		}
-	}
-	timeout := time.After(patience)
-	for len(left) > 0 {
-		select {
-		case j := <-e.wrote:
-			if left[j.OperationKey] && e.isSettled(j.OperationKey) {
-				delete(left, j.OperationKey)
-			}
-		case <-timeout:
-			for k := range left {
-				e.t.Fatalf("%d jobs never settled, such as %s", len(left), k)
-			}
-		}
-	}
-}
-
-func (e *env) job(key string) *ent.RefundJob {
-	e.t.Helper()
-	j, err := e.c.RefundJob.Query().Where(refundjob.OperationKey(key)).Only(context.Background())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return j
-}
-
-func (e *env) isSettled(key string) bool {
-	s := e.job(key).State
-	return s != refundjob.StateReady && s != refundjob.StateRunning
-}
-
-// claimedOnce checks every key's job succeeded at attempt 1 (one claim,
-// no takeover) with exactly one execution at the provider.
-func (e *env) claimedOnce(keys ...string) {
-	e.t.Helper()
-	for _, k := range keys {
-		j := e.job(k)
-		if j.State != refundjob.StateSucceeded || j.Attempt != 1 {
-			e.t.Errorf("%s is %s at attempt %d, want succeeded at attempt 1 (claimed once)", k, j.State, j.Attempt)
-		}
-		if n := e.srv.Executions(k); n != 1 {
-			e.t.Errorf("%s was executed %d times by the provider, want once", k, n)
-		}
 	}
 }
 
@@ -289,14 +149,7 @@ func (v verdict) nothingToDo() bool {
 
 func await[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(patience):
-		t.Fatalf("no %s came", what)
-		var zero T
-		return zero
-	}
+	return dispatchtest.Await(t, ch, what)
 }
 
 // gate is a dialer to the brokers that the test can take down: Down cuts

@@ -208,17 +208,7 @@ func TestChaosExercisesEveryZombieWriteBack(t *testing.T) {
 		if err != nil {
 			t.Fatalf("chaos: %v\n%s", err, out.String())
 		}
-		wantEveryZombieWriteBack(t, out.String())
-		s := lastJSON(t, out.String())
-		if s.Dispatch != DispatchRabbitMQ || s.HistoryCheck != "ok" || s.KeysPaidTwice+s.TerminalRegressions+s.AttemptRegressions+s.LostReceipts+s.LedgerMismatches+s.Unfinished != 0 {
-			t.Fatalf("chaos passed but its summary shows a failure: %+v", s)
-		}
-		if s.Succeeded+s.Failed+s.ManualReview != c.Jobs {
-			t.Errorf("settled %d+%d+%d: want all %d", s.Succeeded, s.Failed, s.ManualReview, c.Jobs)
-		}
-		if s.BrokerPublished < c.Jobs {
-			t.Errorf("%d messages published, want at least one per job (%d)", s.BrokerPublished, c.Jobs)
-		}
+		s := wantBrokerRun(t, c, out.String())
 		if s.FaultsByKind[faultBrokerCut] == 0 || s.FaultsByKind[faultBrokerDuplicate]+s.FaultsByKind[faultBrokerStale] == 0 {
 			t.Errorf("no broker cut or no duplicate publish: %v", s.FaultsByKind)
 		}
@@ -237,17 +227,7 @@ func TestChaosExercisesEveryZombieWriteBack(t *testing.T) {
 		if err != nil {
 			t.Fatalf("chaos: %v\n%s", err, out.String())
 		}
-		wantEveryZombieWriteBack(t, out.String())
-		s := lastJSON(t, out.String())
-		if s.Dispatch != DispatchKafka || s.HistoryCheck != "ok" || s.KeysPaidTwice+s.TerminalRegressions+s.AttemptRegressions+s.LostReceipts+s.LedgerMismatches+s.Unfinished != 0 {
-			t.Fatalf("chaos passed but its summary shows a failure: %+v", s)
-		}
-		if s.Succeeded+s.Failed+s.ManualReview != c.Jobs {
-			t.Errorf("settled %d+%d+%d: want all %d", s.Succeeded, s.Failed, s.ManualReview, c.Jobs)
-		}
-		if s.BrokerPublished < c.Jobs {
-			t.Errorf("%d messages published, want at least one per job (%d)", s.BrokerPublished, c.Jobs)
-		}
+		s := wantBrokerRun(t, c, out.String())
 		for _, kind := range []string{faultKafkaLeaderMoved, faultKafkaRebalance} {
 			if s.FaultsByKind[kind] == 0 {
 				t.Errorf("no %s: %v", kind, s.FaultsByKind)
@@ -258,6 +238,25 @@ func TestChaosExercisesEveryZombieWriteBack(t *testing.T) {
 		}
 		t.Logf("%+v", s)
 	})
+}
+
+// wantBrokerRun checks a run through a broker (c.Dispatch): every zombie
+// write-back refused, every invariant kept, every job settled and
+// published at least once. It returns the summary.
+func wantBrokerRun(t *testing.T, c Config, out string) Summary {
+	t.Helper()
+	wantEveryZombieWriteBack(t, out)
+	s := lastJSON(t, out)
+	if s.Dispatch != c.Dispatch || s.HistoryCheck != "ok" || s.KeysPaidTwice+s.TerminalRegressions+s.AttemptRegressions+s.LostReceipts+s.LedgerMismatches+s.Unfinished != 0 {
+		t.Fatalf("chaos passed but its summary shows a failure: %+v", s)
+	}
+	if s.Succeeded+s.Failed+s.ManualReview != c.Jobs {
+		t.Errorf("settled %d+%d+%d: want all %d", s.Succeeded, s.Failed, s.ManualReview, c.Jobs)
+	}
+	if s.BrokerPublished < c.Jobs {
+		t.Errorf("%d messages published, want at least one per job (%d)", s.BrokerPublished, c.Jobs)
+	}
+	return s
 }
 
 // The checker must catch a broken fence: the build tag fencekit_broken_fence
