@@ -348,7 +348,9 @@ func TestKafkaDispatch(t *testing.T) {
 	t.Run("duplicates from a producer's retries: the idempotent producer writes one, and two that land are claimed once", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, 1)
-		w := e.idle("A", nil)
+		passes := make(chan worker.PassResult, 100)
+		w := e.Worker("A", passes, nil)
+		await(t, passes, "first pass")
 		verdicts := make(chan verdict, 10)
 		stop := e.consume("A", w, kafka.Hooks{BeforeMark: func(m kafka.Message, claimed bool, err error) { verdicts <- verdict{m, claimed, err} }}, nil)
 		d := e.dispatcher(nil)
@@ -373,6 +375,11 @@ func TestKafkaDispatch(t *testing.T) {
 		}
 		if v := await(t, verdicts, "verdict"); v.m.ID != one.ID || !v.claimed {
 			t.Fatalf("verdict %+v, want job %d claimed", v, one.ID)
+		}
+		// The pass that dup-1's end wakes scans the table: the next job is
+		// enqueued after it, so that only its hints can claim it.
+		e.Settled("dup-1")
+		for p := await(t, passes, "pass"); p.Claimed > 0 || p.Free < 8; p = await(t, passes, "pass") {
 		}
 		// A producer without idempotence (another service's), or a publish
 		// sent again after one that was not answered, writes it twice.
