@@ -10,6 +10,9 @@
 #   - Chromium for the console's browser tests (scripts/ensure-chromium.sh);
 #   - a RabbitMQ broker on 127.0.0.1:5672 for the broker dispatch's tests
 #     (scripts/ensure-rabbitmq.sh; FENCEKIT_TEST_AMQP names another).
+# Kafka's dispatch tests need no server: each starts an in-process cluster
+# that speaks Kafka's wire protocol (franz-go's kfake); FENCEKIT_TEST_KAFKA
+# (host:port,...) runs them against a real one.
 # Then it checks formatting, vets, lints the repository with fencelint,
 # runs all tests of the three modules against that server, under the race
 # detector (the linter's without it, below), and runs the benchmark once at
