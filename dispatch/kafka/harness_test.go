@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -156,52 +155,27 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 // every connection it opened and refuses new ones (their dials fail at
 // once) until Up. What a client sees of brokers gone or a network cut, for
 // this client alone.
-type gate struct {
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]bool
-}
+type gate struct{ dispatchtest.Cut }
 
 func newGate(t *testing.T) *gate {
-	g := &gate{conns: map[net.Conn]bool{}}
+	g := &gate{}
 	t.Cleanup(g.Down)
 	return g
 }
 
+var errUnreachable = errors.New("gate: the brokers are unreachable")
+
 // Dial is kafka.Config.Dial.
 func (g *gate) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	g.mu.Lock()
-	down := g.down
-	g.mu.Unlock()
-	if down {
-		return nil, errors.New("gate: the brokers are unreachable")
+	if g.IsDown() {
+		return nil, errUnreachable
 	}
 	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.down {
-		_ = c.Close()
-		return nil, errors.New("gate: the brokers are unreachable")
+	if !g.Admit(c) {
+		return nil, errUnreachable
 	}
-	g.conns[c] = true
 	return c, nil
-}
-
-func (g *gate) Down() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.down = true
-	for c := range g.conns {
-		_ = c.Close()
-		delete(g.conns, c)
-	}
-}
-
-func (g *gate) Up() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.down = false
 }

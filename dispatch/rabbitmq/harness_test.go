@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -127,12 +126,8 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 // once) until Up. What a client sees of a broker restarted or a network
 // cut, for this client alone.
 type gate struct {
-	t  *testing.T
+	dispatchtest.Cut
 	ln net.Listener
-
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]bool
 }
 
 func newGate(t *testing.T, upstream string) *gate {
@@ -141,7 +136,7 @@ func newGate(t *testing.T, upstream string) *gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gate{t: t, ln: ln, conns: map[net.Conn]bool{}}
+	g := &gate{ln: ln}
 	t.Cleanup(func() { _ = ln.Close(); g.Down() })
 	go func() {
 		for {
@@ -156,28 +151,18 @@ func newGate(t *testing.T, upstream string) *gate {
 }
 
 func (g *gate) pipe(c net.Conn, upstream string) {
-	g.mu.Lock()
-	if g.down {
-		g.mu.Unlock()
-		_ = c.Close()
+	if !g.Admit(c) {
 		return
 	}
-	g.conns[c] = true
-	g.mu.Unlock()
 	u, err := net.Dial("tcp", upstream)
 	if err != nil {
 		_ = c.Close()
 		return
 	}
-	g.mu.Lock()
-	if g.down {
-		g.mu.Unlock()
+	if !g.Admit(u) {
 		_ = c.Close()
-		_ = u.Close()
 		return
 	}
-	g.conns[u] = true
-	g.mu.Unlock()
 	go func() { _, _ = io.Copy(u, c); _ = u.Close() }()
 	_, _ = io.Copy(c, u)
 	_ = c.Close()
@@ -186,22 +171,6 @@ func (g *gate) pipe(c net.Conn, upstream string) {
 // Dial dials the broker through the gate (rabbitmq.Config.Dial).
 func (g *gate) Dial(network, _ string) (net.Conn, error) {
 	return net.DialTimeout(network, g.ln.Addr().String(), 5*time.Second)
-}
-
-func (g *gate) Down() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.down = true
-	for c := range g.conns {
-		_ = c.Close()
-		delete(g.conns, c)
-	}
-}
-
-func (g *gate) Up() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.down = false
 }
 
 // brokerAddr is the host:port of brokerURL.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -236,4 +237,55 @@ func unwrapAll(err error) []error {
 		}
 	}
 	return out
+}
+
+// A Cut is a set of connections a test cuts at once: Down closes every
+// connection admitted and refuses new ones until Up. A gate to a broker
+// (a proxy, a dialer) is built on it: what a client sees of a broker gone
+// or a network cut, for that client alone.
+type Cut struct {
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]bool
+}
+
+// Admit adds c to the set and reports true, or, while the cut is down,
+// closes c and reports false.
+func (g *Cut) Admit(c net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.down {
+		_ = c.Close()
+		return false
+	}
+	if g.conns == nil {
+		g.conns = map[net.Conn]bool{}
+	}
+	g.conns[c] = true
+	return true
+}
+
+// IsDown reports whether the cut is down.
+func (g *Cut) IsDown() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.down
+}
+
+// Down closes every connection admitted and refuses new ones.
+func (g *Cut) Down() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down = true
+	for c := range g.conns {
+		_ = c.Close()
+		delete(g.conns, c)
+	}
+}
+
+// Up admits connections again.
+func (g *Cut) Up() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.down = false
 }
