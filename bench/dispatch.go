@@ -11,16 +11,20 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/fencekit/fencekit/dispatch/kafka"
 	"github.com/fencekit/fencekit/dispatch/rabbitmq"
 )
 
 // dispatchResult is how long a job waited from its enqueue's COMMIT to its
-// claim's, with the table scan alone and with RabbitMQ's hints beside it.
+// claim's, with the table scan alone, and with RabbitMQ's or Kafka's hints
+// beside it.
 type dispatchResult struct {
 	Scan   float64 `json:"scan_interval_s"`
 	Jobs   int     `json:"jobs_per_mode"`
@@ -35,6 +39,37 @@ type dispatchResult struct {
 	// Hinted is the share of the broker mode's jobs its hints claimed (the
 	// rest the scan did first).
 	Hinted float64 `json:"broker_hinted_share"`
+	// KafkaP50, KafkaP99 and KafkaHinted are the same through Kafka
+	// (publish acknowledged by every in-sync replica, fetch, hint, claim by
+	// id); Kafka names the cluster (an in-process kfake unless
+	// FENCEKIT_BENCH_KAFKA).
+	KafkaP50    float64 `json:"kafka_p50_ms"`
+	KafkaP99    float64 `json:"kafka_p99_ms"`
+	KafkaHinted float64 `json:"kafka_hinted_share"`
+	Kafka       string  `json:"kafka"`
+}
+
+// The dispatch modes a round measures.
+const (
+	modeScan = iota
+	modeRabbitMQ
+	modeKafka
+	modes
+)
+
+// benchKafka is the Kafka cluster of the section: FENCEKIT_BENCH_KAFKA's
+// brokers (comma-separated host:port), or else an in-process cluster that
+// speaks Kafka's wire protocol (franz-go's kfake: no Kafka server can be
+// installed on fencekit's machines), which close stops.
+func benchKafka() (brokers []string, name string, close func(), err error) {
+	if env := os.Getenv("FENCEKIT_BENCH_KAFKA"); env != "" {
+		return strings.Split(env, ","), env, func() {}, nil
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("start an in-process Kafka: %w", err)
+	}
+	return c.ListenAddrs(), "in-process kfake, 3 brokers", c.Close, nil
 }
 
 // dispatchScan is both modes' scan interval: scaled down like the
@@ -54,8 +89,8 @@ func benchAMQP() string {
 
 // dispatchSection enqueues jobs one at a time at random intervals (so that
 // each lands at a random phase of the scan) into a running worker, in
-// rounds that alternate the table scan alone and the broker, and measures
-// enqueue → claim.
+// rounds that rotate the table scan alone, RabbitMQ and Kafka, and
+// measures enqueue → claim.
 func dispatchSection(ctx context.Context, jobs, rounds int) (dispatchResult, error) {
 	res := dispatchResult{Scan: dispatchScan.Seconds(), Jobs: jobs * rounds, Rounds: rounds}
 	var b [4]byte
@@ -63,6 +98,15 @@ func dispatchSection(ctx context.Context, jobs, rounds int) (dispatchResult, err
 	broker := rabbitmq.Config{URL: benchAMQP(), Queue: "fencekit-bench-" + hex.EncodeToString(b[:]), Name: "bench",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	defer deleteQueue(broker)
+	brokers, kafkaName, closeKafka, err := benchKafka()
+	if err != nil {
+		return res, err
+	}
+	defer closeKafka()
+	res.Kafka = kafkaName
+	topic := "fencekit-bench-" + hex.EncodeToString(b[:])
+	kcfg := kafka.Config{Brokers: brokers, Topic: topic, Group: topic, Partitions: 6, Name: "bench",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	m, err := newMariaDB(ctx, "dispatch", nil)
 	if err != nil {
 		return res, err
@@ -78,35 +122,32 @@ func dispatchSection(ctx context.Context, jobs, rounds int) (dispatchResult, err
 		return res, err
 	}
 	defer db.Close()
-	var scan, viaBroker []float64
-	hinted, brokerJobs := 0, 0
-	for round := range 2 * rounds {
-		useBroker := round%2 == 1
-		if rounds > 1 && round/2%2 == 1 {
-			useBroker = !useBroker // alternate which mode goes first
-		}
-		lat, h, err := dispatchRound(ctx, raw, db, jobs, jobs*round, useBroker, broker)
-		if err != nil {
-			return res, err
-		}
-		if useBroker {
-			viaBroker = append(viaBroker, lat...)
-			hinted += h
-			brokerJobs += len(lat)
-		} else {
-			scan = append(scan, lat...)
+	lats := make([][]float64, modes)
+	hinted, n := make([]int, modes), make([]int, modes)
+	for round := range rounds {
+		for i := range modes {
+			mode := (round + i) % modes // rotate which mode goes first
+			lat, h, err := dispatchRound(ctx, raw, db, jobs, jobs*(round*modes+i), mode, broker, kcfg)
+			if err != nil {
+				return res, err
+			}
+			lats[mode] = append(lats[mode], lat...)
+			hinted[mode] += h
+			n[mode] += len(lat)
 		}
 	}
-	res.ScanP50, res.ScanP99 = quantile(scan, 0.5), quantile(scan, 0.99)
-	res.BrokerP50, res.BrokerP99 = quantile(viaBroker, 0.5), quantile(viaBroker, 0.99)
-	res.Hinted = float64(hinted) / float64(max(brokerJobs, 1))
+	res.ScanP50, res.ScanP99 = quantile(lats[modeScan], 0.5), quantile(lats[modeScan], 0.99)
+	res.BrokerP50, res.BrokerP99 = quantile(lats[modeRabbitMQ], 0.5), quantile(lats[modeRabbitMQ], 0.99)
+	res.Hinted = float64(hinted[modeRabbitMQ]) / float64(max(n[modeRabbitMQ], 1))
+	res.KafkaP50, res.KafkaP99 = quantile(lats[modeKafka], 0.5), quantile(lats[modeKafka], 0.99)
+	res.KafkaHinted = float64(hinted[modeKafka]) / float64(max(n[modeKafka], 1))
 	return res, nil
 }
 
 // dispatchRound runs one worker and enqueues jobs into it; it returns each
 // job's enqueue → claim latency in milliseconds, and how many of them a
 // hint claimed.
-func dispatchRound(ctx context.Context, raw, db *sql.DB, jobs, first int, useBroker bool, broker rabbitmq.Config) ([]float64, int, error) {
+func dispatchRound(ctx context.Context, raw, db *sql.DB, jobs, first, mode int, broker rabbitmq.Config, kcfg kafka.Config) ([]float64, int, error) {
 	var err error
 	var (
 		mu        sync.Mutex
@@ -128,23 +169,36 @@ func dispatchRound(ctx context.Context, raw, db *sql.DB, jobs, first int, useBro
 		},
 		Passed: func(hinted int) { mu.Lock(); hints += hinted; mu.Unlock() },
 	}
-	var pub *rabbitmq.Dispatcher
-	if useBroker {
+	var publish func(id int64, key string) error
+	switch mode {
+	case modeRabbitMQ:
 		s.Broker = &broker
-		if pub, err = rabbitmq.NewDispatcher(broker); err != nil {
+		pub, err := rabbitmq.NewDispatcher(broker)
+		if err != nil {
 			return nil, 0, err
 		}
 		defer pub.Close()
+		publish = func(id int64, _ string) error { return pub.Publish(ctx, id) }
+	case modeKafka:
+		s.Kafka = &kcfg
+		pub, err := kafka.NewDispatcher(kcfg)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer pub.Close()
+		publish = func(id int64, key string) error { return pub.Publish(ctx, kafka.Due{ID: id, OperationKey: key}) }
 	}
 	stop, err := startWorker(ctx, db, s)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer func() { _ = stop(context.WithoutCancel(ctx)) }()
-	if pub != nil {
+	if publish != nil {
 		// Connect the publisher (a message for no job: its claim finds
-		// nothing) and let the consumer connect before the clock runs.
-		if err := pub.Publish(ctx, 1<<62); err != nil {
+		// nothing) and let the consumer connect before the clock runs (a
+		// Kafka consumer is assigned its partitions before startWorker
+		// returns).
+		if err := publish(1<<62, "bench-warm-up"); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -162,8 +216,8 @@ func dispatchRound(ctx context.Context, raw, db *sql.DB, jobs, first int, useBro
 			return nil, 0, err
 		}
 		enqueuedAt[id] = at
-		if pub != nil {
-			_ = pub.Publish(ctx, id) // a publish that fails leaves the job to the scan, measured as such
+		if publish != nil {
+			_ = publish(id, request(i).OperationKey) // a publish that fails leaves the job to the scan, measured as such
 		}
 	}
 	select {

@@ -10,9 +10,11 @@ package main
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/fencekit/fencekit/dispatch/kafka"
 	"github.com/fencekit/fencekit/dispatch/rabbitmq"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/worker"
@@ -38,6 +40,10 @@ type workerSettings struct {
 	// Broker, when set, is the RabbitMQ dispatch the worker consumes
 	// (dispatch/rabbitmq), beside its scan.
 	Broker *rabbitmq.Config
+	// Kafka, when set, is the Kafka dispatch the worker consumes
+	// (dispatch/kafka), beside its scan; startWorker returns once the
+	// consumer was assigned its partitions.
+	Kafka *kafka.Config
 }
 
 // maxBurst keeps a pass's grant within what one batch claim takes
@@ -84,17 +90,44 @@ func startWorker(ctx context.Context, db *sql.DB, s workerSettings) (stop func(c
 	if err := w.Start(ctx); err != nil {
 		return nil, err
 	}
-	if s.Broker == nil {
+	var consume func(context.Context) error
+	assigned := make(chan struct{}, 1)
+	switch {
+	case s.Broker != nil:
+		c, err := rabbitmq.NewConsumer(*s.Broker, w, rabbitmq.Hooks{})
+		if err != nil {
+			_ = w.StopAndCancel(ctx)
+			return nil, err
+		}
+		consume, assigned = c.Run, nil
+	case s.Kafka != nil:
+		c, err := kafka.NewConsumer(*s.Kafka, w, kafka.Hooks{Assigned: func([]int32) {
+			select {
+			case assigned <- struct{}{}:
+			default:
+			}
+		}})
+		if err != nil {
+			_ = w.StopAndCancel(ctx)
+			return nil, err
+		}
+		consume = c.Run
+	default:
 		return w.Stop, nil
-	}
-	c, err := rabbitmq.NewConsumer(*s.Broker, w, rabbitmq.Hooks{})
-	if err != nil {
-		_ = w.StopAndCancel(ctx)
-		return nil, err
 	}
 	consumeCtx, stopConsuming := context.WithCancel(context.WithoutCancel(ctx))
 	consumed := make(chan struct{})
-	go func() { defer close(consumed); _ = c.Run(consumeCtx) }()
+	go func() { defer close(consumed); _ = consume(consumeCtx) }()
+	if assigned != nil {
+		select {
+		case <-assigned:
+		case <-time.After(30 * time.Second):
+			stopConsuming()
+			<-consumed
+			_ = w.StopAndCancel(ctx)
+			return nil, fmt.Errorf("the Kafka consumer was assigned no partition within 30s")
+		}
+	}
 	return func(ctx context.Context) error {
 		stopConsuming()
 		<-consumed

@@ -124,11 +124,13 @@ type report struct {
 	TakeoverP99           float64 `json:"takeover_p99_s"`
 	TakeoverBound         float64 `json:"takeover_bound_s"`
 	// Dispatch latency, enqueue → claim, in milliseconds: the table scan
-	// alone against RabbitMQ's hints (section "dispatch").
+	// alone against RabbitMQ's and Kafka's hints (section "dispatch").
 	DispatchScanP50   float64 `json:"dispatch_scan_p50_ms"`
 	DispatchScanP99   float64 `json:"dispatch_scan_p99_ms"`
 	DispatchBrokerP50 float64 `json:"dispatch_broker_p50_ms"`
 	DispatchBrokerP99 float64 `json:"dispatch_broker_p99_ms"`
+	DispatchKafkaP50  float64 `json:"dispatch_kafka_p50_ms"`
+	DispatchKafkaP99  float64 `json:"dispatch_kafka_p99_ms"`
 	RSSRatio          float64 `json:"rss_ratio_100k_vs_1k"`
 
 	Machine    machine         `json:"machine"`
@@ -460,12 +462,15 @@ func run(ctx context.Context, o options, out io.Writer) (*report, error) {
 		}
 		r.Dispatch = &d
 		r.DispatchScanP50, r.DispatchScanP99, r.DispatchBrokerP50, r.DispatchBrokerP99 = d.ScanP50, d.ScanP99, d.BrokerP50, d.BrokerP99
+		r.DispatchKafkaP50, r.DispatchKafkaP99 = d.KafkaP50, d.KafkaP99
 		say("")
-		say("6. dispatch latency, enqueue COMMIT → claim COMMIT: the table scan (every %.1fs) alone vs RabbitMQ's hints beside it; %d jobs each, arriving one by one, %d rounds alternating",
+		say("6. dispatch latency, enqueue COMMIT → claim COMMIT: the table scan (every %.1fs) alone vs RabbitMQ's and Kafka's hints beside it; %d jobs each, arriving one by one, %d rounds rotating",
 			d.Scan, d.Jobs, d.Rounds)
 		say("   table scan  p50 %8.1f ms  p99 %8.1f ms", d.ScanP50, d.ScanP99)
 		say("   RabbitMQ    p50 %8.1f ms  p99 %8.1f ms  (publish with confirm, delivery, claim by id; %.0f%% of the jobs claimed by their hint)",
 			d.BrokerP50, d.BrokerP99, 100*d.Hinted)
+		say("   Kafka       p50 %8.1f ms  p99 %8.1f ms  (publish acknowledged by the in-sync replicas, fetch, claim by id; %.0f%% claimed by their hint; %s)",
+			d.KafkaP50, d.KafkaP99, 100*d.KafkaHinted, d.Kafka)
 	}
 
 	r.Machine.LoadEnd = loadAvg()

@@ -13,6 +13,9 @@
 #   - stripe-mock, Stripe's official mock, on 127.0.0.1:12111 for the Stripe
 #     adapter's request shapes (scripts/ensure-stripe-mock.sh;
 #     FENCEKIT_TEST_STRIPE_MOCK names another).
+# Kafka's dispatch tests need no server: each starts an in-process cluster
+# that speaks Kafka's wire protocol (franz-go's kfake); FENCEKIT_TEST_KAFKA
+# (host:port,...) runs them against a real one.
 # Then it checks formatting, vets, lints the repository with fencelint,
 # runs all tests of the three modules against that server, under the race
 # detector (the linter's without it, below), and runs the benchmark once at

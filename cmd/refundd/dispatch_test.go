@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/fencekit/fencekit/internal/brokertest"
+	"github.com/fencekit/fencekit/internal/kafkatest"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -57,11 +58,7 @@ func TestRunDispatchesThroughRabbitMQ(t *testing.T) {
 	startRunWith(t, dsn, func(f *runFlags) {
 		f.hooks.Pass = func(p worker.PassResult) { passes <- p }
 	}, "-scan", "1h", "-provider-url", srv.URL(), "-dispatch", "rabbitmq", "-amqp-url", testAMQP(), "-amqp-queue", queue)
-	select {
-	case <-passes: // the first pass, over an empty table
-	case <-time.After(time.Minute):
-		t.Fatal("refundd run never scanned")
-	}
+	firstPass(t, passes)
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"enqueue", "-dsn", dsn, "-key", "mq-1", "-payment", "pay-mq-1", "-amount", "12.50", "-currency", "EUR",
 		"-amqp-url", testAMQP(), "-amqp-queue", queue}, &out); err != nil {
@@ -75,6 +72,57 @@ func TestRunDispatchesThroughRabbitMQ(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("refundd run never sent the refund")
 	}
+	claimedByTheMessage(t, passes)
+}
+
+// refundd run -dispatch kafka claims a job that refundd enqueue
+// -kafka-brokers published, with a scan so rare that only the message can
+// have brought it.
+func TestRunDispatchesThroughKafka(t *testing.T) {
+	k := kafkatest.New(t)
+	topic := k.Topic(t, 3)
+	brokers := strings.Join(k.Brokers, ",")
+	dsn := migratedDSN(t)
+	t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec_run_test")
+	srv := fakeprovider.Start()
+	defer srv.Close()
+	srv.AddPayment("pay-kafka-1", 5000, "EUR")
+	passes := make(chan worker.PassResult, 100)
+	startRunWith(t, dsn, func(f *runFlags) {
+		f.hooks.Pass = func(p worker.PassResult) { passes <- p }
+	}, "-scan", "1h", "-provider-url", srv.URL(), "-dispatch", "kafka", "-kafka-brokers", brokers, "-kafka-topic", topic,
+		"-kafka-group", topic, "-kafka-session-timeout", k.SessionTimeout.String())
+	firstPass(t, passes)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"enqueue", "-dsn", dsn, "-key", "kafka-1", "-payment", "pay-kafka-1", "-amount", "12.50", "-currency", "EUR",
+		"-kafka-brokers", brokers, "-kafka-topic", topic}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "published to "+brokers+", topic "+topic) {
+		t.Fatalf("refundd enqueue said %q, want the job published to the topic", out.String())
+	}
+	select {
+	case <-srv.Executed("kafka-1", 1):
+	case <-time.After(time.Minute):
+		t.Fatal("refundd run never sent the refund")
+	}
+	claimedByTheMessage(t, passes)
+}
+
+// firstPass waits for refundd run's first pass, over an empty table.
+func firstPass(t *testing.T, passes <-chan worker.PassResult) {
+	t.Helper()
+	select {
+	case <-passes:
+	case <-time.After(time.Minute):
+		t.Fatal("refundd run never scanned")
+	}
+}
+
+// claimedByTheMessage waits for the pass that claims the one job through
+// its message, and fails if a pass claims it otherwise.
+func claimedByTheMessage(t *testing.T, passes <-chan worker.PassResult) {
+	t.Helper()
 	for {
 		select {
 		case p := <-passes:

@@ -30,7 +30,7 @@ func TestDemoAndChaosAreWired(t *testing.T) {
 		{[]string{"demo", "-workers", "1"}, "-workers at least 2"},
 		{[]string{"chaos", "-dsn", "root@tcp(127.0.0.1:3306)/payments"}, "must end in _chaos"},
 		{[]string{"chaos", "--workers", "1"}, "--workers must be at least 2"},
-		{[]string{"chaos", "--dispatch", "kafka"}, `--dispatch "kafka": must be scan or rabbitmq`},
+		{[]string{"chaos", "--dispatch", "sqs"}, `--dispatch "sqs": must be scan, rabbitmq or kafka`},
 		{[]string{"chaos-agent", "-no-webhooks"}, "-chaos-history, -chaos-control and -chaos-proc are all required"},
 	} {
 		err := run(context.Background(), tc.args, &bytes.Buffer{})

@@ -118,8 +118,8 @@ func enqueue(ctx context.Context, dsn string, f enqueueFlags, out io.Writer) err
 		return fmt.Errorf("enqueue: %w", err)
 	case created:
 		fmt.Fprintf(out, "enqueue: job %d for %s, %s, ready\n", job.ID, p.OperationKey, operator.Amount{Minor: p.AmountMinor, Currency: p.Currency})
-		if f.dispatch.amqpURL != "" {
-			publishEnqueued(ctx, f.dispatch, job.ID, out)
+		if f.dispatch.publishes() {
+			publishEnqueued(ctx, f.dispatch, job.ID, job.OperationKey, out)
 		}
 	default:
 		fmt.Fprintf(out, "enqueue: %s is already job %d (%s at attempt %d): nothing to do\n", p.OperationKey, job.ID, job.State, job.Attempt)

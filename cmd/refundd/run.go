@@ -292,7 +292,7 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 	consumed := (<-chan struct{})(nil)
 	consumeCtx, stopConsuming := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopConsuming()
-	if f.dispatch.mode == dispatchRabbitMQ {
+	if f.dispatch.mode != dispatchScan {
 		// The broker may be down: the consumer dials until it answers, and
 		// the scan claims every due job meanwhile.
 		if consumed, err = f.dispatch.consume(consumeCtx, w, log); err != nil {

@@ -190,7 +190,10 @@ func TestRunRefusesToStart(t *testing.T) {
 		want []string
 		args []string
 	}{
-		{"with an unknown dispatch", []string{"-dispatch", `"kafka"`}, []string{"-dispatch", "kafka"}},
+		{"with an unknown dispatch", []string{"-dispatch", `"sqs"`}, []string{"-dispatch", "sqs"}},
+		{"with Kafka's dispatch and no brokers", []string{"-dispatch kafka", "-kafka-brokers"}, []string{"-dispatch", "kafka"}},
+		{"with Kafka's dispatch and a broker that is not host:port", []string{"-kafka-brokers", "kafka.Config.Brokers", "kafka:nine"}, []string{"-dispatch", "kafka", "-kafka-brokers", "kafka:nine"}},
+		{"with Kafka's brokers and RabbitMQ's dispatch", []string{"-kafka-brokers", "-dispatch kafka"}, []string{"-dispatch", "rabbitmq", "-amqp-url", "amqp://127.0.0.1/", "-kafka-brokers", "127.0.0.1:9092"}},
 		{"with the broker's dispatch and no broker", []string{"-dispatch rabbitmq", "-amqp-url"}, []string{"-dispatch", "rabbitmq"}},
 		{"with the broker's dispatch and a URL that is not AMQP's", []string{"-amqp-url", "rabbitmq.Config.URL", "xxxxx"}, []string{"-dispatch", "rabbitmq", "-amqp-url", "http://u:secret@host/"}},
 		{"with a broker URL and the scan's dispatch", []string{"-amqp-url", "-dispatch rabbitmq"}, []string{"-amqp-url", "amqp://127.0.0.1/"}},
@@ -198,6 +201,7 @@ func TestRunRefusesToStart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("FENCEKIT_WEBHOOK_SECRET", "whsec")
 			t.Setenv("FENCEKIT_AMQP_URL", "")
+			t.Setenv("FENCEKIT_KAFKA_BROKERS", "")
 			refused(t, tc.want, append([]string{"-provider-url", srv.URL()}, tc.args...)...)
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/fencekit/fencekit/dispatch/rabbitmq"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/brokertest"
+	"github.com/fencekit/fencekit/internal/dispatchtest"
 	"github.com/fencekit/fencekit/provider/fakeprovider"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -29,28 +30,28 @@ func TestBrokerDispatch(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		passes := make(chan worker.PassResult, 100)
-		w := e.worker("A", passes, nil)
+		w := e.Worker("A", passes, nil)
 		await(t, passes, "first pass") // over an empty table: the scan claims nothing later
 		verdicts := make(chan verdict, 10)
 		e.consume("A", w, rabbitmq.Hooks{BeforeAck: func(id int64, claimed bool, err error) { verdicts <- verdict{id, claimed, err} }}, nil)
-		job := e.enqueue("k")
+		job := e.Enqueue("k")
 		e.publish(e.dispatcher(nil), job.ID)
 		if v := await(t, verdicts, "verdict"); v.id != job.ID || !v.claimed || v.err != nil {
 			t.Fatalf("verdict %+v, want job %d claimed", v, job.ID)
 		}
-		e.settled("k")
-		e.doneOnce("k")
+		e.Settled("k")
+		e.DoneOnce("k")
 	})
 
 	t.Run("a duplicated message claims once and the second finds nothing", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		passes := make(chan worker.PassResult, 100)
-		w := e.worker("A", passes, nil)
+		w := e.Worker("A", passes, nil)
 		await(t, passes, "first pass")
 		verdicts := make(chan verdict, 10)
 		e.consume("A", w, rabbitmq.Hooks{BeforeAck: func(id int64, claimed bool, err error) { verdicts <- verdict{id, claimed, err} }}, nil)
-		job := e.enqueue("dup")
+		job := e.Enqueue("dup")
 		d := e.dispatcher(nil)
 		e.publish(d, job.ID)
 		e.publish(d, job.ID)
@@ -68,16 +69,16 @@ func TestBrokerDispatch(t *testing.T) {
 		if claims != 1 || nothing != 1 {
 			t.Fatalf("%d claims and %d with nothing to do, want one each", claims, nothing)
 		}
-		e.settled("dup")
-		e.doneOnce("dup")
+		e.Settled("dup")
+		e.DoneOnce("dup")
 	})
 
 	t.Run("a stale message for a settled job or an unknown id finds nothing", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		job := e.enqueue("done")
-		w := e.worker("A", nil, nil) // its first pass claims the job by the scan
-		e.settled("done")
+		job := e.Enqueue("done")
+		w := e.Worker("A", nil, nil) // its first pass claims the job by the scan
+		e.Settled("done")
 		verdicts := make(chan verdict, 10)
 		e.consume("A", w, rabbitmq.Hooks{BeforeAck: func(id int64, claimed bool, err error) { verdicts <- verdict{id, claimed, err} }}, nil)
 		d := e.dispatcher(nil)
@@ -90,16 +91,16 @@ func TestBrokerDispatch(t *testing.T) {
 		if v := await(t, verdicts, "verdict"); v.id != job.ID || v.claimed || !errors.Is(v.err, fencedwrite.ErrNotClaimable) {
 			t.Fatalf("verdict for a settled job %+v, want nothing to do (ErrNotClaimable)", v)
 		}
-		e.doneOnce("done")
+		e.DoneOnce("done")
 	})
 
 	t.Run("a message its consumer died holding goes to another consumer", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		passes := make(chan worker.PassResult, 100)
-		w := e.worker("B", passes, nil)
+		w := e.Worker("B", passes, nil)
 		await(t, passes, "first pass")
-		job := e.enqueue("k")
+		job := e.Enqueue("k")
 		e.publish(e.dispatcher(nil), job.ID)
 
 		// A consumer takes the message and dies without acknowledging it.
@@ -134,8 +135,8 @@ func TestBrokerDispatch(t *testing.T) {
 		if v := await(t, verdicts, "verdict"); !v.claimed {
 			t.Fatalf("verdict %+v, want the job claimed on the redelivery", v)
 		}
-		e.settled("k")
-		e.doneOnce("k")
+		e.Settled("k")
+		e.DoneOnce("k")
 	})
 
 	t.Run("a consumer killed after its worker claimed leaves the job to the lease and takeover path", func(t *testing.T) {
@@ -144,12 +145,12 @@ func TestBrokerDispatch(t *testing.T) {
 		passesA := make(chan worker.PassResult, 100)
 		// A's leases expire at once: a takeover may begin as soon as A is
 		// gone.
-		wA := e.worker("A", passesA, func(c *worker.Config) { c.Lease = time.Microsecond })
+		wA := e.Worker("A", passesA, func(c *worker.Config) { c.Lease = time.Microsecond })
 		await(t, passesA, "first pass of A")
-		job := e.enqueue("k")
+		job := e.Enqueue("k")
 		frozen := make(chan struct{}) // A's provider call executes and its answer never comes back
 		t.Cleanup(func() { close(frozen) })
-		e.srv.Script("k", fakeprovider.Fault{Hold: frozen})
+		e.Srv.Script("k", fakeprovider.Fault{Hold: frozen})
 
 		var consumerA *rabbitmq.Consumer
 		ackedA := make(chan error, 10)
@@ -176,12 +177,12 @@ func TestBrokerDispatch(t *testing.T) {
 			t.Fatal("A acknowledged the message on a connection it had closed")
 		}
 		<-runA
-		<-e.srv.Executed("k", 1) // A's call reached the provider
+		<-e.Srv.Executed("k", 1) // A's call reached the provider
 
 		// B's first pass takes the job over (A's lease expired), and the
 		// message, delivered again, finds nothing to do.
 		passesB := make(chan worker.PassResult, 100)
-		wB := e.worker("B", passesB, nil)
+		wB := e.Worker("B", passesB, nil)
 		if p := await(t, passesB, "first pass of B"); p.TakenOver != 1 {
 			t.Fatalf("B's first pass %+v, want A's job taken over", p)
 		}
@@ -196,9 +197,9 @@ func TestBrokerDispatch(t *testing.T) {
 		if v := await(t, verdicts, "B's verdict"); v.claimed || !errors.Is(v.err, fencedwrite.ErrNotClaimable) {
 			t.Fatalf("B's verdict %+v, want nothing to do (ErrNotClaimable)", v)
 		}
-		e.settled("k")
-		e.doneOnce("k")
-		if j := e.job("k"); j.Attempt != 2 {
+		e.Settled("k")
+		e.DoneOnce("k")
+		if j := e.Job("k"); j.Attempt != 2 {
 			t.Fatalf("k settled at attempt %d, want 2 (A's claim, B's takeover)", j.Attempt)
 		}
 	})
@@ -214,7 +215,7 @@ func TestBrokerDispatch(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		passes := make(chan worker.PassResult, 100)
-		w := e.worker("A", passes, nil)
+		w := e.Worker("A", passes, nil)
 		await(t, passes, "first pass")
 		connected, verdicts := make(chan int, 10), make(chan verdict, 10)
 		e.consume("A", w, rabbitmq.Hooks{
@@ -239,20 +240,20 @@ func TestBrokerDispatch(t *testing.T) {
 		if n := await(t, connected, "reconnection after the queue was deleted"); n != 2 {
 			t.Fatalf("connection %d, want the second", n)
 		}
-		job := e.enqueue("k")
+		job := e.Enqueue("k")
 		e.publish(e.dispatcher(nil), job.ID)
 		if v := await(t, verdicts, "verdict"); v.id != job.ID || !v.claimed {
 			t.Fatalf("verdict %+v, want job %d claimed by its hint", v, job.ID)
 		}
-		e.settled("k")
-		e.doneOnce("k")
+		e.Settled("k")
+		e.DoneOnce("k")
 	})
 
 	t.Run("a queue purged by an operator loses no job: the scan finishes them", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
 		passes := make(chan worker.PassResult, 1000)
-		w := e.worker("A", passes, func(c *worker.Config) { c.ScanInterval = 200 * time.Millisecond })
+		w := e.Worker("A", passes, func(c *worker.Config) { c.ScanInterval = 200 * time.Millisecond })
 		await(t, passes, "first pass")
 		d := e.dispatcher(nil)
 		var keys []string
@@ -260,7 +261,7 @@ func TestBrokerDispatch(t *testing.T) {
 		for i := range 20 {
 			k := fmt.Sprintf("purged-%02d", i)
 			keys = append(keys, k)
-			ids = append(ids, e.enqueue(k).ID)
+			ids = append(ids, e.Enqueue(k).ID)
 		}
 		e.publish(d, ids...)
 		conn, err := amqp.Dial(brokerURL())
@@ -277,8 +278,8 @@ func TestBrokerDispatch(t *testing.T) {
 		}
 		delivered := make(chan int64, 100)
 		e.consume("A", w, rabbitmq.Hooks{Delivered: func(id int64, _ bool) { delivered <- id }}, nil)
-		e.settled(keys...)
-		e.doneOnce(keys...)
+		e.Settled(keys...)
+		e.DoneOnce(keys...)
 		select {
 		case id := <-delivered:
 			t.Fatalf("job %d was delivered after the purge", id)
@@ -294,38 +295,13 @@ func TestConfigIsValidated(t *testing.T) {
 		t.Fatalf("err %v, want ErrInvalid", err)
 	}
 	for _, field := range []string{"rabbitmq.Config.URL", "rabbitmq.Config.PublishAttempts", "rabbitmq.Config.ReconnectMax"} {
-		if !containsField(err, field) {
+		if !dispatchtest.ContainsField(err, field) {
 			t.Errorf("err %v does not name %s", err, field)
 		}
 	}
-	if _, err := rabbitmq.NewConsumer(rabbitmq.Config{URL: brokerURL()}, nil, rabbitmq.Hooks{}); !containsField(err, "worker") {
+	if _, err := rabbitmq.NewConsumer(rabbitmq.Config{URL: brokerURL()}, nil, rabbitmq.Hooks{}); !dispatchtest.ContainsField(err, "worker") {
 		t.Errorf("a consumer without a worker: %v, want the field named", err)
 	}
-}
-
-func containsField(err error, field string) bool {
-	var fe *fencedwrite.FieldError
-	for _, e := range unwrapAll(err) {
-		if errors.As(e, &fe) && fe.Field == field {
-			return true
-		}
-	}
-	return false
-}
-
-func unwrapAll(err error) []error {
-	out := []error{err}
-	switch x := err.(type) {
-	case interface{ Unwrap() []error }:
-		for _, e := range x.Unwrap() {
-			out = append(out, unwrapAll(e)...)
-		}
-	case interface{ Unwrap() error }:
-		if e := x.Unwrap(); e != nil {
-			out = append(out, unwrapAll(e)...)
-		}
-	}
-	return out
 }
 
 // The broker itself restarted (rabbitmqctl stop_app, start_app) while jobs
@@ -361,7 +337,7 @@ func (e *env) outage(dial func(network, addr string) (net.Conn, error), down, up
 	t := e.t
 	t.Helper()
 	// The scan is the safety net: every 200 ms here.
-	w := e.worker("A", nil, func(c *worker.Config) { c.ScanInterval = 200 * time.Millisecond })
+	w := e.Worker("A", nil, func(c *worker.Config) { c.ScanInterval = 200 * time.Millisecond })
 	connected, verdicts := make(chan int, 10), make(chan verdict, 1000)
 	var allSettled atomic.Bool // from then on, no message may claim but the next one's
 	e.consume("A", w, rabbitmq.Hooks{
@@ -382,7 +358,7 @@ func (e *env) outage(dial func(network, addr string) (net.Conn, error), down, up
 		for i := range n {
 			k := fmt.Sprintf("%s-%02d", prefix, i)
 			keys = append(keys, k)
-			ids = append(ids, e.enqueue(k).ID)
+			ids = append(ids, e.Enqueue(k).ID)
 		}
 		return ids
 	}
@@ -391,21 +367,21 @@ func (e *env) outage(dial func(network, addr string) (net.Conn, error), down, up
 	if err := d.Publish(t.Context(), batch("during", 30)...); !errors.Is(err, rabbitmq.ErrNotConfirmed) {
 		t.Fatalf("publish while the broker is gone: %v, want ErrNotConfirmed", err)
 	}
-	e.settled(keys...) // by the scan, while the broker is gone
+	e.Settled(keys...) // by the scan, while the broker is gone
 	// Each job's attempt once settled: a message delivered again that
 	// claimed a settled job would raise it. (A verdict reached before the
 	// cut may be acknowledged, and seen by BeforeAck, only after the
 	// reconnection: claimed, but claimed while its job was still due.)
 	settledAt := map[string]int64{}
 	for _, k := range keys {
-		settledAt[k] = e.job(k).Attempt
+		settledAt[k] = e.Job(k).Attempt
 	}
 	allSettled.Store(true)
 	up()
 	if n := await(t, connected, "reconnection"); n < 2 {
 		t.Fatalf("connection %d, want a later one", n)
 	}
-	after := e.enqueue("after")
+	after := e.Enqueue("after")
 	keys = append(keys, "after")
 	e.publish(d, after.ID)
 	// Messages delivered before the cut come again, and those the cut kept
@@ -413,11 +389,11 @@ func (e *env) outage(dial func(network, addr string) (net.Conn, error), down, up
 	// for them (checked below, by the attempts).
 	for v := await(t, verdicts, "verdict"); v.id != after.ID; v = await(t, verdicts, "verdict") {
 	}
-	e.settled(keys...)
+	e.Settled(keys...)
 	for k, attempt := range settledAt {
-		if j := e.job(k); j.Attempt != attempt {
+		if j := e.Job(k); j.Attempt != attempt {
 			t.Fatalf("a message delivered again claimed job %d (%s) after it settled: attempt %d, then %d", j.ID, k, attempt, j.Attempt)
 		}
 	}
-	e.doneOnce(keys...)
+	e.DoneOnce(keys...)
 }

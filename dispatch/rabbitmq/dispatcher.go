@@ -9,6 +9,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/fencekit/fencekit/dispatch/internal/idlist"
 )
 
 // closeWait bounds the wait for the broker's answer to a connection's close.
@@ -86,17 +88,7 @@ func (d *Dispatcher) Publish(ctx context.Context, ids ...int64) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("publish %d job ids: %w", len(pending), err)
 	}
-	return fmt.Errorf("publish job ids %s after %d attempts: %w: %w", idList(pending), d.cfg.PublishAttempts, ErrNotConfirmed, last)
-}
-
-// idList names up to ten ids, and how many more.
-func idList(ids []int64) string {
-	const most = 10
-	s := fmt.Sprint(ids[:min(len(ids), most)])
-	if len(ids) > most {
-		s += fmt.Sprintf(" and %d more", len(ids)-most)
-	}
-	return s
+	return fmt.Errorf("publish job ids %s after %d attempts: %w: %w", idlist.Format(pending), d.cfg.PublishAttempts, ErrNotConfirmed, last)
 }
 
 // send publishes ids once and waits for their confirms; it returns the ids

@@ -51,7 +51,8 @@ type Config struct {
 	Exe         string // the refundd binary the fleet runs (default: this one); it must wire AgentCommand
 	// Dispatch is how due jobs reach the fleet: DispatchScan, or
 	// DispatchRabbitMQ (the fleet consumes the job ids the chaos process
-	// publishes to AMQPURL's broker, and broker faults join the others).
+	// publishes to AMQPURL's broker, and broker faults join the others), or
+	// DispatchKafka (the same through an in-process Kafka cluster).
 	Dispatch string
 	AMQPURL  string
 	// Provider is the fleet's provider: ProviderHTTP (the fake's own API),
@@ -75,7 +76,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Dir, "history", "", "keep the histories and logs in this directory (default: a temporary one, removed after a run that passed unless -keep-history)")
 	fs.BoolVar(&c.KeepHistory, "keep-history", false, "keep the history directory after a run that passed too, and print where")
 	fs.StringVar(&c.Exe, "exe", "", "the refundd binary the fleet runs (default: this one)")
-	fs.StringVar(&c.Dispatch, "dispatch", DispatchScan, "how due jobs reach the fleet: scan, or rabbitmq (the fleet runs refundd run -dispatch rabbitmq; the chaos process publishes every job's id, and cuts the fleet's broker connections, purges the queue and publishes duplicates and stale ids)")
+	fs.StringVar(&c.Dispatch, "dispatch", DispatchScan, "how due jobs reach the fleet: scan, rabbitmq (the fleet runs refundd run -dispatch rabbitmq; the chaos process publishes every job's id, and cuts the fleet's broker connections, purges the queue and publishes duplicates and stale ids), or kafka (the same through an in-process Kafka cluster, whose partition leaders move and whose group rebalances)")
 	amqpURL := os.Getenv("FENCEKIT_AMQP_URL")
 	if amqpURL == "" {
 		amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -193,8 +194,8 @@ func Run(ctx context.Context, dsn string, f Config, out io.Writer) (err error) {
 		return errors.New("chaos: --lease must be at least 1s")
 	case f.Pause < 0 || f.Pause > 1:
 		return errors.New("chaos: --pause must be a probability in [0, 1]")
-	case f.Dispatch != DispatchScan && f.Dispatch != DispatchRabbitMQ && f.Dispatch != "":
-		return fmt.Errorf("chaos: --dispatch %q: must be %s or %s", f.Dispatch, DispatchScan, DispatchRabbitMQ)
+	case f.Dispatch != DispatchScan && f.Dispatch != DispatchRabbitMQ && f.Dispatch != DispatchKafka && f.Dispatch != "":
+		return fmt.Errorf("chaos: --dispatch %q: must be %s, %s or %s", f.Dispatch, DispatchScan, DispatchRabbitMQ, DispatchKafka)
 	case f.Provider != ProviderHTTP && f.Provider != ProviderStripe && f.Provider != "":
 		return fmt.Errorf("chaos: --provider %q: must be %s or %s", f.Provider, ProviderHTTP, ProviderStripe)
 	}
@@ -242,6 +243,12 @@ func Run(ctx context.Context, dsn string, f Config, out io.Writer) (err error) {
 		}
 		defer r.broker.close()
 	}
+	if f.Dispatch == DispatchKafka {
+		if r.kafka, err = newKafkaRun(f.Seed); err != nil {
+			return err
+		}
+		defer r.kafka.close()
+	}
 	r.injecting.Store(true)
 	started := time.Now()
 	s, err := r.run(ctx)
@@ -282,6 +289,7 @@ type chaosRun struct {
 	requests map[string]provider.RefundRequest // by operation key, as enqueued
 
 	broker *brokerRun // --dispatch rabbitmq; nil with the scan alone
+	kafka  *kafkaRun  // --dispatch kafka
 
 	procMu sync.Mutex
 	procs  []*fleetProc
@@ -384,6 +392,11 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 			return Summary{}, err
 		}
 	}
+	if r.kafka != nil {
+		if err := r.kafka.publishAll(ctx); err != nil {
+			return Summary{}, err
+		}
+	}
 
 	metrics := toxiproxy.NewMetricsContainer(prometheus.NewRegistry())
 	toxics := toxiproxy.NewServer(metrics, zerolog.Nop())
@@ -453,6 +466,9 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 	}
 	endPhase()
 	bg.Wait()
+	if r.kafka != nil {
+		r.kafka.members.Wait()
+	}
 	r.injecting.Store(false)
 	faultPhase := time.Since(r.faultsFrom)
 	r.clearToxics()
@@ -544,6 +560,9 @@ func (r *chaosRun) enqueue(ctx context.Context) error {
 					r.broker.mu.Lock()
 					r.broker.ids = append(r.broker.ids, job.ID)
 					r.broker.mu.Unlock()
+				}
+				if r.kafka != nil {
+					r.kafka.add(job.ID, job.OperationKey)
 				}
 			}
 		}(start, c, zoned)

@@ -233,22 +233,55 @@ func TestChaosExercisesEveryZombieWriteBack(t *testing.T) {
 		if err != nil {
 			t.Fatalf("chaos: %v\n%s", err, out.String())
 		}
-		wantEveryZombieWriteBack(t, out.String())
-		s := lastJSON(t, out.String())
-		if s.Dispatch != DispatchRabbitMQ || s.HistoryCheck != "ok" || s.KeysPaidTwice+s.TerminalRegressions+s.AttemptRegressions+s.LostReceipts+s.LedgerMismatches+s.Unfinished != 0 {
-			t.Fatalf("chaos passed but its summary shows a failure: %+v", s)
-		}
-		if s.Succeeded+s.Failed+s.ManualReview != c.Jobs {
-			t.Errorf("settled %d+%d+%d: want all %d", s.Succeeded, s.Failed, s.ManualReview, c.Jobs)
-		}
-		if s.BrokerPublished < c.Jobs {
-			t.Errorf("%d messages published, want at least one per job (%d)", s.BrokerPublished, c.Jobs)
-		}
+		s := wantBrokerRun(t, c, out.String())
 		if s.FaultsByKind[faultBrokerCut] == 0 || s.FaultsByKind[faultBrokerDuplicate]+s.FaultsByKind[faultBrokerStale] == 0 {
 			t.Errorf("no broker cut or no duplicate publish: %v", s.FaultsByKind)
 		}
 		t.Logf("%+v", s)
 	})
+	// --dispatch kafka: the same through an in-process Kafka cluster, whose
+	// partition leaders move and whose group rebalances while ids are
+	// published again.
+	t.Run("seed 17 through Kafka, with its faults, keeps every invariant and refuses every zombie write-back", func(t *testing.T) {
+		t.Parallel()
+		var out bytes.Buffer
+		c := config(t, bin)
+		c.Dispatch = DispatchKafka
+		c.Jobs, c.Workers, c.Duration, c.Seed = 40, 2, 5*time.Second, 17
+		err := Run(context.Background(), dbtest.ScratchDSN(t, "_chaos"), c, &out)
+		if err != nil {
+			t.Fatalf("chaos: %v\n%s", err, out.String())
+		}
+		s := wantBrokerRun(t, c, out.String())
+		for _, kind := range []string{faultKafkaLeaderMoved, faultKafkaRebalance} {
+			if s.FaultsByKind[kind] == 0 {
+				t.Errorf("no %s: %v", kind, s.FaultsByKind)
+			}
+		}
+		if s.FaultsByKind[faultBrokerDuplicate]+s.FaultsByKind[faultBrokerStale] == 0 {
+			t.Errorf("no duplicate publish: %v", s.FaultsByKind)
+		}
+		t.Logf("%+v", s)
+	})
+}
+
+// wantBrokerRun checks a run through a broker (c.Dispatch): every zombie
+// write-back refused, every invariant kept, every job settled and
+// published at least once. It returns the summary.
+func wantBrokerRun(t *testing.T, c Config, out string) Summary {
+	t.Helper()
+	wantEveryZombieWriteBack(t, out)
+	s := lastJSON(t, out)
+	if s.Dispatch != c.Dispatch || s.HistoryCheck != "ok" || s.KeysPaidTwice+s.TerminalRegressions+s.AttemptRegressions+s.LostReceipts+s.LedgerMismatches+s.Unfinished != 0 {
+		t.Fatalf("chaos passed but its summary shows a failure: %+v", s)
+	}
+	if s.Succeeded+s.Failed+s.ManualReview != c.Jobs {
+		t.Errorf("settled %d+%d+%d: want all %d", s.Succeeded, s.Failed, s.ManualReview, c.Jobs)
+	}
+	if s.BrokerPublished < c.Jobs {
+		t.Errorf("%d messages published, want at least one per job (%d)", s.BrokerPublished, c.Jobs)
+	}
+	return s
 }
 
 // The checker must catch a broken fence: the build tag fencekit_broken_fence

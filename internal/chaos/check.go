@@ -27,6 +27,11 @@ func (r *chaosRun) check(ctx context.Context) (Summary, error) {
 		s.BrokerPublished = r.broker.published
 		r.broker.mu.Unlock()
 	}
+	if r.kafka != nil {
+		r.kafka.mu.Lock()
+		s.BrokerPublished = r.kafka.published
+		r.kafka.mu.Unlock()
+	}
 	c, err := scratchdb.OpenClient(r.dsn)
 	if err != nil {
 		return s, err

@@ -228,6 +228,12 @@ func (r *chaosRun) backgroundFaults(ctx context.Context) {
 		r.brokerFault(ctx, r.procs[len(r.procs)-1], 300*time.Millisecond, 0)
 		r.brokerFault(ctx, nil, 0, 2)
 	}
+	if r.kafka != nil {
+		// Every run through Kafka meets each of its faults at once.
+		for kind := range 3 {
+			r.kafkaFault(ctx, kind)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -260,11 +266,13 @@ func (r *chaosRun) backgroundFaults(ctx context.Context) {
 			px, kind = p.prov, faultProviderPathLag
 			spec = fmt.Sprintf(`"type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":%d,"jitter":%d}`, 100+r.intn(1200), r.intn(100))
 		case 4, 5:
-			if r.broker == nil {
-				continue // a quiet tick
+			switch {
+			case r.broker != nil:
+				r.brokerFault(ctx, p, hold, r.intn(3))
+			case r.kafka != nil:
+				r.kafkaFault(ctx, r.intn(3))
 			}
-			r.brokerFault(ctx, p, hold, r.intn(3))
-			continue
+			continue // else a quiet tick
 		default:
 			continue // a quiet tick
 		}

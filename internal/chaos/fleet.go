@@ -71,6 +71,9 @@ func (r *chaosRun) start(ctx context.Context, p *fleetProc) error {
 		args = append(args, "-dispatch", DispatchRabbitMQ, "-amqp-url", r.broker.fleetURL(p.amqp.Listen), "-amqp-queue", r.broker.queue)
 	}
 	args = append(args, r.providerArgs()...)
+	if r.kafka != nil {
+		args = append(args, r.kafka.fleetArgs()...)
+	}
 	cmd := exec.Command(r.f.Exe, args...)
 	// A fleet process never outlives refundd chaos.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
