@@ -112,9 +112,14 @@ var measured = map[string]struct{ took, wait time.Duration }{
 // with the table (copies, index builds, batches) linearly, the waits of a
 // batch with the batch size, the copy's wait with the table.
 func expected(s Step, rows int64, batch int) string {
-	name := s.Name
+	name, like := s.Name, ""
 	if !s.Online && s.Name == "modify-columns" {
 		name += "-blocking"
+	}
+	// Rollback's steps are not measured: each does the work of an apply
+	// step that is, and says so.
+	if m, ok := rollbackLike[s.Name]; ok {
+		name, like = m, m
 	}
 	m, ok := measured[name]
 	if !ok {
@@ -125,7 +130,7 @@ func expected(s Step, rows int64, batch int) string {
 	}
 	took, wait := scale(m.took, rows), m.wait
 	switch {
-	case s.Name == "add-columns" || s.Name == "drop-defaults":
+	case name == "add-columns" || name == "drop-defaults":
 		took = m.took // metadata only, whatever the rows
 	case !s.Online:
 		wait = took
@@ -133,8 +138,22 @@ func expected(s Step, rows int64, batch int) string {
 		// A write waits for one batch at most: measured with 5000 ids.
 		wait = scale(m.wait, min(int64(batch), max(rows, 1))*200)
 	}
-	return fmt.Sprintf("about %s for %d rows, a legacy write waiting up to about %s (scaled from adoptbench's 1M rows, docs/adopting.md)",
-		roundDuration(took), rows, roundDuration(wait))
+	from := "adoptbench's 1M rows"
+	if like != "" {
+		from = "adoptbench's " + like + " at 1M rows, the same work; not measured itself"
+	}
+	return fmt.Sprintf("about %s for %d rows, a legacy write waiting up to about %s (scaled from %s, docs/adopting.md)",
+		roundDuration(took), rows, roundDuration(wait), from)
+}
+
+// rollbackLike is, for each step of rollback whose cost grows with the
+// table, the measured apply step that does the same work.
+var rollbackLike = map[string]string{
+	"save-columns":    "backfill-keys",   // an INSERT … SELECT of one batch's rows
+	"restore-columns": "modify-columns",  // the online copy, when the server has no path in place
+	"drop-columns":    "add-columns",     // INSTANT
+	"drop-indexes":    "drop-defaults",   // metadata only
+	"unarchive":       "backfill-ledger", // an INSERT … SELECT
 }
 
 func roundDuration(d time.Duration) time.Duration {
