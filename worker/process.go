@@ -160,7 +160,7 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d d
 		}
 		log.Warn("write-back rolled back; the lease still holds, trying again", "try", try, "err", err)
 	}
-	if refusedForGood(err) && d.Kind != decide.ManualReview {
+	if refusedForGood(err, l.Attempt()) && d.Kind != decide.ManualReview {
 		// The write-back was refused, not outraced: the same write would be
 		// refused at every takeover, and the job would loop through
 		// reconciles for ever with the provider's answer unrecorded. An
@@ -174,8 +174,16 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d d
 			Reason: fmt.Sprintf("the worker could not record the provider's answer (%s): %v", tr.Op(), err),
 			Evidence: fmt.Sprintf("the worker decided to %s (rule %q) and the write was refused; what the provider said is in the observation log (observations %v). %s",
 				tr.Op(), d.Rule, ids, d.Evidence)}
+		// Two writes, each told to the hooks: the refused one ends here,
+		// the move to manual review begins.
+		if c.hooks.WroteBack != nil {
+			c.hooks.WroteBack(*job, err)
+		}
 		tr, _ = transition(l, d)
 		job.Transition, job.To = tr.Op(), string(tr.To())
+		if c.hooks.BeforeWriteBack != nil {
+			c.hooks.BeforeWriteBack(*job)
+		}
 		err = c.ent.RefundJob.Apply(ctx, tr, func(ctx context.Context, tx *ent.Tx) error {
 			for _, id := range ids {
 				if err := evidence.MarkProcessed(ctx, tx, id); err != nil && !errors.Is(err, evidence.ErrAlreadyProcessed) {
@@ -206,16 +214,22 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d d
 	return err
 }
 
-// refusedForGood reports whether a write-back was refused in a way that
-// trying it again cannot change: its business write refused (ErrInvalid),
-// or the database refused the job's write for a reason other than a newer
-// attempt (ErrUnexpectedState without ErrSuperseded).
-func refusedForGood(err error) bool {
+// refusedForGood reports whether a write-back at attempt was refused in a
+// way that trying it again cannot change while the job still waits for it:
+// its business write refused (ErrInvalid), or the database refused the
+// job's write while the fresh re-read found the job still running at this
+// attempt (ErrUnexpectedState with that row; a row found otherwise was
+// moved by someone, and is theirs to settle).
+func refusedForGood(err error, attempt int64) bool {
 	switch {
 	case err == nil, errors.Is(err, fencedwrite.ErrSuperseded), errors.Is(err, fencedwrite.ErrCommitUnknown), errors.Is(err, fencedwrite.ErrAlreadySettled):
 		return false
+	case errors.Is(err, fencedwrite.ErrInvalid):
+		return true
 	}
-	return errors.Is(err, fencedwrite.ErrInvalid) || errors.Is(err, fencedwrite.ErrUnexpectedState)
+	var we *fencedwrite.WriteError
+	return errors.Is(err, fencedwrite.ErrUnexpectedState) && errors.As(err, &we) &&
+		we.Found.Found && we.Found.State == fencedwrite.StateRunning && we.Found.Attempt == attempt
 }
 
 // answerOf says what the provider answered, for hooks.

@@ -98,6 +98,11 @@ func TestClassifyIsSound(t *testing.T) {
 			if noop || !found.Found || found.State != tr.To || found.Attempt != toAttempt || !w.SameWrite(row) {
 				t.Fatalf("already settled, but the row %v is not this write's result", found)
 			}
+			if tr.Bump && !afterCommit {
+				// An attempt+1 move that matched no row wrote nothing:
+				// another writer holding the same attempt made it.
+				t.Fatalf("already settled, but %s matched no row and sent no COMMIT: the row %v is another writer's", op, found)
+			}
 		case fencedwrite.ErrSuperseded:
 			if found.Attempt <= attempt {
 				t.Fatalf("superseded, but the row's attempt %d is not past %d", found.Attempt, attempt)
@@ -141,6 +146,27 @@ func TestClassifyComparesTheWholeWrite(t *testing.T) {
 	other := fencedrt.NewTestRow(true, fencedwrite.StateReady, 3, map[string]*string{"next_action": str("reconcile")})
 	if err := resched.Classify(other, true, nil); !errors.Is(err, fencedwrite.ErrUnexpectedState) {
 		t.Errorf("reschedule to refund over a reschedule to reconcile: %v, want ErrUnexpectedState", err)
+	}
+}
+
+// Two resolutions of one job in manual review at the same attempt (two
+// reconcilers acting on one observation, or two operators): the loser's
+// statement matches no row, and the row it then reads is exactly what its
+// own write would have made. It wrote nothing: it is superseded, never
+// "already settled" (the chaos run's history caught the loser acknowledged
+// beside the winner). Only after its own COMMIT, re-read under lock, may
+// such a row be its write.
+func TestAResolutionThatMatchedNoRowIsSuperseded(t *testing.T) {
+	table := refundJobs(t)
+	for _, op := range []fencedrt.Op{fencedrt.OpResolveReconcile, fencedrt.OpResolveRefund} {
+		w := fencedrt.NewTestWrite(table, op, 1, 2, fencedrt.Values{})
+		winners := fencedrt.NewTestRow(true, fencedwrite.StateReady, 3, map[string]*string{})
+		if err := w.Classify(winners, false, nil); !errors.Is(err, fencedwrite.ErrSuperseded) || errors.Is(err, fencedwrite.ErrAlreadySettled) {
+			t.Errorf("%s over another writer's identical move: %v, want ErrSuperseded", op, err)
+		}
+		if err := w.Classify(winners, true, nil); errors.Is(err, fencedwrite.ErrSuperseded) {
+			t.Errorf("%s re-read under lock after its own COMMIT: %v, want it taken for its own write", op, err)
+		}
 	}
 }
 

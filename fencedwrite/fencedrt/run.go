@@ -314,6 +314,14 @@ func (w *Write) classify(r row, afterCommit bool, cause error) error {
 	switch {
 	case !r.found:
 		return w.fail(fencedwrite.ErrUnexpectedState, r, cause)
+	case r.state == tr.To && r.attempt == w.toAttempt() && !noop && tr.Bump && !afterCommit:
+		// A move that takes attempt+1 (an operator's or the reconciler's
+		// resolution) whose statement matched no row wrote nothing: the
+		// row is another writer's, who held the same attempt and made the
+		// same move (two reconcilers acting on one observation). An
+		// attempt number proves no identity; only this run's own COMMIT,
+		// re-read under lock, could be this write's.
+		return w.fail(fencedwrite.ErrSuperseded, r, errors.Join(cause, errors.New("another writer made this move at this attempt")))
 	case r.state == tr.To && r.attempt == w.toAttempt() && !noop:
 		if !w.sameWrite(r) {
 			return w.fail(fencedwrite.ErrUnexpectedState, r,
