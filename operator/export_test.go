@@ -23,3 +23,7 @@ func Plans() []struct {
 		{"by operation key", jobsQuery("`operation_key` = ?", "`id`"), "operation_key", []any{"k-7", 51}},
 	}
 }
+
+// BeforeCommit sets the test signal that runs inside a resolution's
+// transaction after its last statement: an error rolls it back.
+func BeforeCommit(s *Service, f func(jobID int64) error) { s.hooks.beforeCommit = f }

@@ -160,6 +160,18 @@ func (tb *tab) text(sel string) string {
 	return s
 }
 
+// textContent is the text of sel whether it shows or not (a closed
+// <details>, say).
+func (tb *tab) textContent(sel string) string {
+	tb.t.Helper()
+	js, _ := json.Marshal(sel)
+	s, err := chromedp.Run(tb.ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%s) || {textContent: ""}).textContent`, js)))
+	if err != nil {
+		tb.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
 func (tb *tab) eval(js string) bool {
 	tb.t.Helper()
 	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](js))
@@ -243,8 +255,8 @@ func TestBrowserSignInFindAndResolve(t *testing.T) {
 	rita.open("/login")
 	rita.shot("login")
 	rita.signIn("rita")
-	if !strings.Contains(rita.text("#states"), "manual_review") {
-		t.Fatalf("dashboard: %q", rita.text("#states"))
+	if !strings.Contains(rita.text("#at-stake"), "In manual review") {
+		t.Fatalf("dashboard: %q", rita.text("#at-stake"))
 	}
 	rita.shot("dashboard")
 	rita.open("/queue")
@@ -264,15 +276,15 @@ func TestBrowserSignInFindAndResolve(t *testing.T) {
 	if status := rita.submit(chromedp.Click(chromedp.CSS("#resolve"))); status != http.StatusOK {
 		t.Fatalf("resolve: %d", status)
 	}
-	if s := rita.text("#job-state"); s != "succeeded" {
+	if s := rita.text("#status"); !strings.HasPrefix(s, "Refunded: 12.50 EUR to pay-refund-20261203-0042, refund "+refundID) {
 		t.Fatalf("after resolving, the page shows %q (%s)", s, rita.text("main"))
 	}
-	if a := rita.text("#audit"); !strings.Contains(a, "rita") || !strings.Contains(a, refundID) {
+	if a := rita.text("#audit"); !strings.Contains(a, "rita settled it as refunded on refund "+refundID+", confirmed by the provider") {
 		t.Fatalf("audit: %q", a)
 	}
 	// The attempts log: the fixture's claim by this process, then rita's
 	// resolution.
-	if a := rita.text("#attempts"); !strings.Contains(a, "claim by "+fencedwrite.DefaultHolder()) || !strings.Contains(a, "resolution") ||
+	if a := rita.textContent("#attempts"); !strings.Contains(a, "claim by "+fencedwrite.DefaultHolder()) || !strings.Contains(a, "resolution") ||
 		!strings.Contains(a, "resolve_succeeded by rita") {
 		t.Fatalf("attempts: %q", a)
 	}
@@ -301,14 +313,14 @@ func TestBrowserFourEyes(t *testing.T) {
 		t.Fatalf("flash: %q", fl)
 	}
 	alice.open("/approvals")
-	if !alice.eval(`document.querySelector("#approvals .approve") === null`) || !strings.Contains(alice.text("#approvals"), "your request") {
+	reqID := f.pendingApproval(id)
+	if !alice.eval(`document.querySelector("main .approve") === null`) || !strings.Contains(alice.text(fmt.Sprintf("#approval-%d", reqID)), "Your request") {
 		t.Fatal("the requester is offered an approve button for their own request")
 	}
-	reqID := f.pendingApproval(id)
 	if status := alice.post(fmt.Sprintf("/approvals/%d/approve", reqID), map[string]string{}); status != http.StatusForbidden {
 		t.Fatalf("the requester's own approval: %d, want 403", status)
 	}
-	if !strings.Contains(alice.text("#error"), "second operator") {
+	if !strings.Contains(alice.text("#error"), "another operator must approve it") {
 		t.Fatalf("refusal: %q", alice.text("#error"))
 	}
 	if state, _ := f.jobRow(id); state != "manual_review" {
@@ -319,14 +331,15 @@ func TestBrowserFourEyes(t *testing.T) {
 	amy.signIn("amy")
 	amy.open("/approvals")
 	amy.shot("approvals")
+	amy.do(chromedp.SendKeys(chromedp.CSS(fmt.Sprintf("#confirm-%d", reqID)), "re_from_the_bank_statement"))
 	if status := amy.submit(chromedp.Click(chromedp.CSS(fmt.Sprintf("#approve-%d", reqID)))); status != http.StatusOK {
 		t.Fatalf("approve: %d", status)
 	}
-	if s := amy.text("#job-state"); s != "succeeded" {
-		t.Fatalf("after the approval the job is %q", s)
+	if s := amy.text("#status"); !strings.HasPrefix(s, "Refunded, UNVERIFIED:") {
+		t.Fatalf("after the approval the job says %q", s)
 	}
 	a := amy.text("#audit")
-	if !strings.Contains(a, "amy") || !strings.Contains(a, "requested by alice") || !strings.Contains(a, "override") {
+	if !strings.Contains(a, "amy approved alice's request") || !strings.Contains(a, "WITHOUT the provider's confirmation") {
 		t.Fatalf("audit: %q", a)
 	}
 	amy.shot("approved")
@@ -437,7 +450,7 @@ func TestBrowserScriptInEvidenceIsText(t *testing.T) {
 	if ev := rita.text("#evidence"); !strings.Contains(ev, `<script>alert("evidence ran")</script>`) {
 		t.Fatalf("the evidence is not visible as text: %q", ev)
 	}
-	if r := rita.text("#review-reason"); !strings.Contains(r, "<img src=x") {
+	if r := rita.textContent("#eng-review-reason"); !strings.Contains(r, "<img src=x") {
 		t.Fatalf("the reason is not visible as text: %q", r)
 	}
 	if !rita.eval(`document.querySelectorAll("main script, main img").length === 0`) {
