@@ -59,6 +59,10 @@ var reasonKinds = []ReasonKind{
 // ReasonKinds returns the kinds of review reasons, in the queue's order.
 func ReasonKinds() []ReasonKind { return append([]ReasonKind(nil), reasonKinds...) }
 
+// ReasonKindOf returns the kind of a worker's review reason: the last kind
+// ("other") when no kind knows it.
+func ReasonKindOf(reason string) ReasonKind { return reasonKind(reason) }
+
 // reasonKind returns the kind of a worker's review reason.
 func reasonKind(reason string) ReasonKind {
 	for _, k := range reasonKinds {

@@ -77,8 +77,8 @@ func (s situation) status() Status {
 		st.Next = "Nothing: the job is closed. A new refund needs a new request."
 	case s.said != nil && (s.said.Status == string(evidence.Succeeded) || s.said.Status == string(evidence.Reversed)):
 		st.Money, st.Headline = MoneyAtProvider, "Refunded at the provider"
-		st.Text = fmt.Sprintf("%s says refund %s %s (%s); not settled here yet. %s",
-			s.said.source(), Visible(s.said.ProviderRefundID), s.said.Status, Stamp(s.said.ReceivedAt), s.nextText())
+		st.Text = fmt.Sprintf("%s to %s: %s says refund %s %s (%s); not settled here yet. %s",
+			amount, pay, s.said.source(), Visible(s.said.ProviderRefundID), s.said.Status, Stamp(s.said.ReceivedAt), s.nextText())
 	case s.rejectedSince != nil:
 		st.Money, st.Headline = MoneyDeclined, "Declined"
 		st.Text = fmt.Sprintf("%s says the provider declined %s to %s (%s); no money moved for that send. %s",
@@ -198,7 +198,10 @@ func (s situation) nextText() string {
 	}
 	switch s.State {
 	case fencedwrite.StateReady:
-		return fmt.Sprintf("The worker will %s at %s.", what, stampOf(s.NextRunAt))
+		if s.NextRunAt == nil {
+			return fmt.Sprintf("The worker will %s when it is next due.", what)
+		}
+		return fmt.Sprintf("The worker will %s at %s.", what, Stamp(*s.NextRunAt))
 	case fencedwrite.StateRunning:
 		holder := "A worker"
 		if s.holder != "" {
