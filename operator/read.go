@@ -484,7 +484,8 @@ func (s *Service) audits(ctx context.Context, where string, args ...any) ([]Audi
 				// the cause in the note.
 				e.Refused = strings.TrimPrefix(rec.Note, "refused: ")
 				if rec.Refused != "" {
-					e.Refused = rec.Refused + " (" + oneLine(rec.Cause) + ")"
+					said := strings.ReplaceAll(rec.Refused, " Nothing was written but the audit entry.", "")
+					e.Refused = said + " (" + oneLine(rec.Cause) + ")"
 				}
 				e.Refused = Visible(e.Refused)
 			}

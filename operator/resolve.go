@@ -376,7 +376,7 @@ func (s *Service) verify(ctx context.Context, j *ent.RefundJob, refundID string)
 	v := &Verification{RefundID: refundID}
 	found, err := s.prov.Lookup(ctx, q)
 	if errors.Is(err, provider.ErrNoLookup) {
-		v.Outcome, v.Said = VerifyCannotAsk, fmt.Sprintf("the provider offers no lookup that could find refund %s (by refund id, by reference or by payment): it cannot be asked about it", refundID)
+		v.Outcome, v.Said = VerifyCannotAsk, fmt.Sprintf("The provider offers no lookup that could find refund %s (by refund id, by reference or by payment): it cannot be asked about it", refundID)
 		return v, provider.Refund{}, fmt.Errorf("verify refund %s: %w", refundID, ErrCannotVerify)
 	}
 	if err != nil {
@@ -390,9 +390,9 @@ func (s *Service) verify(ctx context.Context, j *ent.RefundJob, refundID string)
 		}
 	}
 	if r == nil {
-		v.Outcome, v.Said = VerifyUnknown, fmt.Sprintf("the provider does not know refund %s", refundID)
+		v.Outcome, v.Said = VerifyUnknown, fmt.Sprintf("The provider does not know refund %s", refundID)
 		if !byID {
-			v.Said = fmt.Sprintf("the provider's refunds for request %s and payment %s do not include %s (it offers no lookup by refund id)", j.OperationKey, j.PaymentRef, refundID)
+			v.Said = fmt.Sprintf("The provider's refunds for request %s and payment %s do not include %s (it offers no lookup by refund id)", j.OperationKey, j.PaymentRef, refundID)
 		}
 		return v, provider.Refund{}, fmt.Errorf("verify refund %s: %w", refundID, ErrUnknownRefund)
 	}
@@ -416,15 +416,15 @@ func (s *Service) verify(ctx context.Context, j *ent.RefundJob, refundID string)
 	for _, c := range v.Fields[:4] {
 		if !c.Same {
 			m := &MismatchError{RefundID: refundID, Field: c.Field, Got: c.Provider, Want: c.Job}
-			v.Outcome, v.Said = VerifyMismatch, m.whose()
+			v.Outcome, v.Said = VerifyMismatch, capitalize(m.whose())
 			return v, *r, fmt.Errorf("verify refund: %w", m)
 		}
 	}
 	if r.Status != provider.StatusSucceeded {
-		v.Outcome, v.Said = VerifyNotSucceeded, fmt.Sprintf("the provider reports refund %s of this request as %s, not succeeded", refundID, r.Status)
+		v.Outcome, v.Said = VerifyNotSucceeded, fmt.Sprintf("The provider reports refund %s of this request as %s, not succeeded", refundID, r.Status)
 		return v, *r, fmt.Errorf("verify refund %s: the provider reports it %s: %w", refundID, r.Status, ErrRefundNotSucceeded)
 	}
-	v.Outcome, v.Said = VerifyVerified, fmt.Sprintf("the provider confirms refund %s: %s to payment %s for request %s, succeeded", refundID, amountOf(r.AmountMinor, cur), r.PaymentRef, r.Reference)
+	v.Outcome, v.Said = VerifyVerified, fmt.Sprintf("The provider confirms refund %s: %s to payment %s for request %s, succeeded", refundID, amountOf(r.AmountMinor, cur), r.PaymentRef, r.Reference)
 	return v, *r, nil
 }
 

@@ -59,7 +59,9 @@ func (s situation) status() Status {
 	st := Status{Sent: s.sentText(), ProviderSays: s.saysText()}
 	amount, pay := s.Amount.String(), Visible(s.PaymentRef)
 	answer, mayHavePaid := s.answer()
-	st.Answer = answer
+	if s.State != fencedwrite.StateSucceeded && s.State != fencedwrite.StateFailed {
+		st.Answer = answer // a settled job's last answer is history: the timeline has it
+	}
 	refund := Visible(s.ProviderRefundID)
 	switch {
 	case s.State == fencedwrite.StateSucceeded && s.Unverified != nil:
@@ -236,7 +238,7 @@ func (s situation) options() []Option {
 	reconcile := Option{Action: "resolve_reconcile", Title: "Ask the provider again",
 		Facts: []string{"The worker looks request " + key + " up again; it never sends a second refund."}}
 	resend := Option{Action: "request_refund", Title: "Send it again (a second operator approves)",
-		Facts: []string{"Moves money: the provider pays the same key at most once only while it keeps it."}}
+		Facts: []string{"Moves money: the provider pays a key at most once, and only while it remembers the key."}}
 	override := Option{Action: "request_override", Title: "Settle on your own proof (a second operator approves)",
 		Facts: []string{"Only for a refund the provider cannot confirm or deny (it does not find the id, or offers no lookup for it); never for one it attributes to another payment or request.",
 			"The job stays marked unverified for good, with both operators' names."}}

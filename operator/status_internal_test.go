@@ -34,8 +34,8 @@ func TestStatusNeverClaimsMoreThanTheFacts(t *testing.T) {
 		}
 		s := situation{
 			JobSummary: JobSummary{ID: 1, OperationKey: "try-1", PaymentRef: "pay-5",
-				Amount: Amount{rapid.Int64Range(1, 1e9).Draw(t, "minor"), rapid.SampledFrom([]string{"EUR", "JPY", "KWD"}).Draw(t, "currency")},
-				State:  rapid.SampledFrom([]string{fencedwrite.StateReady, fencedwrite.StateRunning, fencedwrite.StateManualReview, fencedwrite.StateSucceeded, fencedwrite.StateFailed}).Draw(t, "state"),
+				Amount:           Amount{rapid.Int64Range(1, 1e9).Draw(t, "minor"), rapid.SampledFrom([]string{"EUR", "JPY", "KWD"}).Draw(t, "currency")},
+				State:            rapid.SampledFrom([]string{fencedwrite.StateReady, fencedwrite.StateRunning, fencedwrite.StateManualReview, fencedwrite.StateSucceeded, fencedwrite.StateFailed}).Draw(t, "state"),
 				NextAction:       rapid.SampledFrom([]string{fencedwrite.ActionRefund, fencedwrite.ActionReconcile}).Draw(t, "next action"),
 				ProviderRefundID: rapid.SampledFrom([]string{"", "re_3"}).Draw(t, "refund id")},
 			firstSent: at("first send"), lastSent: at("last send"), leaseUntil: at("lease"),
