@@ -37,11 +37,8 @@ func emptyDB(t *testing.T, prefix string) (*mysql.Config, string, *sql.DB) {
 	return cfg, name, dbtest.OpenDSN(t, c.FormatDSN())
 }
 
-// longest is the index of the newest file with at least three statements
-// (a fence: it drops triggers and recreates them), which the failure tests
-// break halfway; later files (a table or two) are too short to break in
-// the middle.
-func longest(t *testing.T) int {
+// migrationFiles are the files of the migration directory, in order.
+func migrationFiles(t *testing.T) []migrate.File {
 	t.Helper()
 	dir, err := migrations.Dir()
 	if err != nil {
@@ -51,6 +48,16 @@ func longest(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return files
+}
+
+// longest is the index of the newest file with at least three statements
+// (a fence: it drops triggers and recreates them), which the failure tests
+// break halfway; later files (a table or two) are too short to break in
+// the middle.
+func longest(t *testing.T) int {
+	t.Helper()
+	files := migrationFiles(t)
 	for n := len(files) - 1; n >= 0; n-- {
 		if stmts, err := files[n].StmtDecls(); err == nil && len(stmts) >= 3 {
 			return n
@@ -64,14 +71,7 @@ func longest(t *testing.T) int {
 // the number of a statement halfway through it.
 func middle(t *testing.T, n int) (string, int) {
 	t.Helper()
-	dir, err := migrations.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := dir.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := migrationFiles(t)
 	if n < 0 {
 		n = len(files) + n
 	}

@@ -287,22 +287,24 @@ func countersOf(k Counters) *countersView {
 
 func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
+// dashboard shows the money first: what is not settled yet, per state and
+// currency, the oldest job, the approvals, the settled counts.
 func (c *Console) dashboard(rw http.ResponseWriter, r *http.Request) {
-	d, err := c.dashData(r.Context())
-	if err != nil {
-		c.failed(rw, r, "the dashboard", err)
-		return
-	}
-	c.render(rw, r, http.StatusOK, "dashboard", page{Title: "Dashboard", Tab: "dashboard", Data: d})
+	c.figures(rw, r, "dashboard", "Dashboard")
 }
 
 // engineering shows the figures for whoever runs the fleet: takeovers,
 // stale writes refused by the fence, the reconcile share, the budget.
 func (c *Console) engineering(rw http.ResponseWriter, r *http.Request) {
+	c.figures(rw, r, "engineering", "Engineering")
+}
+
+// figures renders page (its template and tab) with the dashboard's figures.
+func (c *Console) figures(rw http.ResponseWriter, r *http.Request, name, title string) {
 	d, err := c.dashData(r.Context())
 	if err != nil {
-		c.failed(rw, r, "the engineering figures", err)
+		c.failed(rw, r, "the "+name+"'s figures", err)
 		return
 	}
-	c.render(rw, r, http.StatusOK, "engineering", page{Title: "Engineering", Tab: "engineering", Data: d})
+	c.render(rw, r, http.StatusOK, name, page{Title: title, Tab: name, Data: d})
 }
