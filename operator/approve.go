@@ -9,7 +9,7 @@ import (
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/internal/audit"
+	"github.com/fencekit/fencekit/audit"
 	"github.com/fencekit/fencekit/provider"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/internal/audit"
+	"github.com/fencekit/fencekit/audit"
 )
 
 // jobColumns are the columns of a job's situation, then the age of the

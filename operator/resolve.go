@@ -12,8 +12,8 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/internal/audit"
-	"github.com/fencekit/fencekit/internal/money"
+	"github.com/fencekit/fencekit/audit"
+	"github.com/fencekit/fencekit/money"
 	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/provider"
 )

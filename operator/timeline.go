@@ -8,7 +8,7 @@ import (
 
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/internal/audit"
+	"github.com/fencekit/fencekit/audit"
 )
 
 // evidenceText says what a piece of evidence is, in plain words. done says

@@ -3,7 +3,7 @@ package operator
 import (
 	"time"
 
-	"github.com/fencekit/fencekit/internal/money"
+	"github.com/fencekit/fencekit/money"
 )
 
 // The views. Raw fields (ids, times, the worker's own words) are what the

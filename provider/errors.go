@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fencekit/fencekit/internal/money"
+	"github.com/fencekit/fencekit/money"
 )
 
 // What a provider call can answer besides success. Every error from Refund

@@ -11,7 +11,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/internal/audit"
+	"github.com/fencekit/fencekit/audit"
 )
 
 // reconcileBatch bounds the evidence one reconciler pass reads.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/evidence"
-	"github.com/fencekit/fencekit/internal/money"
+	"github.com/fencekit/fencekit/money"
 	"github.com/fencekit/fencekit/provider"
 )
 

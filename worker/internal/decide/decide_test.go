@@ -14,7 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/fencekit/fencekit/evidence"
-	"github.com/fencekit/fencekit/internal/money"
+	"github.com/fencekit/fencekit/money"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/worker/internal/decide"
 )
