@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fencekit/fencekit/audit"
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/audit"
 	"github.com/fencekit/fencekit/provider"
 )
 

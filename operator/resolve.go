@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencekit/fencekit/audit"
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/audit"
-	"github.com/fencekit/fencekit/money"
 	"github.com/fencekit/fencekit/ledger"
+	"github.com/fencekit/fencekit/money"
 	"github.com/fencekit/fencekit/provider"
 )
 

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fencekit/fencekit/audit"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/audit"
 )
 
 // evidenceText says what a piece of evidence is, in plain words. done says

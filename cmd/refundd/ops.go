@@ -22,9 +22,9 @@ import (
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/money"
 	"github.com/fencekit/fencekit/internal/term"
 	"github.com/fencekit/fencekit/ledger"
+	"github.com/fencekit/fencekit/money"
 	"github.com/fencekit/fencekit/operator"
 )
 
