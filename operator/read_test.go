@@ -129,6 +129,18 @@ func TestQueueSearchAndJobViews(t *testing.T) {
 		if first.Status.Money != operator.MoneyRefunded || !strings.HasPrefix(first.Status.String(), "Refunded: 12.52 EUR to pay-q, refund ") {
 			t.Fatalf("status of a verified settlement: %+v", first.Status)
 		}
+		// A settled job shows nothing that no longer holds: no review
+		// reason, no last error, no last answer, no evidence "not acted on".
+		for _, f := range append(append([]operator.Fact(nil), first.Facts...), first.Engineering...) {
+			if f.Key == "review" || f.Key == "review-reason" || f.Key == "last-error" || f.Key == "answer" || f.Key == "lease" {
+				t.Errorf("a settled job shows %s: %q", f.Label, f.Value)
+			}
+		}
+		for _, ev := range first.Evidence {
+			if strings.Contains(ev.Text, "not acted on") {
+				t.Errorf("a settled job's evidence says %q", ev.Text)
+			}
+		}
 		if _, err := e.ops.Job(ctx, 424242); !errors.Is(err, operator.ErrNotFound) {
 			t.Fatalf("an unknown job: %v", err)
 		}
