@@ -56,6 +56,15 @@ type envValue struct {
 	bad error
 }
 
+// String is the value's text ("" for the zero envValue the flag package
+// makes to tell a default from the zero value).
+func (e *envValue) String() string {
+	if e == nil || e.Value == nil {
+		return ""
+	}
+	return e.Value.String()
+}
+
 // IsBoolFlag lets a boolean flag be given without a value.
 func (e *envValue) IsBoolFlag() bool {
 	b, ok := e.Value.(interface{ IsBoolFlag() bool })
@@ -73,7 +82,7 @@ func (p *providerConfig) register(fs *flag.FlagSet) {
 			}
 			p.fromEnv[name] = env
 		}
-		fs.Var(ev, name, usage+" (default $"+env+")")
+		fs.Var(ev, name, usage+"; $"+env+" sets the default")
 		p.envChecks = append(p.envChecks, func() error {
 			if flagSet(fs, name) {
 				return nil
