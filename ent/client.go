@@ -14,10 +14,12 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
+	"github.com/fencekit/fencekit/ent/consolesession"
 	"github.com/fencekit/fencekit/ent/observation"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
+	"github.com/fencekit/fencekit/ent/reviewassignment"
 
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
 
@@ -29,6 +31,8 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// ConsoleSession is the client for interacting with the ConsoleSession builders.
+	ConsoleSession *ConsoleSessionClient
 	// Observation is the client for interacting with the Observation builders.
 	Observation *ObservationClient
 	// Refund is the client for interacting with the Refund builders.
@@ -37,6 +41,8 @@ type Client struct {
 	RefundJob *RefundJobClient
 	// RefundJobAttempt is the client for interacting with the RefundJobAttempt builders.
 	RefundJobAttempt *RefundJobAttemptClient
+	// ReviewAssignment is the client for interacting with the ReviewAssignment builders.
+	ReviewAssignment *ReviewAssignmentClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -48,10 +54,12 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.ConsoleSession = NewConsoleSessionClient(c.config)
 	c.Observation = NewObservationClient(c.config)
 	c.Refund = NewRefundClient(c.config)
 	c.RefundJob = NewRefundJobClient(c.config)
 	c.RefundJobAttempt = NewRefundJobAttemptClient(c.config)
+	c.ReviewAssignment = NewReviewAssignmentClient(c.config)
 }
 
 type (
@@ -153,10 +161,12 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	return &Tx{
 		ctx:              ctx,
 		config:           cfg,
+		ConsoleSession:   NewConsoleSessionClient(cfg),
 		Observation:      NewObservationClient(cfg),
 		Refund:           NewRefundClient(cfg),
 		RefundJob:        NewRefundJobClient(cfg),
 		RefundJobAttempt: NewRefundJobAttemptClient(cfg),
+		ReviewAssignment: NewReviewAssignmentClient(cfg),
 	}, nil
 }
 
@@ -176,17 +186,19 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	return &Tx{
 		ctx:              ctx,
 		config:           cfg,
+		ConsoleSession:   NewConsoleSessionClient(cfg),
 		Observation:      NewObservationClient(cfg),
 		Refund:           NewRefundClient(cfg),
 		RefundJob:        NewRefundJobClient(cfg),
 		RefundJobAttempt: NewRefundJobAttemptClient(cfg),
+		ReviewAssignment: NewReviewAssignmentClient(cfg),
 	}, nil
 }
 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		Observation.
+//		ConsoleSession.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -208,24 +220,30 @@ func (c *Client) Close() error {
 // Use adds the mutation hooks to all the entity clients.
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
-	c.Observation.Use(hooks...)
-	c.Refund.Use(hooks...)
-	c.RefundJob.Use(hooks...)
-	c.RefundJobAttempt.Use(hooks...)
+	for _, n := range []interface{ Use(...Hook) }{
+		c.ConsoleSession, c.Observation, c.Refund, c.RefundJob, c.RefundJobAttempt,
+		c.ReviewAssignment,
+	} {
+		n.Use(hooks...)
+	}
 }
 
 // Intercept adds the query interceptors to all the entity clients.
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
-	c.Observation.Intercept(interceptors...)
-	c.Refund.Intercept(interceptors...)
-	c.RefundJob.Intercept(interceptors...)
-	c.RefundJobAttempt.Intercept(interceptors...)
+	for _, n := range []interface{ Intercept(...Interceptor) }{
+		c.ConsoleSession, c.Observation, c.Refund, c.RefundJob, c.RefundJobAttempt,
+		c.ReviewAssignment,
+	} {
+		n.Intercept(interceptors...)
+	}
 }
 
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *ConsoleSessionMutation:
+		return c.ConsoleSession.mutate(ctx, m)
 	case *ObservationMutation:
 		return c.Observation.mutate(ctx, m)
 	case *RefundMutation:
@@ -234,8 +252,143 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.RefundJob.mutate(ctx, m)
 	case *RefundJobAttemptMutation:
 		return c.RefundJobAttempt.mutate(ctx, m)
+	case *ReviewAssignmentMutation:
+		return c.ReviewAssignment.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// ConsoleSessionClient is a client for the ConsoleSession schema.
+type ConsoleSessionClient struct {
+	config
+}
+
+// NewConsoleSessionClient returns a client for the ConsoleSession from the given config.
+func NewConsoleSessionClient(c config) *ConsoleSessionClient {
+	return &ConsoleSessionClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `consolesession.Hooks(f(g(h())))`.
+func (c *ConsoleSessionClient) Use(hooks ...Hook) {
+	c.hooks.ConsoleSession = append(c.hooks.ConsoleSession, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `consolesession.Intercept(f(g(h())))`.
+func (c *ConsoleSessionClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ConsoleSession = append(c.inters.ConsoleSession, interceptors...)
+}
+
+// Create returns a builder for creating a ConsoleSession entity.
+func (c *ConsoleSessionClient) Create() *ConsoleSessionCreate {
+	mutation := newConsoleSessionMutation(c.config, OpCreate)
+	return &ConsoleSessionCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ConsoleSession entities.
+func (c *ConsoleSessionClient) CreateBulk(builders ...*ConsoleSessionCreate) *ConsoleSessionCreateBulk {
+	return &ConsoleSessionCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ConsoleSessionClient) MapCreateBulk(slice any, setFunc func(*ConsoleSessionCreate, int)) *ConsoleSessionCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ConsoleSessionCreateBulk{err: fmt.Errorf("calling to ConsoleSessionClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ConsoleSessionCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ConsoleSessionCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ConsoleSession.
+func (c *ConsoleSessionClient) Update() *ConsoleSessionUpdate {
+	mutation := newConsoleSessionMutation(c.config, OpUpdate)
+	return &ConsoleSessionUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ConsoleSessionClient) UpdateOne(_m *ConsoleSession) *ConsoleSessionUpdateOne {
+	mutation := newConsoleSessionMutation(c.config, OpUpdateOne, withConsoleSession(_m))
+	return &ConsoleSessionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ConsoleSessionClient) UpdateOneID(id int64) *ConsoleSessionUpdateOne {
+	mutation := newConsoleSessionMutation(c.config, OpUpdateOne, withConsoleSessionID(id))
+	return &ConsoleSessionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ConsoleSession.
+func (c *ConsoleSessionClient) Delete() *ConsoleSessionDelete {
+	mutation := newConsoleSessionMutation(c.config, OpDelete)
+	return &ConsoleSessionDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ConsoleSessionClient) DeleteOne(_m *ConsoleSession) *ConsoleSessionDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ConsoleSessionClient) DeleteOneID(id int64) *ConsoleSessionDeleteOne {
+	builder := c.Delete().Where(consolesession.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ConsoleSessionDeleteOne{builder}
+}
+
+// Query returns a query builder for ConsoleSession.
+func (c *ConsoleSessionClient) Query() *ConsoleSessionQuery {
+	return &ConsoleSessionQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeConsoleSession},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ConsoleSession entity by its id.
+func (c *ConsoleSessionClient) Get(ctx context.Context, id int64) (*ConsoleSession, error) {
+	return c.Query().Where(consolesession.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ConsoleSessionClient) GetX(ctx context.Context, id int64) *ConsoleSession {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *ConsoleSessionClient) Hooks() []Hook {
+	return c.hooks.ConsoleSession
+}
+
+// Interceptors returns the client interceptors.
+func (c *ConsoleSessionClient) Interceptors() []Interceptor {
+	return c.inters.ConsoleSession
+}
+
+func (c *ConsoleSessionClient) mutate(ctx context.Context, m *ConsoleSessionMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ConsoleSessionCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ConsoleSessionUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ConsoleSessionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ConsoleSessionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ConsoleSession mutation op: %q", m.Op())
 	}
 }
 
@@ -771,13 +924,148 @@ func (c *RefundJobAttemptClient) mutate(ctx context.Context, m *RefundJobAttempt
 	}
 }
 
+// ReviewAssignmentClient is a client for the ReviewAssignment schema.
+type ReviewAssignmentClient struct {
+	config
+}
+
+// NewReviewAssignmentClient returns a client for the ReviewAssignment from the given config.
+func NewReviewAssignmentClient(c config) *ReviewAssignmentClient {
+	return &ReviewAssignmentClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `reviewassignment.Hooks(f(g(h())))`.
+func (c *ReviewAssignmentClient) Use(hooks ...Hook) {
+	c.hooks.ReviewAssignment = append(c.hooks.ReviewAssignment, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `reviewassignment.Intercept(f(g(h())))`.
+func (c *ReviewAssignmentClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ReviewAssignment = append(c.inters.ReviewAssignment, interceptors...)
+}
+
+// Create returns a builder for creating a ReviewAssignment entity.
+func (c *ReviewAssignmentClient) Create() *ReviewAssignmentCreate {
+	mutation := newReviewAssignmentMutation(c.config, OpCreate)
+	return &ReviewAssignmentCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ReviewAssignment entities.
+func (c *ReviewAssignmentClient) CreateBulk(builders ...*ReviewAssignmentCreate) *ReviewAssignmentCreateBulk {
+	return &ReviewAssignmentCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ReviewAssignmentClient) MapCreateBulk(slice any, setFunc func(*ReviewAssignmentCreate, int)) *ReviewAssignmentCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ReviewAssignmentCreateBulk{err: fmt.Errorf("calling to ReviewAssignmentClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ReviewAssignmentCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ReviewAssignmentCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ReviewAssignment.
+func (c *ReviewAssignmentClient) Update() *ReviewAssignmentUpdate {
+	mutation := newReviewAssignmentMutation(c.config, OpUpdate)
+	return &ReviewAssignmentUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ReviewAssignmentClient) UpdateOne(_m *ReviewAssignment) *ReviewAssignmentUpdateOne {
+	mutation := newReviewAssignmentMutation(c.config, OpUpdateOne, withReviewAssignment(_m))
+	return &ReviewAssignmentUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ReviewAssignmentClient) UpdateOneID(id int64) *ReviewAssignmentUpdateOne {
+	mutation := newReviewAssignmentMutation(c.config, OpUpdateOne, withReviewAssignmentID(id))
+	return &ReviewAssignmentUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ReviewAssignment.
+func (c *ReviewAssignmentClient) Delete() *ReviewAssignmentDelete {
+	mutation := newReviewAssignmentMutation(c.config, OpDelete)
+	return &ReviewAssignmentDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ReviewAssignmentClient) DeleteOne(_m *ReviewAssignment) *ReviewAssignmentDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ReviewAssignmentClient) DeleteOneID(id int64) *ReviewAssignmentDeleteOne {
+	builder := c.Delete().Where(reviewassignment.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ReviewAssignmentDeleteOne{builder}
+}
+
+// Query returns a query builder for ReviewAssignment.
+func (c *ReviewAssignmentClient) Query() *ReviewAssignmentQuery {
+	return &ReviewAssignmentQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeReviewAssignment},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ReviewAssignment entity by its id.
+func (c *ReviewAssignmentClient) Get(ctx context.Context, id int64) (*ReviewAssignment, error) {
+	return c.Query().Where(reviewassignment.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ReviewAssignmentClient) GetX(ctx context.Context, id int64) *ReviewAssignment {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *ReviewAssignmentClient) Hooks() []Hook {
+	return c.hooks.ReviewAssignment
+}
+
+// Interceptors returns the client interceptors.
+func (c *ReviewAssignmentClient) Interceptors() []Interceptor {
+	return c.inters.ReviewAssignment
+}
+
+func (c *ReviewAssignmentClient) mutate(ctx context.Context, m *ReviewAssignmentMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ReviewAssignmentCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ReviewAssignmentUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ReviewAssignmentUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ReviewAssignmentDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ReviewAssignment mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Observation, Refund, RefundJob, RefundJobAttempt []ent.Hook
+		ConsoleSession, Observation, Refund, RefundJob, RefundJobAttempt,
+		ReviewAssignment []ent.Hook
 	}
 	inters struct {
-		Observation, Refund, RefundJob, RefundJobAttempt []ent.Interceptor
+		ConsoleSession, Observation, Refund, RefundJob, RefundJobAttempt,
+		ReviewAssignment []ent.Interceptor
 	}
 )
 

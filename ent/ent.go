@@ -12,10 +12,12 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/fencekit/fencekit/ent/consolesession"
 	"github.com/fencekit/fencekit/ent/observation"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
+	"github.com/fencekit/fencekit/ent/reviewassignment"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -76,10 +78,12 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
+			consolesession.Table:   consolesession.ValidColumn,
 			observation.Table:      observation.ValidColumn,
 			refund.Table:           refund.ValidColumn,
 			refundjob.Table:        refundjob.ValidColumn,
 			refundjobattempt.Table: refundjobattempt.ValidColumn,
+			reviewassignment.Table: reviewassignment.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

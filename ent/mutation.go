@@ -11,11 +11,13 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
+	"github.com/fencekit/fencekit/ent/consolesession"
 	"github.com/fencekit/fencekit/ent/observation"
 	"github.com/fencekit/fencekit/ent/predicate"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
+	"github.com/fencekit/fencekit/ent/reviewassignment"
 )
 
 const (
@@ -27,11 +29,764 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
+	TypeConsoleSession   = "ConsoleSession"
 	TypeObservation      = "Observation"
 	TypeRefund           = "Refund"
 	TypeRefundJob        = "RefundJob"
 	TypeRefundJobAttempt = "RefundJobAttempt"
+	TypeReviewAssignment = "ReviewAssignment"
 )
+
+// ConsoleSessionMutation represents an operation that mutates the ConsoleSession nodes in the graph.
+type ConsoleSessionMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	token_hash    *string
+	operator      *string
+	roles         *string
+	created_at    *time.Time
+	seen_at       *time.Time
+	expires_at    *time.Time
+	ended_at      *time.Time
+	end_reason    *string
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*ConsoleSession, error)
+	predicates    []predicate.ConsoleSession
+}
+
+var _ ent.Mutation = (*ConsoleSessionMutation)(nil)
+
+// consolesessionOption allows management of the mutation configuration using functional options.
+type consolesessionOption func(*ConsoleSessionMutation)
+
+// newConsoleSessionMutation creates new mutation for the ConsoleSession entity.
+func newConsoleSessionMutation(c config, op Op, opts ...consolesessionOption) *ConsoleSessionMutation {
+	m := &ConsoleSessionMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeConsoleSession,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withConsoleSessionID sets the ID field of the mutation.
+func withConsoleSessionID(id int64) consolesessionOption {
+	return func(m *ConsoleSessionMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ConsoleSession
+		)
+		m.oldValue = func(ctx context.Context) (*ConsoleSession, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ConsoleSession.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withConsoleSession sets the old ConsoleSession of the mutation.
+func withConsoleSession(node *ConsoleSession) consolesessionOption {
+	return func(m *ConsoleSessionMutation) {
+		m.oldValue = func(context.Context) (*ConsoleSession, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ConsoleSessionMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ConsoleSessionMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of ConsoleSession entities.
+func (m *ConsoleSessionMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ConsoleSessionMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ConsoleSessionMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ConsoleSession.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTokenHash sets the "token_hash" field.
+func (m *ConsoleSessionMutation) SetTokenHash(s string) {
+	m.token_hash = &s
+}
+
+// TokenHash returns the value of the "token_hash" field in the mutation.
+func (m *ConsoleSessionMutation) TokenHash() (r string, exists bool) {
+	v := m.token_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTokenHash returns the old "token_hash" field's value of the ConsoleSession entity.
+// If the ConsoleSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConsoleSessionMutation) OldTokenHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTokenHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTokenHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTokenHash: %w", err)
+	}
+	return oldValue.TokenHash, nil
+}
+
+// ResetTokenHash resets all changes to the "token_hash" field.
+func (m *ConsoleSessionMutation) ResetTokenHash() {
+	m.token_hash = nil
+}
+
+// SetOperator sets the "operator" field.
+func (m *ConsoleSessionMutation) SetOperator(s string) {
+	m.operator = &s
+}
+
+// Operator returns the value of the "operator" field in the mutation.
+func (m *ConsoleSessionMutation) Operator() (r string, exists bool) {
+	v := m.operator
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOperator returns the old "operator" field's value of the ConsoleSession entity.
+// If the ConsoleSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConsoleSessionMutation) OldOperator(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOperator is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOperator requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOperator: %w", err)
+	}
+	return oldValue.Operator, nil
+}
+
+// ResetOperator resets all changes to the "operator" field.
+func (m *ConsoleSessionMutation) ResetOperator() {
+	m.operator = nil
+}
+
+// SetRoles sets the "roles" field.
+func (m *ConsoleSessionMutation) SetRoles(s string) {
+	m.roles = &s
+}
+
+// Roles returns the value of the "roles" field in the mutation.
+func (m *ConsoleSessionMutation) Roles() (r string, exists bool) {
+	v := m.roles
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRoles returns the old "roles" field's value of the ConsoleSession entity.
+// If the ConsoleSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConsoleSessionMutation) OldRoles(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRoles is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRoles requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRoles: %w", err)
+	}
+	return oldValue.Roles, nil
+}
+
+// ResetRoles resets all changes to the "roles" field.
+func (m *ConsoleSessionMutation) ResetRoles() {
+	m.roles = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *ConsoleSessionMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *ConsoleSessionMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the ConsoleSession entity.
+// If the ConsoleSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConsoleSessionMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *ConsoleSessionMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetSeenAt sets the "seen_at" field.
+func (m *ConsoleSessionMutation) SetSeenAt(t time.Time) {
+	m.seen_at = &t
+}
+
+// SeenAt returns the value of the "seen_at" field in the mutation.
+func (m *ConsoleSessionMutation) SeenAt() (r time.Time, exists bool) {
+	v := m.seen_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSeenAt returns the old "seen_at" field's value of the ConsoleSession entity.
+// If the ConsoleSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConsoleSessionMutation) OldSeenAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSeenAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSeenAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSeenAt: %w", err)
+	}
+	return oldValue.SeenAt, nil
+}
+
+// ResetSeenAt resets all changes to the "seen_at" field.
+func (m *ConsoleSessionMutation) ResetSeenAt() {
+	m.seen_at = nil
+}
+
+// SetExpiresAt sets the "expires_at" field.
+func (m *ConsoleSessionMutation) SetExpiresAt(t time.Time) {
+	m.expires_at = &t
+}
+
+// ExpiresAt returns the value of the "expires_at" field in the mutation.
+func (m *ConsoleSessionMutation) ExpiresAt() (r time.Time, exists bool) {
+	v := m.expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldExpiresAt returns the old "expires_at" field's value of the ConsoleSession entity.
+// If the ConsoleSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConsoleSessionMutation) OldExpiresAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldExpiresAt: %w", err)
+	}
+	return oldValue.ExpiresAt, nil
+}
+
+// ResetExpiresAt resets all changes to the "expires_at" field.
+func (m *ConsoleSessionMutation) ResetExpiresAt() {
+	m.expires_at = nil
+}
+
+// SetEndedAt sets the "ended_at" field.
+func (m *ConsoleSessionMutation) SetEndedAt(t time.Time) {
+	m.ended_at = &t
+}
+
+// EndedAt returns the value of the "ended_at" field in the mutation.
+func (m *ConsoleSessionMutation) EndedAt() (r time.Time, exists bool) {
+	v := m.ended_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEndedAt returns the old "ended_at" field's value of the ConsoleSession entity.
+// If the ConsoleSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConsoleSessionMutation) OldEndedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEndedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEndedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEndedAt: %w", err)
+	}
+	return oldValue.EndedAt, nil
+}
+
+// ClearEndedAt clears the value of the "ended_at" field.
+func (m *ConsoleSessionMutation) ClearEndedAt() {
+	m.ended_at = nil
+	m.clearedFields[consolesession.FieldEndedAt] = struct{}{}
+}
+
+// EndedAtCleared returns if the "ended_at" field was cleared in this mutation.
+func (m *ConsoleSessionMutation) EndedAtCleared() bool {
+	_, ok := m.clearedFields[consolesession.FieldEndedAt]
+	return ok
+}
+
+// ResetEndedAt resets all changes to the "ended_at" field.
+func (m *ConsoleSessionMutation) ResetEndedAt() {
+	m.ended_at = nil
+	delete(m.clearedFields, consolesession.FieldEndedAt)
+}
+
+// SetEndReason sets the "end_reason" field.
+func (m *ConsoleSessionMutation) SetEndReason(s string) {
+	m.end_reason = &s
+}
+
+// EndReason returns the value of the "end_reason" field in the mutation.
+func (m *ConsoleSessionMutation) EndReason() (r string, exists bool) {
+	v := m.end_reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEndReason returns the old "end_reason" field's value of the ConsoleSession entity.
+// If the ConsoleSession object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ConsoleSessionMutation) OldEndReason(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEndReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEndReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEndReason: %w", err)
+	}
+	return oldValue.EndReason, nil
+}
+
+// ClearEndReason clears the value of the "end_reason" field.
+func (m *ConsoleSessionMutation) ClearEndReason() {
+	m.end_reason = nil
+	m.clearedFields[consolesession.FieldEndReason] = struct{}{}
+}
+
+// EndReasonCleared returns if the "end_reason" field was cleared in this mutation.
+func (m *ConsoleSessionMutation) EndReasonCleared() bool {
+	_, ok := m.clearedFields[consolesession.FieldEndReason]
+	return ok
+}
+
+// ResetEndReason resets all changes to the "end_reason" field.
+func (m *ConsoleSessionMutation) ResetEndReason() {
+	m.end_reason = nil
+	delete(m.clearedFields, consolesession.FieldEndReason)
+}
+
+// Where appends a list predicates to the ConsoleSessionMutation builder.
+func (m *ConsoleSessionMutation) Where(ps ...predicate.ConsoleSession) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ConsoleSessionMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ConsoleSessionMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ConsoleSession, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ConsoleSessionMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ConsoleSessionMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ConsoleSession).
+func (m *ConsoleSessionMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ConsoleSessionMutation) Fields() []string {
+	fields := make([]string, 0, 8)
+	if m.token_hash != nil {
+		fields = append(fields, consolesession.FieldTokenHash)
+	}
+	if m.operator != nil {
+		fields = append(fields, consolesession.FieldOperator)
+	}
+	if m.roles != nil {
+		fields = append(fields, consolesession.FieldRoles)
+	}
+	if m.created_at != nil {
+		fields = append(fields, consolesession.FieldCreatedAt)
+	}
+	if m.seen_at != nil {
+		fields = append(fields, consolesession.FieldSeenAt)
+	}
+	if m.expires_at != nil {
+		fields = append(fields, consolesession.FieldExpiresAt)
+	}
+	if m.ended_at != nil {
+		fields = append(fields, consolesession.FieldEndedAt)
+	}
+	if m.end_reason != nil {
+		fields = append(fields, consolesession.FieldEndReason)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ConsoleSessionMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case consolesession.FieldTokenHash:
+		return m.TokenHash()
+	case consolesession.FieldOperator:
+		return m.Operator()
+	case consolesession.FieldRoles:
+		return m.Roles()
+	case consolesession.FieldCreatedAt:
+		return m.CreatedAt()
+	case consolesession.FieldSeenAt:
+		return m.SeenAt()
+	case consolesession.FieldExpiresAt:
+		return m.ExpiresAt()
+	case consolesession.FieldEndedAt:
+		return m.EndedAt()
+	case consolesession.FieldEndReason:
+		return m.EndReason()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ConsoleSessionMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case consolesession.FieldTokenHash:
+		return m.OldTokenHash(ctx)
+	case consolesession.FieldOperator:
+		return m.OldOperator(ctx)
+	case consolesession.FieldRoles:
+		return m.OldRoles(ctx)
+	case consolesession.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case consolesession.FieldSeenAt:
+		return m.OldSeenAt(ctx)
+	case consolesession.FieldExpiresAt:
+		return m.OldExpiresAt(ctx)
+	case consolesession.FieldEndedAt:
+		return m.OldEndedAt(ctx)
+	case consolesession.FieldEndReason:
+		return m.OldEndReason(ctx)
+	}
+	return nil, fmt.Errorf("unknown ConsoleSession field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ConsoleSessionMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case consolesession.FieldTokenHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTokenHash(v)
+		return nil
+	case consolesession.FieldOperator:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOperator(v)
+		return nil
+	case consolesession.FieldRoles:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRoles(v)
+		return nil
+	case consolesession.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case consolesession.FieldSeenAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSeenAt(v)
+		return nil
+	case consolesession.FieldExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetExpiresAt(v)
+		return nil
+	case consolesession.FieldEndedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEndedAt(v)
+		return nil
+	case consolesession.FieldEndReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEndReason(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ConsoleSession field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ConsoleSessionMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ConsoleSessionMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ConsoleSessionMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown ConsoleSession numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ConsoleSessionMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(consolesession.FieldEndedAt) {
+		fields = append(fields, consolesession.FieldEndedAt)
+	}
+	if m.FieldCleared(consolesession.FieldEndReason) {
+		fields = append(fields, consolesession.FieldEndReason)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ConsoleSessionMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ConsoleSessionMutation) ClearField(name string) error {
+	switch name {
+	case consolesession.FieldEndedAt:
+		m.ClearEndedAt()
+		return nil
+	case consolesession.FieldEndReason:
+		m.ClearEndReason()
+		return nil
+	}
+	return fmt.Errorf("unknown ConsoleSession nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ConsoleSessionMutation) ResetField(name string) error {
+	switch name {
+	case consolesession.FieldTokenHash:
+		m.ResetTokenHash()
+		return nil
+	case consolesession.FieldOperator:
+		m.ResetOperator()
+		return nil
+	case consolesession.FieldRoles:
+		m.ResetRoles()
+		return nil
+	case consolesession.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case consolesession.FieldSeenAt:
+		m.ResetSeenAt()
+		return nil
+	case consolesession.FieldExpiresAt:
+		m.ResetExpiresAt()
+		return nil
+	case consolesession.FieldEndedAt:
+		m.ResetEndedAt()
+		return nil
+	case consolesession.FieldEndReason:
+		m.ResetEndReason()
+		return nil
+	}
+	return fmt.Errorf("unknown ConsoleSession field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ConsoleSessionMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ConsoleSessionMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ConsoleSessionMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ConsoleSessionMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ConsoleSessionMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ConsoleSessionMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ConsoleSessionMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown ConsoleSession unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ConsoleSessionMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown ConsoleSession edge %s", name)
+}
 
 // ObservationMutation represents an operation that mutates the Observation nodes in the graph.
 type ObservationMutation struct {
@@ -4041,4 +4796,643 @@ func (m *RefundJobAttemptMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *RefundJobAttemptMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown RefundJobAttempt edge %s", name)
+}
+
+// ReviewAssignmentMutation represents an operation that mutates the ReviewAssignment nodes in the graph.
+type ReviewAssignmentMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int64
+	job_id        *int64
+	addjob_id     *int64
+	operator      *string
+	attempt       *int64
+	addattempt    *int64
+	since         *time.Time
+	released_at   *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*ReviewAssignment, error)
+	predicates    []predicate.ReviewAssignment
+}
+
+var _ ent.Mutation = (*ReviewAssignmentMutation)(nil)
+
+// reviewassignmentOption allows management of the mutation configuration using functional options.
+type reviewassignmentOption func(*ReviewAssignmentMutation)
+
+// newReviewAssignmentMutation creates new mutation for the ReviewAssignment entity.
+func newReviewAssignmentMutation(c config, op Op, opts ...reviewassignmentOption) *ReviewAssignmentMutation {
+	m := &ReviewAssignmentMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeReviewAssignment,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withReviewAssignmentID sets the ID field of the mutation.
+func withReviewAssignmentID(id int64) reviewassignmentOption {
+	return func(m *ReviewAssignmentMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ReviewAssignment
+		)
+		m.oldValue = func(ctx context.Context) (*ReviewAssignment, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ReviewAssignment.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withReviewAssignment sets the old ReviewAssignment of the mutation.
+func withReviewAssignment(node *ReviewAssignment) reviewassignmentOption {
+	return func(m *ReviewAssignmentMutation) {
+		m.oldValue = func(context.Context) (*ReviewAssignment, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ReviewAssignmentMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ReviewAssignmentMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of ReviewAssignment entities.
+func (m *ReviewAssignmentMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ReviewAssignmentMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ReviewAssignmentMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ReviewAssignment.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetJobID sets the "job_id" field.
+func (m *ReviewAssignmentMutation) SetJobID(i int64) {
+	m.job_id = &i
+	m.addjob_id = nil
+}
+
+// JobID returns the value of the "job_id" field in the mutation.
+func (m *ReviewAssignmentMutation) JobID() (r int64, exists bool) {
+	v := m.job_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldJobID returns the old "job_id" field's value of the ReviewAssignment entity.
+// If the ReviewAssignment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReviewAssignmentMutation) OldJobID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldJobID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldJobID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldJobID: %w", err)
+	}
+	return oldValue.JobID, nil
+}
+
+// AddJobID adds i to the "job_id" field.
+func (m *ReviewAssignmentMutation) AddJobID(i int64) {
+	if m.addjob_id != nil {
+		*m.addjob_id += i
+	} else {
+		m.addjob_id = &i
+	}
+}
+
+// AddedJobID returns the value that was added to the "job_id" field in this mutation.
+func (m *ReviewAssignmentMutation) AddedJobID() (r int64, exists bool) {
+	v := m.addjob_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetJobID resets all changes to the "job_id" field.
+func (m *ReviewAssignmentMutation) ResetJobID() {
+	m.job_id = nil
+	m.addjob_id = nil
+}
+
+// SetOperator sets the "operator" field.
+func (m *ReviewAssignmentMutation) SetOperator(s string) {
+	m.operator = &s
+}
+
+// Operator returns the value of the "operator" field in the mutation.
+func (m *ReviewAssignmentMutation) Operator() (r string, exists bool) {
+	v := m.operator
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOperator returns the old "operator" field's value of the ReviewAssignment entity.
+// If the ReviewAssignment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReviewAssignmentMutation) OldOperator(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOperator is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOperator requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOperator: %w", err)
+	}
+	return oldValue.Operator, nil
+}
+
+// ResetOperator resets all changes to the "operator" field.
+func (m *ReviewAssignmentMutation) ResetOperator() {
+	m.operator = nil
+}
+
+// SetAttempt sets the "attempt" field.
+func (m *ReviewAssignmentMutation) SetAttempt(i int64) {
+	m.attempt = &i
+	m.addattempt = nil
+}
+
+// Attempt returns the value of the "attempt" field in the mutation.
+func (m *ReviewAssignmentMutation) Attempt() (r int64, exists bool) {
+	v := m.attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAttempt returns the old "attempt" field's value of the ReviewAssignment entity.
+// If the ReviewAssignment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReviewAssignmentMutation) OldAttempt(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAttempt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAttempt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAttempt: %w", err)
+	}
+	return oldValue.Attempt, nil
+}
+
+// AddAttempt adds i to the "attempt" field.
+func (m *ReviewAssignmentMutation) AddAttempt(i int64) {
+	if m.addattempt != nil {
+		*m.addattempt += i
+	} else {
+		m.addattempt = &i
+	}
+}
+
+// AddedAttempt returns the value that was added to the "attempt" field in this mutation.
+func (m *ReviewAssignmentMutation) AddedAttempt() (r int64, exists bool) {
+	v := m.addattempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAttempt resets all changes to the "attempt" field.
+func (m *ReviewAssignmentMutation) ResetAttempt() {
+	m.attempt = nil
+	m.addattempt = nil
+}
+
+// SetSince sets the "since" field.
+func (m *ReviewAssignmentMutation) SetSince(t time.Time) {
+	m.since = &t
+}
+
+// Since returns the value of the "since" field in the mutation.
+func (m *ReviewAssignmentMutation) Since() (r time.Time, exists bool) {
+	v := m.since
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSince returns the old "since" field's value of the ReviewAssignment entity.
+// If the ReviewAssignment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReviewAssignmentMutation) OldSince(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSince is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSince requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSince: %w", err)
+	}
+	return oldValue.Since, nil
+}
+
+// ResetSince resets all changes to the "since" field.
+func (m *ReviewAssignmentMutation) ResetSince() {
+	m.since = nil
+}
+
+// SetReleasedAt sets the "released_at" field.
+func (m *ReviewAssignmentMutation) SetReleasedAt(t time.Time) {
+	m.released_at = &t
+}
+
+// ReleasedAt returns the value of the "released_at" field in the mutation.
+func (m *ReviewAssignmentMutation) ReleasedAt() (r time.Time, exists bool) {
+	v := m.released_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReleasedAt returns the old "released_at" field's value of the ReviewAssignment entity.
+// If the ReviewAssignment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ReviewAssignmentMutation) OldReleasedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReleasedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReleasedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReleasedAt: %w", err)
+	}
+	return oldValue.ReleasedAt, nil
+}
+
+// ClearReleasedAt clears the value of the "released_at" field.
+func (m *ReviewAssignmentMutation) ClearReleasedAt() {
+	m.released_at = nil
+	m.clearedFields[reviewassignment.FieldReleasedAt] = struct{}{}
+}
+
+// ReleasedAtCleared returns if the "released_at" field was cleared in this mutation.
+func (m *ReviewAssignmentMutation) ReleasedAtCleared() bool {
+	_, ok := m.clearedFields[reviewassignment.FieldReleasedAt]
+	return ok
+}
+
+// ResetReleasedAt resets all changes to the "released_at" field.
+func (m *ReviewAssignmentMutation) ResetReleasedAt() {
+	m.released_at = nil
+	delete(m.clearedFields, reviewassignment.FieldReleasedAt)
+}
+
+// Where appends a list predicates to the ReviewAssignmentMutation builder.
+func (m *ReviewAssignmentMutation) Where(ps ...predicate.ReviewAssignment) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ReviewAssignmentMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ReviewAssignmentMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ReviewAssignment, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ReviewAssignmentMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ReviewAssignmentMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ReviewAssignment).
+func (m *ReviewAssignmentMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ReviewAssignmentMutation) Fields() []string {
+	fields := make([]string, 0, 5)
+	if m.job_id != nil {
+		fields = append(fields, reviewassignment.FieldJobID)
+	}
+	if m.operator != nil {
+		fields = append(fields, reviewassignment.FieldOperator)
+	}
+	if m.attempt != nil {
+		fields = append(fields, reviewassignment.FieldAttempt)
+	}
+	if m.since != nil {
+		fields = append(fields, reviewassignment.FieldSince)
+	}
+	if m.released_at != nil {
+		fields = append(fields, reviewassignment.FieldReleasedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ReviewAssignmentMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case reviewassignment.FieldJobID:
+		return m.JobID()
+	case reviewassignment.FieldOperator:
+		return m.Operator()
+	case reviewassignment.FieldAttempt:
+		return m.Attempt()
+	case reviewassignment.FieldSince:
+		return m.Since()
+	case reviewassignment.FieldReleasedAt:
+		return m.ReleasedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ReviewAssignmentMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case reviewassignment.FieldJobID:
+		return m.OldJobID(ctx)
+	case reviewassignment.FieldOperator:
+		return m.OldOperator(ctx)
+	case reviewassignment.FieldAttempt:
+		return m.OldAttempt(ctx)
+	case reviewassignment.FieldSince:
+		return m.OldSince(ctx)
+	case reviewassignment.FieldReleasedAt:
+		return m.OldReleasedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown ReviewAssignment field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReviewAssignmentMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case reviewassignment.FieldJobID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetJobID(v)
+		return nil
+	case reviewassignment.FieldOperator:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOperator(v)
+		return nil
+	case reviewassignment.FieldAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAttempt(v)
+		return nil
+	case reviewassignment.FieldSince:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSince(v)
+		return nil
+	case reviewassignment.FieldReleasedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReleasedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ReviewAssignment field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ReviewAssignmentMutation) AddedFields() []string {
+	var fields []string
+	if m.addjob_id != nil {
+		fields = append(fields, reviewassignment.FieldJobID)
+	}
+	if m.addattempt != nil {
+		fields = append(fields, reviewassignment.FieldAttempt)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ReviewAssignmentMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case reviewassignment.FieldJobID:
+		return m.AddedJobID()
+	case reviewassignment.FieldAttempt:
+		return m.AddedAttempt()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ReviewAssignmentMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case reviewassignment.FieldJobID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddJobID(v)
+		return nil
+	case reviewassignment.FieldAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAttempt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ReviewAssignment numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ReviewAssignmentMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(reviewassignment.FieldReleasedAt) {
+		fields = append(fields, reviewassignment.FieldReleasedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ReviewAssignmentMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ReviewAssignmentMutation) ClearField(name string) error {
+	switch name {
+	case reviewassignment.FieldReleasedAt:
+		m.ClearReleasedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown ReviewAssignment nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ReviewAssignmentMutation) ResetField(name string) error {
+	switch name {
+	case reviewassignment.FieldJobID:
+		m.ResetJobID()
+		return nil
+	case reviewassignment.FieldOperator:
+		m.ResetOperator()
+		return nil
+	case reviewassignment.FieldAttempt:
+		m.ResetAttempt()
+		return nil
+	case reviewassignment.FieldSince:
+		m.ResetSince()
+		return nil
+	case reviewassignment.FieldReleasedAt:
+		m.ResetReleasedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown ReviewAssignment field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ReviewAssignmentMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ReviewAssignmentMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ReviewAssignmentMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ReviewAssignmentMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ReviewAssignmentMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ReviewAssignmentMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ReviewAssignmentMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown ReviewAssignment unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ReviewAssignmentMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown ReviewAssignment edge %s", name)
 }

@@ -5,10 +5,12 @@ package ent
 import (
 	"time"
 
+	"github.com/fencekit/fencekit/ent/consolesession"
 	"github.com/fencekit/fencekit/ent/observation"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
+	"github.com/fencekit/fencekit/ent/reviewassignment"
 	"github.com/fencekit/fencekit/ent/schema"
 )
 
@@ -16,6 +18,12 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	consolesessionFields := schema.ConsoleSession{}.Fields()
+	_ = consolesessionFields
+	// consolesessionDescID is the schema descriptor for id field.
+	consolesessionDescID := consolesessionFields[0].Descriptor()
+	// consolesession.IDValidator is a validator for the "id" field. It is called by the builders before save.
+	consolesession.IDValidator = consolesessionDescID.Validators[0].(func(int64) error)
 	observationFields := schema.Observation{}.Fields()
 	_ = observationFields
 	// observationDescDedupKey is the schema descriptor for dedup_key field.
@@ -130,4 +138,10 @@ func init() {
 	refundjobattemptDescID := refundjobattemptFields[0].Descriptor()
 	// refundjobattempt.IDValidator is a validator for the "id" field. It is called by the builders before save.
 	refundjobattempt.IDValidator = refundjobattemptDescID.Validators[0].(func(int64) error)
+	reviewassignmentFields := schema.ReviewAssignment{}.Fields()
+	_ = reviewassignmentFields
+	// reviewassignmentDescID is the schema descriptor for id field.
+	reviewassignmentDescID := reviewassignmentFields[0].Descriptor()
+	// reviewassignment.IDValidator is a validator for the "id" field. It is called by the builders before save.
+	reviewassignment.IDValidator = reviewassignmentDescID.Validators[0].(func(int64) error)
 }

@@ -14,6 +14,8 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// ConsoleSession is the client for interacting with the ConsoleSession builders.
+	ConsoleSession *ConsoleSessionClient
 	// Observation is the client for interacting with the Observation builders.
 	Observation *ObservationClient
 	// Refund is the client for interacting with the Refund builders.
@@ -22,6 +24,8 @@ type Tx struct {
 	RefundJob *RefundJobClient
 	// RefundJobAttempt is the client for interacting with the RefundJobAttempt builders.
 	RefundJobAttempt *RefundJobAttemptClient
+	// ReviewAssignment is the client for interacting with the ReviewAssignment builders.
+	ReviewAssignment *ReviewAssignmentClient
 
 	// lazily loaded.
 	client     *Client
@@ -153,10 +157,12 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.ConsoleSession = NewConsoleSessionClient(tx.config)
 	tx.Observation = NewObservationClient(tx.config)
 	tx.Refund = NewRefundClient(tx.config)
 	tx.RefundJob = NewRefundJobClient(tx.config)
 	tx.RefundJobAttempt = NewRefundJobAttemptClient(tx.config)
+	tx.ReviewAssignment = NewReviewAssignmentClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.
@@ -166,7 +172,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: Observation.QueryXXX(), the query will be executed
+// applies a query, for example: ConsoleSession.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

@@ -27,9 +27,8 @@ import (
 	"github.com/fencekit/fencekit/migrations"
 )
 
-// middle returns the version of the n-th file (from 0; -1 the last) and
-// the number of a statement halfway through it.
-func middle(t *testing.T, n int) (string, int) {
+// migrationFiles are the files of the migration directory, in order.
+func migrationFiles(t *testing.T) []migrate.File {
 	t.Helper()
 	dir, err := migrations.Dir()
 	if err != nil {
@@ -39,6 +38,30 @@ func middle(t *testing.T, n int) (string, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return files
+}
+
+// longest is the index of the newest file with at least three statements
+// (a fence: it drops triggers and recreates them), which the failure tests
+// break halfway; later files (a table or two) are too short to break in
+// the middle.
+func longest(t *testing.T) int {
+	t.Helper()
+	files := migrationFiles(t)
+	for n := len(files) - 1; n >= 0; n-- {
+		if stmts, err := files[n].StmtDecls(); err == nil && len(stmts) >= 3 {
+			return n
+		}
+	}
+	t.Fatal("no migration file has three statements")
+	return 0
+}
+
+// middle returns the version of the n-th file (from 0; -1 the last) and
+// the number of a statement halfway through it.
+func middle(t *testing.T, n int) (string, int) {
+	t.Helper()
+	files := migrationFiles(t)
 	if n < 0 {
 		n = len(files) + n
 	}
@@ -66,7 +89,7 @@ func TestFailedApplyLeavesTheDatabaseAsFound(t *testing.T) {
 	t.Run("a fresh database stays empty: no tables, no triggers, no revision table", func(t *testing.T) {
 		t.Parallel()
 		_, _, db := emptyDB(t, "failfresh")
-		version, stmt := middle(t, -1)
+		version, stmt := middle(t, longest(t))
 		_, err := migrations.Apply(migrations.WithFailAt(context.Background(), version, stmt), db)
 		var ae *migrations.ApplyError
 		if !errors.As(err, &ae) || !errors.Is(err, migrations.ErrInjected) || !ae.Restored || ae.Stmt != stmt || !strings.HasPrefix(ae.File, version) {
@@ -89,18 +112,18 @@ func TestFailedApplyLeavesTheDatabaseAsFound(t *testing.T) {
 		t.Parallel()
 		_, _, db := emptyDB(t, "failmid")
 		ctx := context.Background()
-		files := versions(t, migrations.Dir)
-		if _, err := migrations.ApplyN(ctx, db, len(files)-1); err != nil {
+		n := longest(t)
+		if _, err := migrations.ApplyN(ctx, db, n); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := db.Exec("INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, next_run_at, created_at, updated_at) VALUES ('k1', 'pay', 100, 'EUR', NOW(6), NOW(6), NOW(6))"); err != nil {
 			t.Fatal(err)
 		}
 		before := dbtest.Fingerprint(t, db)
-		// The last file drops every trigger of the job table first and
-		// recreates them later: failing halfway leaves the table unfenced
-		// unless the run is undone.
-		version, stmt := middle(t, -1)
+		// The newest fence file drops every trigger of the job table first
+		// and recreates them later: failing halfway leaves the table
+		// unfenced unless the run is undone.
+		version, stmt := middle(t, n)
 		_, err := migrations.Apply(migrations.WithFailAt(ctx, version, stmt), db)
 		var ae *migrations.ApplyError
 		if !errors.As(err, &ae) || !ae.Restored {
@@ -110,7 +133,7 @@ func TestFailedApplyLeavesTheDatabaseAsFound(t *testing.T) {
 			t.Fatalf("the failed run changed the database: %v", diff)
 		}
 		applied, err := migrations.Apply(ctx, db)
-		if err != nil || !slices.Equal(applied, files[len(files)-1:]) {
+		if files := versions(t, migrations.Dir); err != nil || !slices.Equal(applied, files[n:]) {
 			t.Fatalf("apply after the failure: %v, %v", applied, err)
 		}
 	})

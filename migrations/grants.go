@@ -49,6 +49,11 @@ func AppGrants(db, account string) []string {
 		// resolutions add their rows; nobody changes or removes one (the
 		// triggers refuse that even to the migration account).
 		fmt.Sprintf("GRANT SELECT, INSERT ON %s.`%s` TO %s", q, ent.RefundJobAttemptsTable, account),
+		// The console's sessions and the operators' "I'm on it" marks:
+		// created, used and ended (a session) or taken over and released
+		// (a mark) by UPDATE; never deleted.
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`console_sessions` TO %s", q, account),
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s.`review_assignments` TO %s", q, account),
 	}
 }
 

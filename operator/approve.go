@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fencekit/fencekit/audit"
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/internal/audit"
 	"github.com/fencekit/fencekit/provider"
 )
 
-// readApproval reads approval request id, or an error matching ErrNotFound.
+// readApproval reads approval request id, with its facts, or an error
+// matching ErrNotFound.
 func (s *Service) readApproval(ctx context.Context, id int64) (Approval, error) {
 	list, err := s.approvals(ctx, s.c, "`id` = ?", id)
 	if err != nil {
@@ -21,6 +22,9 @@ func (s *Service) readApproval(ctx context.Context, id int64) (Approval, error) 
 	}
 	if len(list) == 0 {
 		return Approval{}, fmt.Errorf("approval request %d: %w", id, ErrNotFound)
+	}
+	if err := s.approvalFacts(ctx, list); err != nil {
+		return Approval{}, err
 	}
 	return list[0], nil
 }
@@ -39,9 +43,11 @@ func decide(ctx context.Context, tx *ent.Tx, id int64, status ApprovalStatus, op
 	return nil
 }
 
-// close decides request a without acting (declined or stale), with its
-// audit entry, in one transaction.
-func (s *Service) close(ctx context.Context, a Approval, j *ent.RefundJob, status ApprovalStatus, operator, reason string) error {
+// close decides request a without acting, with the audit entry e, in one
+// transaction: declined (by an approver, or withdrawn), refused at approval
+// (recorded as declined: the table knows no other way to close without
+// acting; the entry's outcome says refused) or stale.
+func (s *Service) close(ctx context.Context, a Approval, status ApprovalStatus, operator string, e audit.Entry) error {
 	tx, err := s.c.Tx(ctx)
 	if err != nil {
 		return err
@@ -50,13 +56,6 @@ func (s *Service) close(ctx context.Context, a Approval, j *ent.RefundJob, statu
 	if err := decide(ctx, tx, a.ID, status, operator); err != nil {
 		return err
 	}
-	e := audit.Entry{JobID: a.JobID, OperationKey: a.OperationKey, Action: audit.ActionDecline, Outcome: audit.OutcomeDeclined,
-		Operator: operator, RequestedBy: a.RequestedBy, ApprovalID: a.ID, Reason: reason, RefundID: a.RefundID,
-		StateBefore: string(j.State), AttemptBefore: j.Attempt, StateAfter: string(j.State), AttemptAfter: j.Attempt,
-		EvidenceShown: shown(j, nil, fmt.Sprintf("request %d to resolve as %s, seen at attempt %d", a.ID, a.As, a.SeenAttempt))}
-	if status == Stale {
-		e.Action, e.Outcome = actionOf(a.As), audit.OutcomeStale
-	}
 	if _, err := audit.Record(ctx, tx, e); err != nil {
 		return err
 	}
@@ -64,14 +63,22 @@ func (s *Service) close(ctx context.Context, a Approval, j *ent.RefundJob, statu
 }
 
 // Approve carries out approval request id as approver, who must differ
-// from the requester (ErrSameOperator). The resolution is fenced on the
-// attempt the requester saw: when the job moved since, the request is
-// closed as stale and the call answers ErrResolvedElsewhere. A resend is
-// checked again against the provider and the key's window
-// (ErrRefundExists, ErrOutsideWindow, ErrNoProof, ErrProviderUnavailable). Both
+// from the requester (ErrSameOperator). An override needs confirm, the
+// approver's typed confirmation: the refund id the job will be settled on.
+//
+// The resolution is fenced on the attempt the requester saw, never on the
+// job's attempt now: when the job moved since (even if it came back to
+// manual review), the request is closed as stale and the call answers
+// ErrResolvedElsewhere. A resend is checked again against the provider and
+// the key's window (ErrRefundExists, ErrOutsideWindow, ErrNoProof); an
+// override's refund id is verified again: when the provider now confirms
+// it the job settles verified; when it attributes it to another operation
+// or reports it not succeeded, never (ErrRefundMismatch,
+// ErrRefundNotSucceeded). Such a refusal is audited with the request's id
+// and closes the request. ErrProviderUnavailable leaves it pending. Both
 // operators are recorded in the audit entry; an override is marked.
 // Outcomes are Resolve's, plus ErrRequestClosed.
-func (s *Service) Approve(ctx context.Context, id int64, approver string) (Result, error) {
+func (s *Service) Approve(ctx context.Context, id int64, approver, confirm string) (Result, error) {
 	if err := CheckOperator("operator", approver); err != nil {
 		return Result{}, fmt.Errorf("approve: %w", err)
 	}
@@ -88,28 +95,46 @@ func (s *Service) Approve(ctx context.Context, id int64, approver string) (Resul
 	if strings.EqualFold(approver, a.RequestedBy) {
 		return Result{}, fmt.Errorf("approve request %d: %s requested it: %w", id, a.RequestedBy, ErrSameOperator)
 	}
+	if a.Override && strings.TrimSpace(confirm) != a.RefundID {
+		return Result{}, fmt.Errorf("approve request %d: %w", id, inputErr("confirm",
+			"type the refund id %s to confirm the override: the job will be settled on it without the provider's confirmation and marked unverified for good", a.RefundID))
+	}
 	j, err := s.readJob(ctx, a.JobID)
 	if err != nil {
 		return Result{}, fmt.Errorf("approve request %d: %w", id, err)
 	}
+	// The attempt the requester saw, never the job's attempt now.
 	if err := inReview(j, a.SeenAttempt); err != nil {
 		return Result{}, s.stale(ctx, a, j, approver, err)
 	}
 	r := Resolution{JobID: a.JobID, As: a.As, RefundID: a.RefundID, Reason: a.Reason, Operator: approver, SeenAttempt: a.SeenAttempt, Override: a.Override}
 	note := fmt.Sprintf("request %d by %s, seen at attempt %d", a.ID, a.RequestedBy, a.SeenAttempt)
-	if a.As == AsRefund {
+	var v *Verification
+	var answer provider.Refund
+	switch {
+	case a.As == AsRefund:
 		proof, found, err := s.noRefundYet(ctx, j)
 		if err != nil {
-			if !errors.Is(err, ErrProviderUnavailable) {
-				s.refused(ctx, j, r, a.RequestedBy, found.Raw, err)
-			}
-			return Result{}, fmt.Errorf("approve request %d: %w", id, err)
+			return Result{}, s.refuseRequest(ctx, a, j, r, shown(j, nil, found.Raw, note), err)
 		}
 		note += "; the key is inside its window, the provider shows no refund for it that succeeded, is pending or was reversed, and " + proof
+	case a.Override:
+		v, answer, err = s.verify(ctx, j, a.RefundID)
+		switch {
+		case err == nil:
+			// The provider confirms it now: settled verified, no override.
+			r.Override = false
+			note += "; the provider confirms the refund now: settled verified"
+		case v.Overridable():
+			answer = provider.Refund{}
+			note += "; override: " + v.Said
+		default:
+			return Result{}, s.refuseRequest(ctx, a, j, r, shown(j, v, answer.Raw, note), err)
+		}
 	}
 	e := audit.Entry{Operator: approver, RequestedBy: a.RequestedBy, ApprovalID: a.ID, Reason: a.Reason, RefundID: a.RefundID,
-		Override: a.Override, EvidenceShown: shown(j, nil, note)}
-	res, err := s.apply(ctx, j, a.As, e, provider.Refund{}, func(ctx context.Context, tx *ent.Tx) error {
+		Override: r.Override, EvidenceShown: shown(j, v, answer.Raw, note).String()}
+	res, err := s.apply(ctx, j, a.As, e, answer, func(ctx context.Context, tx *ent.Tx) error {
 		return decide(ctx, tx, a.ID, Approved, approver)
 	})
 	if errors.Is(err, ErrResolvedElsewhere) {
@@ -121,6 +146,23 @@ func (s *Service) Approve(ctx context.Context, id int64, approver string) (Resul
 	return res, nil
 }
 
+// refuseRequest answers an approval the provider or the evidence refused
+// (why): a refusal audited with the request's id, which closes the
+// request, unless nothing was learnt (ErrProviderUnavailable: it stays
+// pending, to be tried again).
+func (s *Service) refuseRequest(ctx context.Context, a Approval, j *ent.RefundJob, r Resolution, rec shownRecord, why error) error {
+	err := fmt.Errorf("approve request %d: %w", a.ID, why)
+	if errors.Is(why, ErrProviderUnavailable) {
+		return err
+	}
+	e := refusalEntry(j, r, a, rec.refusedBecause(why))
+	if cerr := s.close(ctx, a, Declined, r.Operator, e); cerr != nil {
+		// The refusal stands; its record is best effort.
+		s.refused(ctx, j, r, a, rec.refusedBecause(why))
+	}
+	return err
+}
+
 // stale closes request a as stale (the job moved since it was made) and
 // returns the error to answer, matching ErrResolvedElsewhere.
 func (s *Service) stale(ctx context.Context, a Approval, seen *ent.RefundJob, approver string, why error) error {
@@ -129,7 +171,11 @@ func (s *Service) stale(ctx context.Context, a Approval, seen *ent.RefundJob, ap
 		j = now
 	}
 	reason := fmt.Sprintf("job moved since request %d was made at attempt %d: %v", a.ID, a.SeenAttempt, why)
-	if err := s.close(ctx, a, j, Stale, approver, reason); err != nil && !errors.Is(err, ErrRequestClosed) {
+	e := audit.Entry{JobID: a.JobID, OperationKey: a.OperationKey, Action: actionOf(a.As), Outcome: audit.OutcomeStale,
+		Operator: approver, RequestedBy: a.RequestedBy, ApprovalID: a.ID, Reason: reason, RefundID: a.RefundID,
+		StateBefore: string(j.State), AttemptBefore: j.Attempt, StateAfter: string(j.State), AttemptAfter: j.Attempt,
+		EvidenceShown: shown(j, nil, nil, fmt.Sprintf("request %d to resolve as %s, seen at attempt %d", a.ID, a.As, a.SeenAttempt)).String()}
+	if err := s.close(ctx, a, Stale, approver, e); err != nil && !errors.Is(err, ErrRequestClosed) {
 		return fmt.Errorf("approve request %d: %w (closing it as stale failed: %v)", a.ID, ErrResolvedElsewhere, err)
 	}
 	return fmt.Errorf("approve request %d: %w", a.ID, why)
@@ -177,7 +223,8 @@ func (s *Service) noRefundYet(ctx context.Context, j *ent.RefundJob) (proof stri
 }
 
 // Decline closes approval request id without acting, as operator (who may
-// be the requester, withdrawing it), with a reason; it is audited.
+// be the requester, withdrawing it), with a reason; it is audited, and the
+// request shows the decliner's reason from then on.
 func (s *Service) Decline(ctx context.Context, id int64, operator, reason string) (Approval, error) {
 	if err := errors.Join(CheckOperator("operator", operator), checkReason(reason)); err != nil {
 		return Approval{}, fmt.Errorf("decline: %w", err)
@@ -193,7 +240,11 @@ func (s *Service) Decline(ctx context.Context, id int64, operator, reason string
 	if err != nil {
 		return Approval{}, fmt.Errorf("decline request %d: %w", id, err)
 	}
-	if err := s.close(ctx, a, j, Declined, operator, reason); err != nil {
+	e := audit.Entry{JobID: a.JobID, OperationKey: a.OperationKey, Action: audit.ActionDecline, Outcome: audit.OutcomeDeclined,
+		Operator: operator, RequestedBy: a.RequestedBy, ApprovalID: a.ID, Reason: reason, RefundID: a.RefundID,
+		StateBefore: string(j.State), AttemptBefore: j.Attempt, StateAfter: string(j.State), AttemptAfter: j.Attempt,
+		EvidenceShown: shown(j, nil, nil, fmt.Sprintf("request %d to resolve as %s, seen at attempt %d", a.ID, a.As, a.SeenAttempt)).String()}
+	if err := s.close(ctx, a, Declined, operator, e); err != nil {
 		return Approval{}, fmt.Errorf("decline request %d: %w", id, err)
 	}
 	return s.readApproval(ctx, id)

@@ -21,5 +21,13 @@ func Plans() []struct {
 		{"by payment", jobsQuery("`payment_ref` = ?", "`id`"), "refund_jobs_payment", []any{"pay-7", 51}},
 		{"by provider refund id", jobsQuery("`provider_refund_id` = ?", "`id`"), "refund_jobs_provider_refund", []any{"re_7", 51}},
 		{"by operation key", jobsQuery("`operation_key` = ?", "`id`"), "operation_key", []any{"k-7", 51}},
+		// Prefix searches read their column's index in its order.
+		{"by a key's prefix", jobsQuery("`operation_key` LIKE ?", "`operation_key`, `id`"), "operation_key", []any{"k-7%", 51}},
+		{"by a payment's prefix", jobsQuery("`payment_ref` LIKE ?", "`payment_ref`, `id`"), "refund_jobs_payment", []any{"pay-7%", 51}},
+		{"by a refund id's prefix", jobsQuery("`provider_refund_id` LIKE ?", "`provider_refund_id`, `id`"), "refund_jobs_provider_refund", []any{"re_7%", 51}},
 	}
 }
+
+// BeforeCommit sets the test signal that runs inside a resolution's
+// transaction after its last statement: an error rolls it back.
+func BeforeCommit(s *Service, f func(jobID int64) error) { s.hooks.beforeCommit = f }

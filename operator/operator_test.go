@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,33 @@ func (e *env) audit(t *testing.T, jobID int64) []operator.AuditEntry {
 	return v.Audit
 }
 
+// requestClosedByRefusal checks that approval request id, refused at its
+// approval by approver, is closed, and that the audit reads back the
+// refusal with the request's id and the cause the approver was told (says).
+func (e *env) requestClosedByRefusal(t *testing.T, id int64, approver, says string) {
+	t.Helper()
+	a, err := e.ops.Approval(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != operator.Declined || a.DecidedBy != approver || !strings.Contains(a.Closed, "was refused") || !strings.Contains(a.Closed, says) {
+		t.Fatalf("request %d after a refused approval: %s by %s, closed %q; want it closed by %s saying %q", id, a.Status, a.DecidedBy, a.Closed, approver, says)
+	}
+	if _, err := e.ops.Approve(t.Context(), id, approver, ""); !errors.Is(err, operator.ErrRequestClosed) {
+		t.Fatalf("approving request %d again: %v, want ErrRequestClosed", id, err)
+	}
+	var refusal *operator.AuditEntry
+	for _, en := range e.audit(t, a.JobID) {
+		if en.Outcome == "refused" && en.ApprovalID == id {
+			refusal = &en
+		}
+	}
+	if refusal == nil || refusal.Operator != approver || refusal.RequestedBy != a.RequestedBy || !strings.Contains(refusal.Refused, says) ||
+		!strings.Contains(refusal.Text, fmt.Sprintf("request %d", id)) || strings.Contains(refusal.Text, "request 0") {
+		t.Fatalf("the audit of request %d's refusal: %+v", id, refusal)
+	}
+}
+
 // unchanged checks that a refused resolution left the job and its ledger
 // row as they were, and recorded exactly one refusal by who.
 func (e *env) refusedAndUnchanged(t *testing.T, before *ent.RefundJob, who string) {
@@ -166,7 +194,7 @@ func TestResolveSucceededVerifiesTheRefundWithTheProvider(t *testing.T) {
 		j := e.review(t, ent.RefundJobEnqueue{OperationKey: "k-amount", PaymentRef: "pay-1", AmountMinor: 500, Currency: "EUR"}, "r", "ev")
 		_, err := resolve(j, id)
 		var m *operator.MismatchError
-		if !errors.As(err, &m) || m.Field != "amount" || m.Got != "4.00" || m.Want != "5.00" {
+		if !errors.As(err, &m) || m.Field != "amount" || m.Got != "4.00 EUR" || m.Want != "5.00 EUR" {
 			t.Fatalf("resolve with another amount: %v, want an amount mismatch 4.00 vs 5.00", err)
 		}
 		e.refusedAndUnchanged(t, j, "alice")
@@ -244,7 +272,7 @@ func TestResolveSucceededVerifiesTheRefundWithTheProvider(t *testing.T) {
 			"attempt":   {JobID: 1, As: operator.AsReconcile, Reason: "r", Operator: "alice"},
 		} {
 			_, err := e.ops.Resolve(ctx, r)
-			var in *operator.InputError
+			var in *fencedwrite.FieldError
 			if !errors.Is(err, operator.ErrInvalid) || !errors.As(err, &in) || in.Field != field {
 				t.Errorf("%s: %v, want an InputError naming %s", field, err, field)
 			}
@@ -269,7 +297,7 @@ func TestOverrideNeedsAReasonAndADifferentApprover(t *testing.T) {
 	}
 	noReason := r
 	noReason.Reason = " "
-	var in *operator.InputError
+	var in *fencedwrite.FieldError
 	if _, err := e.ops.RequestApproval(ctx, noReason); !errors.As(err, &in) || in.Field != "reason" {
 		t.Fatalf("an override without a reason: %v, want an InputError naming reason", err)
 	}
@@ -281,11 +309,11 @@ func TestOverrideNeedsAReasonAndADifferentApprover(t *testing.T) {
 		t.Fatalf("request: %+v", req)
 	}
 	for _, same := range []string{"alice", "ALICE"} {
-		if _, err := e.ops.Approve(ctx, req.ID, same); !errors.Is(err, operator.ErrSameOperator) {
+		if _, err := e.ops.Approve(ctx, req.ID, same, "re_manual"); !errors.Is(err, operator.ErrSameOperator) {
 			t.Fatalf("approval by the requester (%s): %v, want ErrSameOperator", same, err)
 		}
 	}
-	if _, err := e.ops.Approve(ctx, req.ID, ""); !errors.Is(err, operator.ErrInvalid) {
+	if _, err := e.ops.Approve(ctx, req.ID, "", "re_manual"); !errors.Is(err, operator.ErrInvalid) {
 		t.Fatalf("approval by nobody: %v, want ErrInvalid", err)
 	}
 	if got := e.job(t, j.ID); got.State != refundjob.StateManualReview {
@@ -301,7 +329,10 @@ func TestOverrideNeedsAReasonAndADifferentApprover(t *testing.T) {
 		}
 	}
 
-	res, err := e.ops.Approve(ctx, req.ID, "bob")
+	if _, err := e.ops.Approve(ctx, req.ID, "bob", "re_other"); !errors.Is(err, operator.ErrInvalid) {
+		t.Fatalf("an override approved without typing its refund id: %v, want ErrInvalid naming confirm", err)
+	}
+	res, err := e.ops.Approve(ctx, req.ID, "bob", "re_manual")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +345,7 @@ func TestOverrideNeedsAReasonAndADifferentApprover(t *testing.T) {
 		a[1].Action != "resolve_succeeded" || a[1].Operator != "bob" || a[1].RequestedBy != "alice" || a[1].ApprovalID != req.ID || !a[1].Override {
 		t.Fatalf("audit of an override: %+v", a)
 	}
-	if _, err := e.ops.Approve(ctx, req.ID, "carol"); !errors.Is(err, operator.ErrRequestClosed) {
+	if _, err := e.ops.Approve(ctx, req.ID, "carol", "re_manual"); !errors.Is(err, operator.ErrRequestClosed) {
 		t.Fatalf("a second approval: %v, want ErrRequestClosed", err)
 	}
 }
@@ -334,12 +365,19 @@ func TestResendNeedsApprovalAndNoRefundAtTheProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// "Not found" is no proof that the first request did not execute.
-	if _, err := e.ops.Approve(ctx, req.ID, "bob"); !errors.Is(err, operator.ErrNoProof) {
+	// "Not found" is no proof that the first request did not execute: the
+	// approval is refused, audited with the request, and the request is
+	// closed.
+	if _, err := e.ops.Approve(ctx, req.ID, "bob", ""); !errors.Is(err, operator.ErrNoProof) {
 		t.Fatalf("a resend without proof: %v, want ErrNoProof", err)
 	}
+	e.requestClosedByRefusal(t, req.ID, "bob", "nothing proves the first request did not pay")
 	e.rejected(t, "k-resend")
-	res, err := e.ops.Approve(ctx, req.ID, "bob")
+	req, err = e.ops.RequestApproval(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.ops.Approve(ctx, req.ID, "bob", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +393,7 @@ func TestResendNeedsApprovalAndNoRefundAtTheProvider(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.ops.Approve(ctx, req.ID, "bob"); !errors.Is(err, operator.ErrRefundExists) {
+		if _, err := e.ops.Approve(ctx, req.ID, "bob", ""); !errors.Is(err, operator.ErrRefundExists) {
 			t.Fatalf("a resend of a key the provider refunded: %v, want ErrRefundExists", err)
 		}
 		if got := e.job(t, j.ID); got.State != refundjob.StateManualReview || got.Attempt != j.Attempt {
@@ -393,7 +431,7 @@ func TestApprovalAfterTheJobMovedIsRefused(t *testing.T) {
 			t.Errorf("the second writer: %v", err)
 		}
 	})
-	if _, err := e.ops.Approve(ctx, req.ID, "bob"); !errors.Is(err, operator.ErrResolvedElsewhere) {
+	if _, err := e.ops.Approve(ctx, req.ID, "bob", ""); !errors.Is(err, operator.ErrResolvedElsewhere) {
 		t.Fatalf("approval after the job moved: %v, want ErrResolvedElsewhere", err)
 	}
 	if !moved {
@@ -418,7 +456,7 @@ func TestApprovalAfterTheJobMovedIsRefused(t *testing.T) {
 		t.Fatalf("audit after the race: %s", got)
 	}
 	// Sequentially too: the request is closed now.
-	if _, err := e.ops.Approve(ctx, req.ID, "dave"); !errors.Is(err, operator.ErrRequestClosed) {
+	if _, err := e.ops.Approve(ctx, req.ID, "dave", ""); !errors.Is(err, operator.ErrRequestClosed) {
 		t.Fatalf("approving a stale request: %v, want ErrRequestClosed", err)
 	}
 }
@@ -444,10 +482,10 @@ func TestTwoApproversOneResolution(t *testing.T) {
 	var carolErr error
 	operator.BeforeApply(e.ops, func(int64) {
 		if carol.JobID == 0 && carolErr == nil {
-			carol, carolErr = other.Approve(context.Background(), req.ID, "carol")
+			carol, carolErr = other.Approve(context.Background(), req.ID, "carol", "")
 		}
 	})
-	_, bobErr := e.ops.Approve(ctx, req.ID, "bob")
+	_, bobErr := e.ops.Approve(ctx, req.ID, "bob", "")
 	if carolErr != nil || carol.Attempt != j.Attempt+1 {
 		t.Fatalf("carol's approval: %+v %v", carol, carolErr)
 	}
@@ -494,10 +532,10 @@ func TestTwoApproversOneOverride(t *testing.T) {
 	var carolErr error
 	operator.BeforeApply(e.ops, func(int64) {
 		if carol.JobID == 0 && carolErr == nil {
-			carol, carolErr = other.Approve(context.Background(), req.ID, "carol")
+			carol, carolErr = other.Approve(context.Background(), req.ID, "carol", "re_manual")
 		}
 	})
-	bob, bobErr := e.ops.Approve(ctx, req.ID, "bob")
+	bob, bobErr := e.ops.Approve(ctx, req.ID, "bob", "re_manual")
 	if carolErr != nil || carol.State != "succeeded" {
 		t.Fatalf("carol's approval: %+v %v", carol, carolErr)
 	}
@@ -583,7 +621,7 @@ func TestApproverLookAlikesRefused(t *testing.T) {
 		"a combining accent":      "alice\u0301",
 		"a no-break space inside": "ali\u00a0ce",
 	} {
-		if _, err := e.ops.Approve(ctx, req.ID, same); !errors.Is(err, operator.ErrSameOperator) && !errors.Is(err, operator.ErrInvalid) {
+		if _, err := e.ops.Approve(ctx, req.ID, same, "re_manual"); !errors.Is(err, operator.ErrSameOperator) && !errors.Is(err, operator.ErrInvalid) {
 			t.Errorf("approval by the requester as %q (%s): %v, want ErrSameOperator or ErrInvalid", same, name, err)
 		}
 	}
@@ -601,7 +639,7 @@ func TestConfigRefusesAWiderResendWindow(t *testing.T) {
 		"Claim.SkewMargin":      {SkewMargin: -48 * time.Hour},
 		"Claim.ProviderTimeout": {ProviderTimeout: -time.Hour},
 	} {
-		var in *operator.InputError
+		var in *fencedwrite.FieldError
 		if _, err := operator.New(operator.Config{Client: &ent.Client{}, Claim: claim}); !errors.As(err, &in) || in.Field != field {
 			t.Errorf("New with %+v: %v, want an InputError naming %s", claim, err, field)
 		}
@@ -652,13 +690,17 @@ func TestResendOnlyInsideTheKeyWindow(t *testing.T) {
 	}
 	closed := caps
 	closed.KeyRetention = fencedwrite.DefaultProviderTimeout + fencedwrite.DefaultSkewMargin // a window of zero
-	if _, err := with(closed).Approve(ctx, req.ID, "bob"); !errors.Is(err, operator.ErrOutsideWindow) {
+	if _, err := with(closed).Approve(ctx, req.ID, "bob", ""); !errors.Is(err, operator.ErrOutsideWindow) {
 		t.Fatalf("approving a resend after the key's window closed: %v, want ErrOutsideWindow", err)
 	}
 	if got := e.job(t, j.ID); got.State != refundjob.StateManualReview || got.Attempt != j.Attempt {
 		t.Fatalf("a refused resend moved the job to %s@%d", got.State, got.Attempt)
 	}
-	if _, err := e.ops.Approve(ctx, req.ID, "bob"); err != nil {
+	e.requestClosedByRefusal(t, req.ID, "bob", "could pay twice")
+	if req, err = e.ops.RequestApproval(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ops.Approve(ctx, req.ID, "bob", ""); err != nil {
 		t.Fatalf("approving the resend inside the window: %v", err)
 	}
 }
@@ -679,8 +721,12 @@ func TestResendProofPostdatesTheLastSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.ops.Approve(ctx, req.ID, "bob"); !errors.Is(err, operator.ErrNoProof) {
+	if _, err := e.ops.Approve(ctx, req.ID, "bob", ""); !errors.Is(err, operator.ErrNoProof) {
 		t.Fatalf("a resend on a rejection older than the last send: %v, want ErrNoProof", err)
+	}
+	e.requestClosedByRefusal(t, req.ID, "bob", "nothing proves the first request did not pay")
+	if req, err = e.ops.RequestApproval(ctx, operator.Resolution{JobID: j.ID, As: operator.AsRefund, Reason: "send again", Operator: "alice", SeenAttempt: j.Attempt}); err != nil {
+		t.Fatal(err)
 	}
 	// The last send's rejection (another answer than the first: the log
 	// keeps each distinct observation once).
@@ -688,7 +734,7 @@ func TestResendProofPostdatesTheLastSend(t *testing.T) {
 		Status: evidence.Rejected, Payload: []byte(`{"status":"rejected","attempt":"last"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.ops.Approve(ctx, req.ID, "bob"); err != nil {
+	if _, err := e.ops.Approve(ctx, req.ID, "bob", ""); err != nil {
 		t.Fatalf("a resend on the last send's rejection: %v", err)
 	}
 }

@@ -1,29 +1,29 @@
 package operator
 
 import (
-	"cmp"
 	"context"
 	stdsql "database/sql"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/fencekit/fencekit/audit"
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/internal/audit"
 )
 
-// jobColumns are the columns of a JobSummary, then the age of the last
-// change by the database's clock.
+// jobColumns are the columns of a job's situation, then the age of the
+// last change by the database's clock.
 const jobColumns = "`id`, `operation_key`, `payment_ref`, `amount_minor`, `currency`, `state`, `attempt`, `next_action`, " +
-	"`next_run_at`, `provider_refund_id`, `review_reason`, `last_error`, `updated_at`, " +
-	"TIMESTAMPDIFF(MICROSECOND, `updated_at`, " + fencedwrite.ClockUTC + ")"
+	"`next_run_at`, `provider_refund_id`, `review_reason`, `last_error`, `updated_at`, `key_first_used_at`, `last_send_at`, " +
+	"`lease_until`, `created_at`, TIMESTAMPDIFF(MICROSECOND, `updated_at`, " + fencedwrite.ClockUTC + ")"
 
 func (p Page) limit() (int, error) {
 	switch {
@@ -35,12 +35,14 @@ func (p Page) limit() (int, error) {
 	return p.Limit, nil
 }
 
-// A cursor is "id" for lists in id order, and "micros.id" (the row's
+// A cursor is "id" for lists in id order, "micros.id" (the row's
 // updated_at in microseconds since the epoch, and its id) for lists in order
-// of last change.
+// of last change, and "id.base64(value)" for prefix searches in order of
+// the searched column.
 type cursor struct {
 	micros int64
 	id     int64
+	value  string
 }
 
 func parseCursor(after string, timed bool) (cursor, bool, error) {
@@ -66,8 +68,33 @@ func parseCursor(after string, timed bool) (cursor, bool, error) {
 	return c, true, nil
 }
 
+func parseValueCursor(after string) (cursor, bool, error) {
+	if after == "" {
+		return cursor{}, false, nil
+	}
+	bad := inputErr("after", "%q is not a cursor this list printed", after)
+	id, v, ok := strings.Cut(after, ".")
+	if !ok {
+		return cursor{}, false, bad
+	}
+	c, _, err := parseCursor(id, false)
+	if err != nil {
+		return cursor{}, false, bad
+	}
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return cursor{}, false, bad
+	}
+	c.value = string(b)
+	return c, true, nil
+}
+
 func timedCursor(t time.Time, id int64) string {
 	return strconv.FormatInt(t.UnixMicro(), 10) + "." + strconv.FormatInt(id, 10)
+}
+
+func valueCursor(v string, id int64) string {
+	return strconv.FormatInt(id, 10) + "." + base64.RawURLEncoding.EncodeToString([]byte(v))
 }
 
 func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
@@ -82,42 +109,36 @@ func jobsQuery(where, order string) string {
 }
 
 // listJobs runs a query for jobColumns with where and args, in the given
-// order, and returns limit rows and whether there are more.
-func (s *Service) listJobs(ctx context.Context, where string, args []any, order string, limit int) ([]QueueItem, bool, error) {
+// order, and returns limit rows, each with its status, and whether there
+// are more.
+func (s *Service) listJobs(ctx context.Context, where string, args []any, order string, limit int) ([]*situation, bool, error) {
 	rows, err := s.c.QueryContext(ctx, jobsQuery(where, order), append(args, limit+1)...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list jobs: %w", err)
 	}
 	defer rows.Close()
-	var out []QueueItem
+	var out []*situation
 	for rows.Next() {
 		var (
-			it                   QueueItem
-			next                 stdsql.NullTime
-			ref, reason, lastErr stdsql.NullString
-			age                  int64
+			it                       situation
+			next, first, last, lease stdsql.NullTime
+			ref, reason, lastErr     stdsql.NullString
+			age                      int64
 		)
 		j := &it.JobSummary
 		if err := rows.Scan(&j.ID, &j.OperationKey, &j.PaymentRef, &j.Amount.Minor, &j.Amount.Currency, &j.State, &j.Attempt,
-			&j.NextAction, &next, &ref, &reason, &lastErr, &j.UpdatedAt, &age); err != nil {
+			&j.NextAction, &next, &ref, &reason, &lastErr, &j.UpdatedAt, &first, &last, &lease, &it.createdAt, &age); err != nil {
 			return nil, false, fmt.Errorf("list jobs: %w", err)
 		}
-		j.UpdatedAt = j.UpdatedAt.UTC()
+		j.UpdatedAt, it.createdAt = j.UpdatedAt.UTC(), it.createdAt.UTC()
 		if j.State == string(refundjob.StateReady) && next.Valid {
 			t := next.Time.UTC()
 			j.NextRunAt = &t
 		}
-		if j.State == string(refundjob.StateSucceeded) || j.State == string(refundjob.StateFailed) {
-			j.NextAction = ""
-		}
-		j.ProviderRefundID = ref.String
-		j.Reason = oneLine(reason.String)
-		if j.Reason == "" {
-			j.Reason = oneLine(lastErr.String)
-		}
-		it.Since = j.UpdatedAt
-		it.Age = time.Duration(age) * time.Microsecond
-		out = append(out, it)
+		it.firstSent, it.lastSent, it.leaseUntil = nullTime(first), nullTime(last), nullTime(lease)
+		j.ProviderRefundID, it.review, it.lastError = ref.String, reason.String, lastErr.String
+		it.summarize(time.Duration(age) * time.Microsecond)
+		out = append(out, &it)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, fmt.Errorf("list jobs: %w", err)
@@ -126,7 +147,154 @@ func (s *Service) listJobs(ctx context.Context, where string, args []any, order 
 	if more {
 		out = out[:limit]
 	}
+	if err := s.situate(ctx, out); err != nil {
+		return nil, false, err
+	}
 	return out, more, nil
+}
+
+func nullTime(t stdsql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	u := t.Time.UTC()
+	return &u
+}
+
+// summarize fills the summary's derived fields that need only the row.
+func (it *situation) summarize(age time.Duration) {
+	j := &it.JobSummary
+	if j.State == fencedwrite.StateSucceeded || j.State == fencedwrite.StateFailed {
+		j.NextAction = ""
+	}
+	j.Reason = oneLine(it.review)
+	if j.Reason == "" {
+		j.Reason = oneLine(it.lastError)
+	}
+	if j.State == fencedwrite.StateManualReview {
+		j.ReasonKind = reasonKind(it.review).Key
+	}
+	it.since, it.age = j.UpdatedAt, age
+}
+
+// situate completes each job's situation from the other tables, one query
+// each for the whole page: the provider's latest evidence about the
+// request, the override mark, the "on it" mark; then derives its status.
+func (s *Service) situate(ctx context.Context, jobs []*situation) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	byKey := map[string]*situation{}
+	byID := map[int64]*situation{}
+	keys, ids := make([]any, 0, len(jobs)), make([]any, 0, len(jobs))
+	for _, j := range jobs {
+		byKey[j.OperationKey], byID[j.ID] = j, j
+		keys, ids = append(keys, j.OperationKey), append(ids, j.ID)
+	}
+	in := func(n int) string { return "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")" }
+	ev := map[string][]Evidence{}
+	err := s.each(ctx, "SELECT `operation_key`, `id`, `source`, `provider_status`, `provider_refund_id`, `received_at` FROM `refund_observations` "+
+		"WHERE `operation_key` IN "+in(len(keys))+" ORDER BY `id`", keys, func(rows *stdsql.Rows) error {
+		var key string
+		var e Evidence
+		var ref stdsql.NullString
+		if err := rows.Scan(&key, &e.ID, &e.Source, &e.Status, &ref, &e.ReceivedAt); err != nil {
+			return err
+		}
+		e.ProviderRefundID, e.ReceivedAt = ref.String, e.ReceivedAt.UTC()
+		ev[key] = append(ev[key], e)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read evidence: %w", err)
+	}
+	err = s.each(ctx, "SELECT `id`, `job_id`, `refund_id`, `requested_by`, `operator`, `approval_id`, `recorded_at` FROM `refund_audit` "+
+		"WHERE `job_id` IN "+in(len(ids))+" AND `action` = 'resolve_succeeded' AND `outcome` = 'done' AND `override` = 1", ids, func(rows *stdsql.Rows) error {
+		var u Unverified
+		var job int64
+		var ref, by stdsql.NullString
+		var req stdsql.NullInt64
+		if err := rows.Scan(&u.AuditID, &job, &ref, &by, &u.ApprovedBy, &req, &u.At); err != nil {
+			return err
+		}
+		u.RefundID, u.RequestedBy, u.RequestID, u.At = ref.String, by.String, req.Int64, u.At.UTC()
+		if j := byID[job]; j != nil {
+			j.Unverified = &u
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read overrides: %w", err)
+	}
+	err = s.each(ctx, "SELECT `job_id`, `operator`, `attempt`, `since` FROM `review_assignments` WHERE `job_id` IN "+in(len(ids))+
+		" AND `released_at` IS NULL", ids, func(rows *stdsql.Rows) error {
+		var job, attempt int64
+		var o OnIt
+		if err := rows.Scan(&job, &o.Operator, &attempt, &o.Since); err != nil {
+			return err
+		}
+		o.Since = o.Since.UTC()
+		if j := byID[job]; j != nil && j.State == fencedwrite.StateManualReview && j.Attempt == attempt {
+			j.OnIt = &o
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read on-it marks: %w", err)
+	}
+	err = s.each(ctx, "SELECT `job_id`, `attempt`, `holder` FROM `"+ent.RefundJobAttemptsTable+"` WHERE `job_id` IN "+in(len(ids)), ids, func(rows *stdsql.Rows) error {
+		var job, attempt int64
+		var holder string
+		if err := rows.Scan(&job, &attempt, &holder); err != nil {
+			return err
+		}
+		if j := byID[job]; j != nil && j.Attempt == attempt {
+			j.holder = holder
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read attempts: %w", err)
+	}
+	for _, j := range jobs {
+		j.evidenceFacts(ev[j.OperationKey])
+		s.capabilities(j)
+		j.Status = j.status().StatusLine
+	}
+	return nil
+}
+
+// capabilities sets what the service's provider offers, and when j's key
+// stops being safe to send again.
+func (s *Service) capabilities(j *situation) {
+	if s.prov == nil {
+		return
+	}
+	caps := s.prov.Capabilities()
+	j.caps = &caps
+	if j.firstSent != nil && caps.SafeResend {
+		end := j.firstSent.Add(s.keyWindow(caps))
+		j.windowEnd = &end
+	}
+}
+
+// each runs q with args and calls fn for each row.
+func (s *Service) each(ctx context.Context, q string, args []any, fn func(*stdsql.Rows) error) error {
+	rows, err := s.c.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func (it *situation) queueItem() QueueItem {
+	return QueueItem{JobSummary: it.JobSummary, Since: it.since, Age: it.age}
 }
 
 const queueWhere = "`state` = 'manual_review'"
@@ -134,9 +302,36 @@ const queueWhere = "`state` = 'manual_review'"
 const afterChange = "(`updated_at` > TIMESTAMPADD(MICROSECOND, ?, TIMESTAMP'1970-01-01 00:00:00') OR " +
 	"(`updated_at` = TIMESTAMPADD(MICROSECOND, ?, TIMESTAMP'1970-01-01 00:00:00') AND `id` > ?))"
 
+// likePrefix is a LIKE pattern matching the values that start with p.
+func likePrefix(p string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p) + "%"
+}
+
+// reasonWhere selects the jobs in manual review whose reason is of kind k.
+func reasonWhere(k ReasonKind) (string, []any) {
+	if k.Key == "other" {
+		var conds []string
+		var args []any
+		for _, other := range reasonKinds {
+			for _, p := range other.prefixes {
+				conds, args = append(conds, "`review_reason` LIKE ?"), append(args, likePrefix(p))
+			}
+		}
+		return "NOT (" + strings.Join(conds, " OR ") + ")", args
+	}
+	var conds []string
+	var args []any
+	for _, p := range k.prefixes {
+		conds, args = append(conds, "`review_reason` LIKE ?"), append(args, likePrefix(p))
+	}
+	return "(" + strings.Join(conds, " OR ") + ")", args
+}
+
 // Queue returns one page of the manual review queue, oldest first, with
-// each job's age, reason and amount. A database error is returned wrapped.
-func (s *Service) Queue(ctx context.Context, p Page) (QueuePage, error) {
+// each job's status line, age, reason, amount, override and "on it" marks;
+// only the jobs whose reason is of the kind reason when it is set (a
+// ReasonKind's Key). A database error is returned wrapped.
+func (s *Service) Queue(ctx context.Context, reason string, p Page) (QueuePage, error) {
 	limit, err := p.limit()
 	if err != nil {
 		return QueuePage{}, fmt.Errorf("read queue: %w", err)
@@ -146,6 +341,14 @@ func (s *Service) Queue(ctx context.Context, p Page) (QueuePage, error) {
 		return QueuePage{}, fmt.Errorf("read queue: %w", err)
 	}
 	where, args := queueWhere, []any{}
+	if reason != "" {
+		k, known := kindByKey(reason)
+		if !known {
+			return QueuePage{}, fmt.Errorf("read queue: %w", inputErr("reason", "%q is not a kind of review reason (%s)", reason, reasonKeys()))
+		}
+		w, a := reasonWhere(k)
+		where, args = where+" AND "+w, append(args, a...)
+	}
 	if ok {
 		where += " AND " + afterChange
 		args = append(args, c.micros, c.micros, c.id)
@@ -154,9 +357,9 @@ func (s *Service) Queue(ctx context.Context, p Page) (QueuePage, error) {
 	if err != nil {
 		return QueuePage{}, fmt.Errorf("read queue: %w", err)
 	}
-	page := QueuePage{Items: items}
-	if page.Items == nil {
-		page.Items = []QueueItem{}
+	page := QueuePage{Items: []QueueItem{}}
+	for _, it := range items {
+		page.Items = append(page.Items, it.queueItem())
 	}
 	if more {
 		last := items[len(items)-1]
@@ -165,10 +368,19 @@ func (s *Service) Queue(ctx context.Context, p Page) (QueuePage, error) {
 	return page, nil
 }
 
+func reasonKeys() string {
+	keys := make([]string, len(reasonKinds))
+	for i, k := range reasonKinds {
+		keys[i] = k.Key
+	}
+	return strings.Join(keys, ", ")
+}
+
 // Search returns one page of the jobs matching q. With only q.State set,
 // the jobs come least recently changed first (the index on state and
-// updated_at); otherwise by id. Each field is served by an index (operation
-// key: unique; payment; provider refund id; state).
+// updated_at); a prefix search comes in the order of the column it
+// searches (its index); the others by id. Each field is served by an index
+// (operation key: unique; payment; provider refund id; state).
 func (s *Service) Search(ctx context.Context, q Query, p Page) (JobsPage, error) {
 	limit, err := p.limit()
 	if err != nil {
@@ -182,24 +394,48 @@ func (s *Service) Search(ctx context.Context, q Query, p Page) (JobsPage, error)
 		}
 		conds, args = append(conds, "`state` = ?"), append(args, q.State)
 	}
+	var ordered string // the column a prefix search reads in order
 	for _, f := range []struct{ col, v string }{{"operation_key", q.OperationKey}, {"payment_ref", q.PaymentRef}, {"provider_refund_id", q.ProviderRefundID}} {
-		if f.v != "" {
+		switch {
+		case f.v == "":
+		case q.Prefix:
+			conds, args = append(conds, "`"+f.col+"` LIKE ?"), append(args, likePrefix(f.v))
+			if ordered == "" {
+				ordered = f.col
+			}
+		default:
 			conds, args = append(conds, "`"+f.col+"` = ?"), append(args, f.v)
 		}
 	}
 	timed := q.State != "" && q.OperationKey == "" && q.PaymentRef == "" && q.ProviderRefundID == ""
-	c, ok, err := parseCursor(p.After, timed)
-	if err != nil {
-		return JobsPage{}, fmt.Errorf("search jobs: %w", err)
-	}
 	order := "`id`"
-	if timed {
+	switch {
+	case ordered != "":
+		order = "`" + ordered + "`, `id`"
+		c, ok, err := parseValueCursor(p.After)
+		if err != nil {
+			return JobsPage{}, fmt.Errorf("search jobs: %w", err)
+		}
+		if ok {
+			conds, args = append(conds, "(`"+ordered+"` > ? OR (`"+ordered+"` = ? AND `id` > ?))"), append(args, c.value, c.value, c.id)
+		}
+	case timed:
 		order = "`updated_at`, `id`"
+		c, ok, err := parseCursor(p.After, true)
+		if err != nil {
+			return JobsPage{}, fmt.Errorf("search jobs: %w", err)
+		}
 		if ok {
 			conds, args = append(conds, afterChange), append(args, c.micros, c.micros, c.id)
 		}
-	} else if ok {
-		conds, args = append(conds, "`id` > ?"), append(args, c.id)
+	default:
+		c, ok, err := parseCursor(p.After, false)
+		if err != nil {
+			return JobsPage{}, fmt.Errorf("search jobs: %w", err)
+		}
+		if ok {
+			conds, args = append(conds, "`id` > ?"), append(args, c.id)
+		}
 	}
 	items, more, err := s.listJobs(ctx, strings.Join(conds, " AND "), args, order, limit)
 	if err != nil {
@@ -211,9 +447,14 @@ func (s *Service) Search(ctx context.Context, q Query, p Page) (JobsPage, error)
 	}
 	if more {
 		last := items[len(items)-1]
-		page.Next = strconv.FormatInt(last.ID, 10)
-		if timed {
+		switch {
+		case ordered != "":
+			page.Next = valueCursor(map[string]string{"operation_key": last.OperationKey, "payment_ref": last.PaymentRef,
+				"provider_refund_id": last.ProviderRefundID}[ordered], last.ID)
+		case timed:
 			page.Next = timedCursor(last.UpdatedAt, last.ID)
+		default:
+			page.Next = strconv.FormatInt(last.ID, 10)
 		}
 	}
 	return page, nil
@@ -223,13 +464,8 @@ const auditColumns = "`id`, `job_id`, `operation_key`, `action`, `outcome`, `ope
 	"`refund_id`, `override`, `evidence_shown`, `state_before`, `attempt_before`, `state_after`, `attempt_after`, `recorded_at`"
 
 func (s *Service) audits(ctx context.Context, where string, args ...any) ([]AuditEntry, error) {
-	rows, err := s.c.QueryContext(ctx, "SELECT "+auditColumns+" FROM `refund_audit` WHERE "+where, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read audit: %w", err)
-	}
-	defer rows.Close()
 	out := []AuditEntry{}
-	for rows.Next() {
+	err := s.each(ctx, "SELECT "+auditColumns+" FROM `refund_audit` WHERE "+where, args, func(rows *stdsql.Rows) error {
 		var (
 			e                  AuditEntry
 			requestedBy, refID stdsql.NullString
@@ -237,19 +473,36 @@ func (s *Service) audits(ctx context.Context, where string, args ...any) ([]Audi
 		)
 		if err := rows.Scan(&e.ID, &e.JobID, &e.OperationKey, &e.Action, &e.Outcome, &e.Operator, &requestedBy, &approvalID, &e.Reason,
 			&refID, &e.Override, &e.EvidenceShown, &e.StateBefore, &e.AttemptBefore, &e.StateAfter, &e.AttemptAfter, &e.RecordedAt); err != nil {
-			return nil, fmt.Errorf("read audit: %w", err)
+			return err
 		}
 		e.RequestedBy, e.RefundID, e.ApprovalID, e.RecordedAt = requestedBy.String, refID.String, approvalID.Int64, e.RecordedAt.UTC()
+		var rec shownRecord
+		if json.Unmarshal([]byte(e.EvidenceShown), &rec) == nil {
+			e.Verification = rec.Verification
+			if e.Outcome == audit.OutcomeRefused {
+				// Entries from before the refusal's sentence was kept hold
+				// the cause in the note.
+				e.Refused = strings.TrimPrefix(rec.Note, "refused: ")
+				if rec.Refused != "" {
+					said := strings.ReplaceAll(rec.Refused, " Nothing was written but the audit entry.", "")
+					e.Refused = said + " (" + oneLine(rec.Cause) + ")"
+				}
+				e.Refused = Visible(e.Refused)
+			}
+		}
+		e.Text = auditText(e)
 		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read audit: %w", err)
 	}
 	return out, nil
 }
 
 // Departures returns one page of the jobs that left manual review, newest
-// first, with who or what took each out and why.
+// first, with who or what took each out, the requester of an approved
+// request, whether a settlement was verified, and why.
 func (s *Service) Departures(ctx context.Context, p Page) (DeparturesPage, error) {
 	limit, err := p.limit()
 	if err != nil {
@@ -273,8 +526,13 @@ func (s *Service) Departures(ctx context.Context, p Page) (DeparturesPage, error
 			page.Next = strconv.FormatInt(entries[i-1].ID, 10)
 			break
 		}
-		page.Departures = append(page.Departures, Departure{JobID: e.JobID, OperationKey: e.OperationKey, At: e.RecordedAt,
-			Action: e.Action, Operator: e.Operator, Why: oneLine(e.Reason), StateAfter: e.StateAfter, AttemptAfter: e.AttemptAfter, AuditID: e.ID})
+		d := Departure{JobID: e.JobID, OperationKey: e.OperationKey, At: e.RecordedAt, Action: e.Action, Operator: e.Operator,
+			RequestedBy: e.RequestedBy, Why: oneLine(e.Reason), StateAfter: e.StateAfter, AttemptAfter: e.AttemptAfter, AuditID: e.ID, Text: e.Text}
+		if e.StateAfter == fencedwrite.StateSucceeded {
+			verified := !e.Override
+			d.Verified = &verified
+		}
+		page.Departures = append(page.Departures, d)
 	}
 	return page, nil
 }
@@ -301,10 +559,7 @@ func (s *Service) approvals(ctx context.Context, db queryer, where string, args 
 			return nil, fmt.Errorf("read approvals: %w", err)
 		}
 		a.As, a.Status, a.RefundID, a.DecidedBy, a.RequestedAt = Action(as), ApprovalStatus(status), refID.String, decidedBy.String, a.RequestedAt.UTC()
-		if decidedAt.Valid {
-			t := decidedAt.Time.UTC()
-			a.DecidedAt = &t
-		}
+		a.DecidedAt = nullTime(decidedAt)
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
@@ -313,8 +568,58 @@ func (s *Service) approvals(ctx context.Context, db queryer, where string, args 
 	return out, nil
 }
 
-// Approvals returns one page of approval requests, oldest first: the
-// pending ones when pendingOnly, else all.
+// approvalFacts adds to each request the facts its approver decides on:
+// the job's payment, amount and status now and whether it moved since the
+// request, the verification at request time, what it asks, and how it was
+// closed.
+func (s *Service) approvalFacts(ctx context.Context, list []Approval) error {
+	if len(list) == 0 {
+		return nil
+	}
+	ids, jobIDs := make([]any, 0, len(list)), make([]any, 0, len(list))
+	for _, a := range list {
+		ids, jobIDs = append(ids, a.ID), append(jobIDs, a.JobID)
+	}
+	in := func(n int) string { return "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")" }
+	jobs, _, err := s.listJobs(ctx, "`id` IN "+in(len(jobIDs)), jobIDs, "`id`", len(jobIDs))
+	if err != nil {
+		return fmt.Errorf("read approvals: %w", err)
+	}
+	byJob := map[int64]*situation{}
+	for _, j := range jobs {
+		byJob[j.ID] = j
+	}
+	entries, err := s.audits(ctx, "`approval_id` IN "+in(len(ids))+" ORDER BY `id`", ids...)
+	if err != nil {
+		return fmt.Errorf("read approvals: %w", err)
+	}
+	for i := range list {
+		a := &list[i]
+		if j := byJob[a.JobID]; j != nil {
+			a.PaymentRef, a.Amount, a.JobStatus = j.PaymentRef, j.Amount, j.Status
+			a.JobMoved = j.State != fencedwrite.StateManualReview || j.Attempt != a.SeenAttempt
+		}
+		a.Asks = fmt.Sprintf("Send the refund of %s to payment %s again with the same key (request %s).", a.Amount, Visible(a.PaymentRef), Visible(a.OperationKey))
+		if a.As == AsSucceeded {
+			a.Asks = fmt.Sprintf("Settle %s to payment %s as refunded on refund %s, which the provider does not confirm (an override: the job stays marked unverified).",
+				a.Amount, Visible(a.PaymentRef), Visible(a.RefundID))
+		}
+		for _, e := range entries {
+			switch {
+			case e.ApprovalID != a.ID:
+			case e.Outcome == audit.OutcomeRequested:
+				a.Verification = e.Verification
+			case e.Outcome == audit.OutcomeDeclined || e.Outcome == audit.OutcomeRefused || e.Outcome == audit.OutcomeStale || e.Outcome == audit.OutcomeDone:
+				a.Closed = e.Text + " (" + Stamp(e.RecordedAt) + ")"
+			}
+		}
+	}
+	return nil
+}
+
+// Approvals returns one page of approval requests, oldest first, each with
+// the facts its approver decides on: the pending ones when pendingOnly,
+// else all.
 func (s *Service) Approvals(ctx context.Context, pendingOnly bool, p Page) (ApprovalsPage, error) {
 	limit, err := p.limit()
 	if err != nil {
@@ -337,7 +642,19 @@ func (s *Service) Approvals(ctx context.Context, pendingOnly bool, p Page) (Appr
 		page.Approvals = list[:limit]
 		page.Next = strconv.FormatInt(list[limit-1].ID, 10)
 	}
+	if err := s.approvalFacts(ctx, page.Approvals); err != nil {
+		return ApprovalsPage{}, err
+	}
 	return page, nil
+}
+
+// Approval returns approval request id with its facts, or an error
+// matching ErrNotFound.
+func (s *Service) Approval(ctx context.Context, id int64) (Approval, error) {
+	if id <= 0 {
+		return Approval{}, fmt.Errorf("read approval: %w", inputErr("id", "must be an approval request id, got %d", id))
+	}
+	return s.readApproval(ctx, id)
 }
 
 type queryer interface {
@@ -356,49 +673,42 @@ func (s *Service) readJob(ctx context.Context, id int64) (*ent.RefundJob, error)
 	return j, nil
 }
 
-func summary(j *ent.RefundJob) JobSummary {
-	s := JobSummary{ID: j.ID, OperationKey: j.OperationKey, PaymentRef: j.PaymentRef, Amount: Amount{j.AmountMinor, j.Currency},
-		State: string(j.State), Attempt: j.Attempt, NextAction: string(j.NextAction), ProviderRefundID: deref(j.ProviderRefundID),
-		Reason: oneLine(deref(j.ReviewReason)), UpdatedAt: j.UpdatedAt.UTC()}
-	if s.Reason == "" {
-		s.Reason = oneLine(deref(j.LastError))
-	}
-	switch j.State {
-	case refundjob.StateReady:
-		t := j.NextRunAt.UTC()
-		s.NextRunAt = &t
-	case refundjob.StateSucceeded, refundjob.StateFailed:
-		s.NextAction = ""
-	}
-	return s
-}
-
 // Job returns job id's view, or an error matching ErrNotFound.
 func (s *Service) Job(ctx context.Context, id int64) (*JobView, error) {
 	if id <= 0 {
 		return nil, fmt.Errorf("read job: %w", inputErr("id", "must be a job id, got %d", id))
 	}
+	list, _, err := s.listJobs(ctx, "`id` = ?", []any{id}, "`id`", 1)
+	if err != nil {
+		return nil, fmt.Errorf("read job %d: %w", id, err)
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("job %d: %w", id, ErrNotFound)
+	}
+	sit := list[0]
+	v := &JobView{JobSummary: sit.JobSummary, LeaseUntil: sit.leaseUntil, KeyFirstUsedAt: sit.firstSent, LastSendAt: sit.lastSent,
+		LastError: sit.lastError, ReviewReason: sit.review, CreatedAt: sit.createdAt, Evidence: []Evidence{}, Webhooks: []Evidence{}}
 	j, err := s.readJob(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	v := &JobView{JobSummary: summary(j), LeaseUntil: utc(j.LeaseUntil), KeyFirstUsedAt: utc(j.KeyFirstUsedAt), LastSendAt: utc(j.LastSendAt),
-		LastError: deref(j.LastError), ReviewReason: deref(j.ReviewReason), ReviewEvidence: deref(j.ReviewEvidence), CreatedAt: j.CreatedAt.UTC(),
-		Evidence: []Evidence{}, Webhooks: []Evidence{}}
-	r, err := s.c.Refund.Query().Where(refund.OperationKey(j.OperationKey)).Only(ctx)
+	v.ReviewEvidence = deref(j.ReviewEvidence)
+	r, err := s.c.Refund.Query().Where(refund.OperationKey(v.OperationKey)).Only(ctx)
 	switch {
 	case err == nil:
 		v.Ledger = &LedgerRow{Status: string(r.Status), ProviderRefundID: deref(r.ProviderRefundID), SettledAt: utc(r.SettledAt)}
 	case !ent.IsNotFound(err):
 		return nil, fmt.Errorf("read ledger of job %d: %w", id, err)
 	}
-	es, err := evidence.ForKey(ctx, s.c, j.OperationKey)
+	es, err := evidence.ForKey(ctx, s.c, v.OperationKey)
 	if err != nil {
 		return nil, fmt.Errorf("read job %d: %w", id, err)
 	}
+	done := v.State == fencedwrite.StateSucceeded || v.State == fencedwrite.StateFailed
 	for _, e := range es {
 		ev := Evidence{ID: e.ID, Source: string(e.Source), Status: string(e.Status), ProviderRefundID: e.ProviderRefundID, Attempt: e.Attempt,
 			ReceivedAt: e.ReceivedAt.UTC(), ProcessedAt: utc(e.ProcessedAt), Payload: string(e.Payload)}
+		ev.Text = evidenceText(ev, done)
 		v.Evidence = append(v.Evidence, ev)
 		if e.Source == evidence.Webhook {
 			v.Webhooks = append(v.Webhooks, ev)
@@ -410,11 +720,18 @@ func (s *Service) Job(ctx context.Context, id int64) (*JobView, error) {
 	if v.Approvals, err = s.approvals(ctx, s.c, "`job_id` = ? ORDER BY `id`", id); err != nil {
 		return nil, fmt.Errorf("read job %d: %w", id, err)
 	}
+	if err := s.approvalFacts(ctx, v.Approvals); err != nil {
+		return nil, fmt.Errorf("read job %d: %w", id, err)
+	}
 	logged, err := s.c.RefundJobAttempt.Query().Where(refundjobattempt.JobID(id)).Order(refundjobattempt.ByAttempt()).All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of job %d: %w", id, err)
 	}
 	v.Attempts = attempts(v, logged)
+	v.Detail = sit.status()
+	v.Status = v.Detail.StatusLine
+	v.Facts = facts(v)
+	v.Engineering = engineering(v)
 	v.Timeline = timeline(v)
 	return v, nil
 }
@@ -433,11 +750,11 @@ func attempts(v *JobView, logged []*ent.RefundJobAttempt) []Attempt {
 		a := &out[r.Attempt-1]
 		claimed := r.ClaimedAt.UTC()
 		a.Op, a.Holder, a.ClaimedAt, a.LeaseUntil = string(r.Op), r.Holder, &claimed, utc(r.LeaseUntil)
-		a.StartedBy = fmt.Sprintf("%s by %s", r.Op, r.Holder)
+		a.StartedBy = fmt.Sprintf("%s by %s", r.Op, Visible(r.Holder))
 	}
 	for _, a := range v.Audit {
 		if a.Outcome == audit.OutcomeDone && a.AttemptAfter == a.AttemptBefore+1 && a.AttemptAfter >= 1 && a.AttemptAfter <= v.Attempt {
-			out[a.AttemptAfter-1].StartedBy = a.Action + " by " + a.Operator
+			out[a.AttemptAfter-1].StartedBy = a.Action + " by " + Visible(a.Operator)
 			out[a.AttemptAfter-1].AuditID = a.ID
 		}
 	}
@@ -449,103 +766,79 @@ func attempts(v *JobView, logged []*ent.RefundJobAttempt) []Attempt {
 	return out
 }
 
-// timeline merges a job's history into one list in a deterministic order:
-// time, then kind, then id.
-func timeline(v *JobView) []Event {
-	evs := []Event{{At: v.CreatedAt, Kind: EventEnqueued, Text: fmt.Sprintf("enqueued %s, payment %s, %s", v.OperationKey, v.PaymentRef, v.Amount)}}
-	for _, e := range v.Evidence {
-		kind := EventEvidence
-		if e.Source == string(evidence.Webhook) {
-			kind = EventWebhook
-		}
-		text := fmt.Sprintf("%s: %s", e.Source, e.Status)
-		if e.ProviderRefundID != "" {
-			text += " " + e.ProviderRefundID
-		}
-		if e.ProcessedAt == nil {
-			text += " (not yet acted on)"
-		}
-		evs = append(evs, Event{At: e.ReceivedAt, Kind: kind, Attempt: e.Attempt, Ref: e.ID, Text: text})
-	}
-	for _, a := range v.Attempts {
-		if a.ClaimedAt == nil || a.Op == fencedwrite.AttemptResolution { // a resolution is the audit's entry
-			continue
-		}
-		text := fmt.Sprintf("%s by %s", a.Op, a.Holder)
-		if a.LeaseUntil != nil {
-			text += ", leased until " + a.LeaseUntil.Format(TimeFormat)
-		}
-		kind := EventClaimed
-		if a.Op == fencedwrite.AttemptTakeover {
-			kind = EventTakenOver
-		}
-		evs = append(evs, Event{At: *a.ClaimedAt, Kind: kind, Attempt: a.Attempt, Text: text})
-	}
-	for _, a := range v.Audit {
-		kind, text := EventAudit, fmt.Sprintf("%s %s by %s", a.Action, a.Outcome, a.Operator)
-		if a.RequestedBy != "" {
-			text += fmt.Sprintf(" (requested by %s, request %d)", a.RequestedBy, a.ApprovalID)
-		}
-		if a.Override {
-			text += " OVERRIDE"
-		}
-		if a.RefundID != "" {
-			text += " refund " + a.RefundID
-		}
-		if a.Action == audit.ActionWake {
-			kind, text = EventWoken, "woken out of manual review by new evidence"
-		}
-		text += fmt.Sprintf(": %s -> %s@%d: %s", a.StateBefore+"@"+strconv.FormatInt(a.AttemptBefore, 10), a.StateAfter, a.AttemptAfter, oneLine(a.Reason))
-		evs = append(evs, Event{At: a.RecordedAt, Kind: kind, Attempt: a.AttemptAfter, Ref: a.ID, Text: text})
-	}
-	if v.Ledger != nil && v.Ledger.SettledAt != nil {
-		evs = append(evs, Event{At: *v.Ledger.SettledAt, Kind: EventSettled, Text: fmt.Sprintf("ledger %s %s", v.Ledger.Status, v.Ledger.ProviderRefundID)})
-	}
-	now := fmt.Sprintf("%s at attempt %d", v.State, v.Attempt)
-	switch {
-	case v.NextRunAt != nil:
-		now += fmt.Sprintf(", next %s due %s", v.NextAction, v.NextRunAt.Format(TimeFormat))
-	case v.State == string(refundjob.StateRunning) && v.LeaseUntil != nil:
-		now += fmt.Sprintf(", %s, leased until %s", v.NextAction, v.LeaseUntil.Format(TimeFormat))
-	case v.State == string(refundjob.StateManualReview):
-		now += ": " + oneLine(v.ReviewReason)
-	}
-	rank := map[EventKind]int{EventEnqueued: 0, EventClaimed: 1, EventTakenOver: 2, EventEvidence: 3, EventWebhook: 4, EventAudit: 5, EventWoken: 6, EventSettled: 7}
-	slices.SortStableFunc(evs, func(a, b Event) int {
-		if c := a.At.Compare(b.At); c != 0 {
-			return c
-		}
-		if r := rank[a.Kind] - rank[b.Kind]; r != 0 {
-			return r
-		}
-		return cmp.Compare(a.Ref, b.Ref)
-	})
-	// Where the job stands comes last, whatever its time.
-	return append(evs, Event{At: v.UpdatedAt, Kind: EventNow, Attempt: v.Attempt, Text: now})
+// MaxSummarized bounds the jobs QueueSummary reads, so that a view never
+// reads a runaway queue whole: above it the summary says More.
+const MaxSummarized = 10_000
+
+// ReasonGroup is one kind of review reason in the queue: how many jobs,
+// and the money they hold, per currency.
+type ReasonGroup struct {
+	ReasonKind
+	Jobs  int      `json:"jobs"`
+	Money []Amount `json:"money"`
 }
 
-// TimeFormat is how the views print database times: UTC, microseconds.
-const TimeFormat = "2006-01-02T15:04:05.000000Z"
+// QueueSummary is the manual review queue at a glance: its jobs and the
+// money they hold per currency, in all and by kind of reason (the kinds
+// with no job left out). More says it stopped at MaxSummarized jobs.
+type QueueSummary struct {
+	Jobs   int           `json:"jobs"`
+	Money  []Amount      `json:"money"`
+	Groups []ReasonGroup `json:"groups"`
+	More   bool          `json:"more,omitempty"`
+}
 
-func utc(t *time.Time) *time.Time {
-	if t == nil {
+// QueueSummary reads the queue at a glance, from the state index's range of
+// the jobs in manual review (at most MaxSummarized of them).
+func (s *Service) QueueSummary(ctx context.Context) (QueueSummary, error) {
+	var cases []string
+	var args []any
+	for _, k := range reasonKinds {
+		for _, p := range k.prefixes {
+			cases, args = append(cases, "WHEN `review_reason` LIKE ? THEN ?"), append(args, likePrefix(p), k.Key)
+		}
+	}
+	q := "SELECT CASE " + strings.Join(cases, " ") + " ELSE 'other' END AS `kind`, `currency`, COUNT(*), SUM(`amount_minor`) FROM " +
+		"(SELECT `review_reason`, `currency`, `amount_minor` FROM `refund_jobs` WHERE " + queueWhere + " LIMIT ?) `q` GROUP BY `kind`, `currency` ORDER BY `currency`"
+	sum := QueueSummary{Money: []Amount{}, Groups: []ReasonGroup{}}
+	groups := map[string]*ReasonGroup{}
+	total := map[string]int64{}
+	var currencies []string
+	err := s.each(ctx, q, append(args, MaxSummarized+1), func(rows *stdsql.Rows) error {
+		var kind, cur string
+		var n int
+		var minor int64
+		if err := rows.Scan(&kind, &cur, &n, &minor); err != nil {
+			return err
+		}
+		g := groups[kind]
+		if g == nil {
+			k, _ := kindByKey(kind)
+			g = &ReasonGroup{ReasonKind: k, Money: []Amount{}}
+			groups[kind] = g
+		}
+		g.Jobs += n
+		g.Money = append(g.Money, Amount{minor, cur})
+		if _, seen := total[cur]; !seen {
+			currencies = append(currencies, cur)
+		}
+		total[cur] += minor
+		sum.Jobs += n
 		return nil
+	})
+	if err != nil {
+		return QueueSummary{}, fmt.Errorf("summarize queue: %w", err)
 	}
-	u := t.UTC()
-	return &u
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
+	for _, cur := range currencies {
+		sum.Money = append(sum.Money, Amount{total[cur], cur})
 	}
-	return *s
-}
-
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 160 {
-		s = s[:157] + "..."
+	for _, k := range reasonKinds {
+		if g := groups[k.Key]; g != nil {
+			sum.Groups = append(sum.Groups, *g)
+		}
 	}
-	return s
+	if sum.Jobs > MaxSummarized {
+		sum.More = true
+	}
+	return sum, nil
 }

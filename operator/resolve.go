@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencekit/fencekit/audit"
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/internal/audit"
-	"github.com/fencekit/fencekit/internal/money"
 	"github.com/fencekit/fencekit/ledger"
+	"github.com/fencekit/fencekit/money"
 	"github.com/fencekit/fencekit/provider"
 )
 
@@ -24,6 +24,9 @@ type hooks struct {
 	// needs, just before the fenced write: a second writer can move the
 	// job here.
 	beforeApply func(jobID int64)
+	// beforeCommit runs inside a resolution's transaction after its last
+	// statement (the audit entry): an error rolls the whole resolution back.
+	beforeCommit func(jobID int64) error
 }
 
 // CheckOperator validates an operator identity: a login name, not empty, at
@@ -118,25 +121,48 @@ func actionOf(as Action) string {
 	return audit.ActionResolveRefund
 }
 
-// shown is what an operator's decision was based on, as recorded in the
-// audit: the job's review as it stood, and the provider's answer.
-func shown(j *ent.RefundJob, answer []byte, note string) string {
-	v := struct {
-		ReviewReason   string          `json:"review_reason,omitempty"`
-		ReviewEvidence string          `json:"review_evidence,omitempty"`
-		LastError      string          `json:"last_error,omitempty"`
-		ProviderRefund string          `json:"provider_refund_id,omitempty"`
-		Provider       json.RawMessage `json:"provider_answer,omitempty"`
-		Note           string          `json:"note,omitempty"`
-	}{deref(j.ReviewReason), deref(j.ReviewEvidence), deref(j.LastError), deref(j.ProviderRefundID), nil, note}
-	if len(answer) > 0 {
-		if json.Valid(answer) {
-			v.Provider = answer
+// shownRecord is what an audit entry keeps of what the operator's decision
+// rested on (refund_audit.evidence_shown, JSON): the job's review as it
+// stood, the provider's answer, the verification field by field, and for a
+// refusal what the operator was told.
+type shownRecord struct {
+	ReviewReason   string          `json:"review_reason,omitempty"`
+	ReviewEvidence string          `json:"review_evidence,omitempty"`
+	LastError      string          `json:"last_error,omitempty"`
+	ProviderRefund string          `json:"provider_refund_id,omitempty"`
+	Provider       json.RawMessage `json:"provider_answer,omitempty"`
+	Verification   *Verification   `json:"verification,omitempty"`
+	// Refused is the sentence the operator read (Explain); Cause the
+	// error itself.
+	Refused string `json:"refused,omitempty"`
+	Cause   string `json:"cause,omitempty"`
+	Note    string `json:"note,omitempty"`
+}
+
+// shown is an audit entry's evidence_shown: j's review, the verification v
+// (when one was made) with the provider's raw answer, and a note.
+func shown(j *ent.RefundJob, v *Verification, raw []byte, note string) shownRecord {
+	rec := shownRecord{ReviewReason: deref(j.ReviewReason), ReviewEvidence: deref(j.ReviewEvidence), LastError: deref(j.LastError),
+		ProviderRefund: deref(j.ProviderRefundID), Verification: v, Note: note}
+	if len(raw) > 0 {
+		if json.Valid(raw) {
+			rec.Provider = raw
 		} else {
-			v.Note = strings.TrimSpace(v.Note + " provider answer (not JSON): " + string(answer))
+			rec.Note = strings.TrimSpace(rec.Note + " provider answer (not JSON): " + string(raw))
 		}
 	}
-	b, _ := json.Marshal(v) // strings and valid JSON only
+	return rec
+}
+
+// refusedBecause marks rec as a refusal for why.
+func (rec shownRecord) refusedBecause(why error) shownRecord {
+	_, rec.Refused = Explain(why)
+	rec.Cause = why.Error()
+	return rec
+}
+
+func (rec shownRecord) String() string {
+	b, _ := json.Marshal(rec) // strings and valid JSON only
 	return string(b)
 }
 
@@ -148,9 +174,9 @@ func shown(j *ent.RefundJob, answer []byte, note string) string {
 // nil means the resolution and its audit entry committed. An error matches
 // the sentinels of this package: ErrInvalid, ErrNotFound, ErrNotInReview,
 // ErrResolvedElsewhere (nothing written), ErrUnknownRefund,
-// ErrRefundMismatch, ErrRefundNotSucceeded (refused, and the refusal
-// audited), ErrProviderUnavailable (nothing learnt, nothing written), or
-// ErrCommitUnknown (read the job before acting again).
+// ErrRefundMismatch, ErrRefundNotSucceeded, ErrCannotVerify (refused, and
+// the refusal audited), ErrProviderUnavailable (nothing learnt, nothing
+// written), or ErrCommitUnknown (read the job before acting again).
 func (s *Service) Resolve(ctx context.Context, r Resolution) (Result, error) {
 	if err := r.validate(); err != nil {
 		return Result{}, fmt.Errorf("resolve: %w", err)
@@ -165,26 +191,33 @@ func (s *Service) Resolve(ctx context.Context, r Resolution) (Result, error) {
 	if err := inReview(j, r.SeenAttempt); err != nil {
 		return Result{}, fmt.Errorf("resolve: %w", err)
 	}
+	var v *Verification
 	var answer provider.Refund
 	if r.As == AsSucceeded {
-		answer, err = s.verify(ctx, j, r.RefundID)
+		var err error
+		v, answer, err = s.verify(ctx, j, r.RefundID)
 		if err != nil {
 			if !errors.Is(err, ErrProviderUnavailable) {
-				s.refused(ctx, j, r, "", answer.Raw, err)
+				s.refused(ctx, j, r, Approval{}, shown(j, v, answer.Raw, "").refusedBecause(err))
 			}
 			return Result{}, fmt.Errorf("resolve job %d as succeeded: %w", j.ID, err)
 		}
 	}
-	e := audit.Entry{Operator: r.Operator, Reason: r.Reason, RefundID: r.RefundID, EvidenceShown: shown(j, answer.Raw, "")}
+	e := audit.Entry{Operator: r.Operator, Reason: r.Reason, RefundID: r.RefundID, EvidenceShown: shown(j, v, answer.Raw, "").String()}
 	return s.apply(ctx, j, r.As, e, answer)
 }
 
-// refused records a verification's refusal. It is best effort: the
-// refusal stands whether or not its record could be written.
-func (s *Service) refused(ctx context.Context, j *ent.RefundJob, r Resolution, requestedBy string, raw []byte, why error) {
-	_, _ = audit.Record(ctx, s.c, audit.Entry{JobID: j.ID, OperationKey: j.OperationKey, Action: actionOf(r.As), Outcome: audit.OutcomeRefused,
-		Operator: r.Operator, RequestedBy: requestedBy, Reason: r.Reason, RefundID: r.RefundID, EvidenceShown: shown(j, raw, "refused: "+why.Error()),
-		StateBefore: string(j.State), AttemptBefore: j.Attempt, StateAfter: string(j.State), AttemptAfter: j.Attempt})
+// refused records a refusal of r on job j (of request a, when it came from
+// one). It is best effort: the refusal stands whether or not its record
+// could be written.
+func (s *Service) refused(ctx context.Context, j *ent.RefundJob, r Resolution, a Approval, rec shownRecord) {
+	_, _ = audit.Record(ctx, s.c, refusalEntry(j, r, a, rec))
+}
+
+func refusalEntry(j *ent.RefundJob, r Resolution, a Approval, rec shownRecord) audit.Entry {
+	return audit.Entry{JobID: j.ID, OperationKey: j.OperationKey, Action: actionOf(r.As), Outcome: audit.OutcomeRefused,
+		Operator: r.Operator, RequestedBy: a.RequestedBy, ApprovalID: a.ID, Reason: r.Reason, RefundID: r.RefundID, EvidenceShown: rec.String(),
+		StateBefore: string(j.State), AttemptBefore: j.Attempt, StateAfter: string(j.State), AttemptAfter: j.Attempt}
 }
 
 // apply runs the fenced resolution of j as `as` with its audit entry e (and
@@ -233,10 +266,15 @@ func (s *Service) apply(ctx context.Context, j *ent.RefundJob, as Action, e audi
 		// resolved (the approver of an approved request).
 		return tx.RefundJob.RecordResolution(ctx, j.ID, res.Attempt, e.Operator)
 	}, func(ctx context.Context, tx *ent.Tx) error {
+		// The audit entry commits with the resolution or not at all: on
+		// the resolution's transaction, never the pool.
 		id, err := audit.Record(ctx, tx, e)
 		res.AuditID = id
 		return err
 	})
+	if s.hooks.beforeCommit != nil {
+		then = append(then, func(context.Context, *ent.Tx) error { return s.hooks.beforeCommit(j.ID) })
+	}
 	if s.hooks.beforeApply != nil {
 		s.hooks.beforeApply(j.ID)
 	}
@@ -264,22 +302,85 @@ func (s *Service) apply(ctx context.Context, j *ent.RefundJob, as Action, e audi
 	return Result{}, fmt.Errorf("resolve job %d as %s: %w", j.ID, as, err)
 }
 
+// Verification is what the provider said about a refund id an operator gave
+// for a job: the outcome, the provider's refund (when it knows it) and each
+// field checked against the job. It is recorded in the audit with the
+// resolution, the request or the refusal it decided, and shown to the
+// approver of a request.
+type Verification struct {
+	RefundID string `json:"refund_id"`
+	// Outcome is one of the Verify* constants.
+	Outcome string `json:"outcome"`
+	// Said is the outcome in a sentence, for people.
+	Said string `json:"said"`
+	// Answer is the provider's refund of that id, when it knows it.
+	Answer *ProviderRefund `json:"answer,omitempty"`
+	// Fields compares the provider's refund with the job, field by field,
+	// when it knows it.
+	Fields []FieldCheck `json:"fields,omitempty"`
+}
+
+// The outcomes of a verification.
+const (
+	VerifyVerified     = "verified"      // the provider's refund of this operation, succeeded
+	VerifyMismatch     = "mismatch"      // the provider's refund of another operation: never this job's
+	VerifyNotSucceeded = "not_succeeded" // this operation's refund, pending, rejected or reversed
+	VerifyUnknown      = "unknown"       // the provider's lookup does not find the id
+	VerifyCannotAsk    = "cannot_ask"    // the provider offers no lookup that could find the id
+)
+
+// Overridable reports whether a second operator may settle the job on the
+// refund id although it did not verify: only when the provider cannot say
+// anything about it (it does not find the id, or cannot be asked). A refund
+// the provider attributes to another operation, or reports as not
+// succeeded, never is.
+func (v *Verification) Overridable() bool {
+	return v != nil && (v.Outcome == VerifyUnknown || v.Outcome == VerifyCannotAsk)
+}
+
+// ProviderRefund is the provider's refund as a verification read it.
+type ProviderRefund struct {
+	ID        string `json:"id"`
+	Reference string `json:"reference"`
+	Payment   string `json:"payment"`
+	Amount    Amount `json:"amount"`
+	Status    string `json:"status"`
+}
+
+// FieldCheck is one field of a verification: what the job holds, what the
+// provider reports, and whether they agree.
+type FieldCheck struct {
+	Field    string `json:"field"`
+	Job      string `json:"job"`
+	Provider string `json:"provider"`
+	Same     bool   `json:"same"`
+}
+
 // verify looks refundID up at the provider and checks that it is a
-// succeeded refund of j's operation.
-func (s *Service) verify(ctx context.Context, j *ent.RefundJob, refundID string) (provider.Refund, error) {
+// succeeded refund of j's operation. The error matches ErrRefundMismatch,
+// ErrRefundNotSucceeded, ErrUnknownRefund or ErrCannotVerify with the
+// verification that says why, or ErrProviderUnavailable (a nil
+// verification: nothing was learnt).
+func (s *Service) verify(ctx context.Context, j *ent.RefundJob, refundID string) (*Verification, provider.Refund, error) {
 	if s.prov == nil {
-		return provider.Refund{}, fmt.Errorf("verify refund %s: no provider configured: %w", refundID, ErrProviderUnavailable)
+		return nil, provider.Refund{}, fmt.Errorf("verify refund %s: no provider configured: %w", refundID, ErrProviderUnavailable)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	q := provider.Query{ProviderRefundID: refundID}
-	if !s.prov.Capabilities().LookupByRefundID {
+	byID := s.prov.Capabilities().LookupByRefundID
+	if !byID {
 		// Without a lookup by id, the key's own lookups list its refunds.
 		q = provider.Query{OperationKey: j.OperationKey, PaymentRef: j.PaymentRef}
 	}
+	v := &Verification{RefundID: refundID}
 	found, err := s.prov.Lookup(ctx, q)
+	if errors.Is(err, provider.ErrNoLookup) {
+		v.Outcome, v.Said = VerifyCannotAsk, fmt.Sprintf("The provider offers no lookup that could find refund %s (by refund id, by reference or by payment): it cannot be asked about it", refundID)
+		return v, provider.Refund{}, fmt.Errorf("verify refund %s: %w", refundID, ErrCannotVerify)
+	}
 	if err != nil {
-		return provider.Refund{}, fmt.Errorf("verify refund %s: %w: %w", refundID, ErrProviderUnavailable, err)
+		return nil, provider.Refund{}, fmt.Errorf("verify refund %s: %w: %w", refundID, ErrProviderUnavailable, err)
 	}
 	var r *provider.Refund
 	for i := range found {
@@ -289,33 +390,53 @@ func (s *Service) verify(ctx context.Context, j *ent.RefundJob, refundID string)
 		}
 	}
 	if r == nil {
-		return provider.Refund{}, fmt.Errorf("verify refund %s: %w", refundID, ErrUnknownRefund)
+		v.Outcome, v.Said = VerifyUnknown, fmt.Sprintf("The provider does not know refund %s", refundID)
+		if !byID {
+			v.Said = fmt.Sprintf("The provider's refunds for request %s and payment %s do not include %s (it offers no lookup by refund id)", j.OperationKey, j.PaymentRef, refundID)
+		}
+		return v, provider.Refund{}, fmt.Errorf("verify refund %s: %w", refundID, ErrUnknownRefund)
 	}
-	want := Amount{j.AmountMinor, j.Currency}
-	for _, c := range []struct{ field, got, want string }{
-		{"payment", r.PaymentRef, j.PaymentRef},
-		{"reference", r.Reference, j.OperationKey},
-		{"currency", strings.ToUpper(r.Currency), j.Currency},
-		{"amount", money.Format(r.AmountMinor, j.Currency), want.Major()},
+	amountOf := func(minor int64, currency string) string { return money.Format(minor, currency) + " " + currency }
+	cur := strings.ToUpper(r.Currency)
+	v.Answer = &ProviderRefund{ID: r.ProviderRefundID, Reference: r.Reference, Payment: r.PaymentRef, Amount: Amount{r.AmountMinor, cur}, Status: string(r.Status)}
+	for _, c := range []FieldCheck{
+		{"payment", j.PaymentRef, r.PaymentRef, false},
+		{"reference", j.OperationKey, r.Reference, false},
+		{"currency", j.Currency, cur, false},
+		// The same integer in the same currency: the formats agree only
+		// then.
+		{"amount", amountOf(j.AmountMinor, j.Currency), amountOf(r.AmountMinor, cur), r.AmountMinor == j.AmountMinor && cur == j.Currency},
+		{"status", string(provider.StatusSucceeded), string(r.Status), r.Status == provider.StatusSucceeded},
 	} {
-		if c.got != c.want {
-			return *r, fmt.Errorf("verify refund: %w", &MismatchError{RefundID: refundID, Field: c.field, Got: c.got, Want: c.want})
+		if c.Field != "amount" && c.Field != "status" {
+			c.Same = c.Job == c.Provider
+		}
+		v.Fields = append(v.Fields, c)
+	}
+	for _, c := range v.Fields[:4] {
+		if !c.Same {
+			m := &MismatchError{RefundID: refundID, Field: c.Field, Got: c.Provider, Want: c.Job}
+			v.Outcome, v.Said = VerifyMismatch, capitalize(m.whose())
+			return v, *r, fmt.Errorf("verify refund: %w", m)
 		}
 	}
-	if r.AmountMinor != j.AmountMinor { // the formats agree only if the integers do; belt and braces
-		return *r, fmt.Errorf("verify refund: %w", &MismatchError{RefundID: refundID, Field: "amount", Got: fmt.Sprint(r.AmountMinor), Want: fmt.Sprint(j.AmountMinor)})
-	}
 	if r.Status != provider.StatusSucceeded {
-		return *r, fmt.Errorf("verify refund %s: the provider reports it %s: %w", refundID, r.Status, ErrRefundNotSucceeded)
+		v.Outcome, v.Said = VerifyNotSucceeded, fmt.Sprintf("The provider reports refund %s of this request as %s, not succeeded", refundID, r.Status)
+		return v, *r, fmt.Errorf("verify refund %s: the provider reports it %s: %w", refundID, r.Status, ErrRefundNotSucceeded)
 	}
-	return *r, nil
+	v.Outcome, v.Said = VerifyVerified, fmt.Sprintf("The provider confirms refund %s: %s to payment %s for request %s, succeeded", refundID, amountOf(r.AmountMinor, cur), r.PaymentRef, r.Reference)
+	return v, *r, nil
 }
 
 // RequestApproval files r for a second operator's approval: a resend (as
 // refund) or an override (as succeeded with Override). The request records
-// the attempt r.SeenAttempt and is audited. It checks what can be checked
-// now (the job is in manual review at that attempt, a resend is inside the
-// key's window); the approval checks again.
+// the attempt r.SeenAttempt and is audited with the facts the approver will
+// see. It checks what can be checked now (the job is in manual review at
+// that attempt; a resend is inside the key's window; an override's refund
+// id is one the provider cannot say anything about: a refund it attributes
+// to another operation, or reports not succeeded, is refused here with
+// ErrRefundMismatch or ErrRefundNotSucceeded, and one that verifies needs
+// no approval); the approval checks again.
 func (s *Service) RequestApproval(ctx context.Context, r Resolution) (Approval, error) {
 	if err := r.validate(); err != nil {
 		return Approval{}, fmt.Errorf("request approval: %w", err)
@@ -333,10 +454,25 @@ func (s *Service) RequestApproval(ctx context.Context, r Resolution) (Approval, 
 	if err := inReview(j, r.SeenAttempt); err != nil {
 		return Approval{}, fmt.Errorf("request approval: %w", err)
 	}
-	if r.As == AsRefund {
+	var rec shownRecord
+	switch r.As {
+	case AsRefund:
 		if err := s.inWindow(ctx, j); err != nil {
 			return Approval{}, fmt.Errorf("request approval: %w", err)
 		}
+		rec = shown(j, nil, nil, "requests approval to send the refund again with the same key")
+	case AsSucceeded:
+		v, answer, err := s.verify(ctx, j, r.RefundID)
+		switch {
+		case err == nil:
+			return Approval{}, fmt.Errorf("request approval: %w", inputErr("override", "%s: resolve it as succeeded, no second operator is needed", v.Said))
+		case errors.Is(err, ErrProviderUnavailable):
+			return Approval{}, fmt.Errorf("request approval: %w", err)
+		case !v.Overridable():
+			s.refused(ctx, j, r, Approval{}, shown(j, v, answer.Raw, "an override was asked for").refusedBecause(err))
+			return Approval{}, fmt.Errorf("request approval: %w", err)
+		}
+		rec = shown(j, v, nil, "requests approval to settle as succeeded although the provider cannot confirm the refund (override)")
 	}
 	tx, err := s.c.Tx(ctx)
 	if err != nil {
@@ -355,18 +491,13 @@ func (s *Service) RequestApproval(ctx context.Context, r Resolution) (Approval, 
 	}
 	if _, err := audit.Record(ctx, tx, audit.Entry{JobID: j.ID, OperationKey: j.OperationKey, Action: audit.ActionRequestApproval,
 		Outcome: audit.OutcomeRequested, Operator: r.Operator, ApprovalID: id, Reason: r.Reason, RefundID: r.RefundID, Override: false,
-		EvidenceShown: shown(j, nil, fmt.Sprintf("requests approval to resolve as %s (override %t)", r.As, r.Override)),
-		StateBefore:   string(j.State), AttemptBefore: j.Attempt, StateAfter: string(j.State), AttemptAfter: j.Attempt}); err != nil {
-		return Approval{}, fmt.Errorf("request approval: %w", err)
-	}
-	list, err := s.approvals(ctx, tx, "`id` = ?", id)
-	if err != nil {
+		EvidenceShown: rec.String(), StateBefore: string(j.State), AttemptBefore: j.Attempt, StateAfter: string(j.State), AttemptAfter: j.Attempt}); err != nil {
 		return Approval{}, fmt.Errorf("request approval: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Approval{}, fmt.Errorf("request approval: %w", err)
 	}
-	return list[0], nil
+	return s.readApproval(ctx, id)
 }
 
 // inWindow checks that sending j's key again cannot execute a second
@@ -383,6 +514,22 @@ func (s *Service) inWindow(ctx context.Context, j *ent.RefundJob) error {
 	if j.KeyFirstUsedAt == nil {
 		return nil // never sent: nothing to execute twice
 	}
+	end := j.KeyFirstUsedAt.Add(s.keyWindow(caps))
+	now, err := s.dbNow(ctx)
+	if err != nil {
+		return fmt.Errorf("check resend window: %w", err)
+	}
+	if !now.Before(end) {
+		return fmt.Errorf("resend job %d: the key was first sent %s, its window closed at %s: %w", j.ID,
+			Stamp(*j.KeyFirstUsedAt), Stamp(end), ErrOutsideWindow)
+	}
+	return nil
+}
+
+// keyWindow is how long after its first use a key may be sent again, as
+// the workers compute it: the provider's retention less the provider
+// timeout and the skew margin.
+func (s *Service) keyWindow(caps provider.Capabilities) time.Duration {
 	o := s.claim
 	o.KeyRetention = caps.KeyRetention
 	if o.ProviderTimeout == 0 {
@@ -391,15 +538,7 @@ func (s *Service) inWindow(ctx context.Context, j *ent.RefundJob) error {
 	if o.SkewMargin == 0 {
 		o.SkewMargin = fencedwrite.DefaultSkewMargin
 	}
-	now, err := s.dbNow(ctx)
-	if err != nil {
-		return fmt.Errorf("check resend window: %w", err)
-	}
-	if end := j.KeyFirstUsedAt.Add(o.KeyWindow()); !now.Before(end) {
-		return fmt.Errorf("resend job %d: the key was first sent %s, its window closed at %s: %w", j.ID,
-			j.KeyFirstUsedAt.UTC().Format(TimeFormat), end.UTC().Format(TimeFormat), ErrOutsideWindow)
-	}
-	return nil
+	return o.KeyWindow()
 }
 
 func nullString(s string) any {

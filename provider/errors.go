@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/fencekit/fencekit/money"
 )
 
 // What a provider call can answer besides success. Every error from Refund
@@ -94,7 +96,10 @@ func Verify(req RefundRequest, r Refund) error {
 		diffs = append(diffs, fmt.Sprintf("payment %q, want %q", r.PaymentRef, req.PaymentRef))
 	}
 	if r.AmountMinor != req.AmountMinor {
-		diffs = append(diffs, fmt.Sprintf("amount %d, want %d", r.AmountMinor, req.AmountMinor))
+		// In major units with the request's currency, as people read them
+		// ("amount 30.00 EUR, want 3.00 EUR"), never minor units.
+		diffs = append(diffs, fmt.Sprintf("amount %s %s, want %s %s", money.Format(r.AmountMinor, req.Currency), req.Currency,
+			money.Format(req.AmountMinor, req.Currency), req.Currency))
 	}
 	if !strings.EqualFold(r.Currency, req.Currency) {
 		diffs = append(diffs, fmt.Sprintf("currency %q, want %q", r.Currency, req.Currency))

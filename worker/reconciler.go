@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fencekit/fencekit/audit"
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/internal/audit"
 )
 
 // reconcileBatch bounds the evidence one reconciler pass reads.

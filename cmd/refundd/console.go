@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencekit/fencekit/ent"
-	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/console"
 	"github.com/fencekit/fencekit/operator"
 	"github.com/fencekit/fencekit/provider"
@@ -108,16 +107,17 @@ func sameListener(a, b string) bool {
 }
 
 // newConsole builds the console of refundd run on client, going through
-// the operator API for every action, which computes a key's resend window
-// with claim, the workers' provider timeout and skew margin; its dashboard
-// shows budget (-budget).
-func (f consoleFlags) newConsole(client *ent.Client, prov provider.Client, claim fencedwrite.ClaimOptions, budget string, reg *prometheus.Registry, log *slog.Logger) (*console.Console, error) {
+// the operator API for every action, with the workers' provider (prov, of
+// the configuration p: the same lookups, and a key's resend window with the
+// workers' provider timeout and skew margin); its dashboard shows budget
+// (-budget).
+func (f consoleFlags) newConsole(client *ent.Client, prov provider.Client, p providerConfig, budget string, reg *prometheus.Registry, log *slog.Logger) (*console.Console, error) {
 	users, err := console.LoadUsers(f.users)
 	if err != nil {
 		return nil, fmt.Errorf("-console-users: %w", err)
 	}
 	proxies, _ := console.ParsePrefixes(f.trustedProxies) // checked
-	op, err := operator.New(operator.Config{Client: client, Provider: prov, Claim: claim})
+	op, err := operator.New(operator.Config{Client: client, Provider: prov, LookupTimeout: p.timeout, Claim: p.claim()})
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}

@@ -120,9 +120,9 @@ func TestRunServesTheConsole(t *testing.T) {
 	if code, _ := get(t, addr, "/webhooks"); code != http.StatusNotFound {
 		t.Errorf("/webhooks on the console: %d, want 404", code)
 	}
-	// Signed in, the dashboard shows the fleet's takeovers (the attempts
-	// log), this process's counters and the fleet's budget, which the
-	// worker opened.
+	// Signed in, the dashboard shows the money first; the engineering tab
+	// the fleet's takeovers (the attempts log), this process's counters and
+	// the fleet's budget, which the worker opened.
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar}
 	resp, err = c.Get("http://" + addr + "/login")
@@ -141,10 +141,21 @@ func TestRunServesTheConsole(t *testing.T) {
 	}
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`<span id="who">rita</span>`, "Takeovers, whole fleet, last 1h", "This process only, since it started",
-		"stale writes refused by the fence <strong>0</strong>", "takeovers by this process 0", "reconcile share", `id="budget"`} {
+	for _, want := range []string{`<span id="who">rita</span>`, "Money not settled yet", `id="stake-manual_review"`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the dashboard (%d) lacks %q", resp.StatusCode, want)
+		}
+	}
+	resp, err = c.Get("http://" + addr + "/engineering")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"Takeovers, whole fleet, last 1h", "This process only, since it started",
+		"Stale writes refused by the fence: <strong>none</strong>", "Takeovers by this process: 0", "Reconcile share", `id="budget"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the engineering tab (%d) lacks %q", resp.StatusCode, want)
 		}
 	}
 	r.cancel()
@@ -236,7 +247,7 @@ func TestConsoleUsesRunsKeyWindow(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "outside its safe resend window") {
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "safe window has closed") {
 		t.Fatalf("a resend past the workers' key window, asked in the console: %d %s", resp.StatusCode, regexp.MustCompile(`id="(error|flash)">[^<]*`).Find(body))
 	}
 	r.cancel()

@@ -6,8 +6,8 @@
 //	refundd enqueue  [-dsn DSN] -key K -payment P -amount 12.50 -currency C
 //	refundd jobs     [-dsn DSN] [-state S] [-key K] [-payment P] [-refund-id ID] [-left] [-limit N] [-after C] [-json] [-id N]
 //	                 search jobs, the manual-review queue, the jobs that left it, or one job's timeline
-//	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -reason TEXT [-refund-id ID] [-operator NAME] [-override]
-//	refundd approve  [-dsn DSN] -id REQUEST [-operator NAME] [-decline -reason TEXT] | -list
+//	refundd resolve  [-dsn DSN] -id N -as succeeded|reconcile|refund -reason TEXT [-refund-id ID] [-operator NAME] [-override] | -id N -on-it
+//	refundd approve  [-dsn DSN] -id REQUEST [-operator NAME] [-confirm REFUND_ID] [-decline -reason TEXT] | -list
 //	refundd fakeprovider [-addr ADDR] [-api stripe] [fault flags]   the fake provider over HTTP, for refundd run -provider-url
 //	refundd help     [command]
 //	refundd migrate  [-dsn DSN] [-create]   apply the Atlas migrations (Go library, CLI-compatible revisions)
@@ -102,7 +102,7 @@ func usage(w io.Writer) {
   refundd jobs    [-state S] [-key K] [-payment P] [-refund-id ID] [-left] [-limit N] [-after CURSOR] [-json]
                   [-id N]                                   search jobs, the manual-review queue, or one job's timeline
   refundd resolve -id N -as succeeded|reconcile|refund -reason TEXT [-refund-id ID] [-operator NAME] [-override]
-  refundd approve -id REQUEST [-operator NAME] [-decline -reason TEXT] | -list   a second operator's approval
+  refundd approve -id REQUEST [-operator NAME] [-confirm REFUND_ID] [-decline -reason TEXT] | -list   a second operator's approval
   refundd fakeprovider [-addr ADDR] [-api stripe] [fault flags]   serve the fake payment provider over HTTP
   refundd help    [command]                                 this text, or one command's flags
   refundd migrate [-create]                                 apply the migrations to the database

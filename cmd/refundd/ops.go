@@ -13,17 +13,19 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/internal/money"
 	"github.com/fencekit/fencekit/internal/term"
 	"github.com/fencekit/fencekit/ledger"
+	"github.com/fencekit/fencekit/money"
 	"github.com/fencekit/fencekit/operator"
-	"github.com/fencekit/fencekit/provider"
 )
 
 // openClient opens the fenced data layer on dsn. A DSN the driver cannot
@@ -127,49 +129,10 @@ func enqueue(ctx context.Context, dsn string, f enqueueFlags, out io.Writer) err
 	return nil
 }
 
-// providerFlags declare the provider an operator's command verifies with,
-// as refundd run declares it.
-type providerFlags struct {
-	url, lookups string
-	safeResend   bool
-	retention    time.Duration
-	skew         time.Duration
-	timeout      time.Duration
-}
-
-func (p *providerFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&p.url, "provider-url", os.Getenv("FENCEKIT_PROVIDER_URL"), "base URL of the provider's refund API, to verify refund ids and resends (default $FENCEKIT_PROVIDER_URL)")
-	fs.StringVar(&p.lookups, "provider-lookups", "reference,payment,refund-id", "the lookups the provider offers, as for refundd run")
-	fs.BoolVar(&p.safeResend, "provider-safe-resend", true, "the provider executes the same key with the same parameters at most once while retained")
-	fs.DurationVar(&p.retention, "provider-key-retention", 24*time.Hour, "how long the provider keeps an idempotency key")
-	fs.DurationVar(&p.skew, "provider-skew-margin", fencedwrite.DefaultSkewMargin, "clock difference allowed between us and the provider, taken off the key's window")
-	fs.DurationVar(&p.timeout, "provider-timeout", operator.DefaultLookupTimeout, "bound of one provider lookup")
-}
-
-// client returns the provider client, or nil when no URL is given (the
-// actions that need it then answer that the provider is unavailable).
-func (p providerFlags) client() (provider.Client, error) {
-	switch {
-	case p.skew < 0:
-		return nil, fmt.Errorf("-provider-skew-margin %v: must not be negative: it would widen the key's resend window past the provider's retention", p.skew)
-	case p.timeout < 0:
-		return nil, fmt.Errorf("-provider-timeout %v: must not be negative", p.timeout)
-	}
-	if p.url == "" {
-		return nil, nil
-	}
-	if err := checkProviderURL(p.url); err != nil {
-		return nil, err
-	}
-	caps, err := runFlags{providerLookups: p.lookups, safeResend: p.safeResend, keyRetention: p.retention}.capabilities()
-	if err != nil {
-		return nil, err
-	}
-	return provider.NewHTTPClient(p.url, &http.Client{}, caps), nil
-}
-
-// openOperator opens the operators' API on dsn with the provider of p.
-func openOperator(dsn string, p providerFlags) (*operator.Service, func(), error) {
+// openOperator opens the operators' API on dsn with the provider of p,
+// which the workers of refundd run see alike (provider.go): the same
+// lookups, the same key window.
+func openOperator(dsn string, p providerConfig) (*operator.Service, func(), error) {
 	prov, err := p.client()
 	if err != nil {
 		return nil, nil, err
@@ -178,8 +141,7 @@ func openOperator(dsn string, p providerFlags) (*operator.Service, func(), error
 	if err != nil {
 		return nil, nil, err
 	}
-	ops, err := operator.New(operator.Config{Client: c, Provider: prov, LookupTimeout: p.timeout,
-		Claim: fencedwrite.ClaimOptions{SkewMargin: p.skew}})
+	ops, err := operator.New(operator.Config{Client: c, Provider: prov, LookupTimeout: p.timeout, Claim: p.claim()})
 	if err != nil {
 		c.Close()
 		return nil, nil, err
@@ -199,37 +161,55 @@ func loginName() string {
 type jobsFlags struct {
 	id                            int64
 	state, key, payment, refundID string
-	after                         string
+	reason, after                 string
 	limit                         int
-	left, json                    bool
+	prefix, left, json            bool
+	provider                      providerConfig
 }
 
 func (f *jobsFlags) register(fs *flag.FlagSet) {
-	fs.Int64Var(&f.id, "id", 0, "show this job's timeline: attempts, evidence, ledger row, audit, approval requests")
-	fs.StringVar(&f.state, "state", "", "only jobs in this state; manual_review alone shows the operators' queue, oldest first, with ages")
-	fs.StringVar(&f.key, "key", "", "only the job of this operation key")
-	fs.StringVar(&f.payment, "payment", "", "only the jobs of this payment reference")
-	fs.StringVar(&f.refundID, "refund-id", "", "only the jobs with this provider refund id")
-	fs.BoolVar(&f.left, "left", false, "the jobs that left manual review, newest first, and why (an operator's resolution, or new evidence)")
+	fs.Int64Var(&f.id, "id", 0, "show this job: its status line, facts, decisions, timeline, audit, evidence and approval requests")
+	fs.StringVar(&f.state, "state", "", "only jobs in this state (ready, running, succeeded, manual_review, failed); manual_review alone shows the operators' queue, oldest first")
+	fs.StringVar(&f.key, "key", "", "only the job of this operation key (with -prefix: the keys that start with it)")
+	fs.StringVar(&f.payment, "payment", "", "only the jobs of this payment reference (with -prefix: that start with it)")
+	fs.StringVar(&f.refundID, "refund-id", "", "only the jobs with this provider refund id (with -prefix: that start with it)")
+	fs.BoolVar(&f.prefix, "prefix", false, "-key, -payment and -refund-id match the values that start with them")
+	fs.StringVar(&f.reason, "reason", "", "with -state manual_review: only the jobs whose review reason is of this kind ("+reasonKeys()+")")
+	fs.BoolVar(&f.left, "left", false, "the jobs that left manual review, newest first: who, whether verified, and why")
 	fs.IntVar(&f.limit, "limit", operator.DefaultLimit, fmt.Sprintf("at most this many lines (1 to %d)", operator.MaxLimit))
 	fs.StringVar(&f.after, "after", "", "the next page: the cursor the previous page printed")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
+	f.provider.register(fs)
+}
+
+func reasonKeys() string {
+	var keys []string
+	for _, k := range operator.ReasonKinds() {
+		keys = append(keys, k.Key)
+	}
+	return strings.Join(keys, ", ")
 }
 
 // jobs lists jobs (a search, the manual review queue, or the jobs that left
-// it), or shows one job's timeline. Output is deterministic: the same data
-// prints the same bytes.
-func jobs(ctx context.Context, dsn string, f jobsFlags, out io.Writer) error {
+// it), or shows one job. Both print the operator view's facts, as the
+// console shows them. Output is deterministic: the same data prints the
+// same bytes.
+func jobs(ctx context.Context, dsn string, f jobsFlags, w io.Writer) error {
+	out := &visibleWriter{w: w}
+	defer out.flush()
 	if f.limit < 1 || f.limit > operator.MaxLimit {
 		return fmt.Errorf("jobs: -limit %d: must be between 1 and %d", f.limit, operator.MaxLimit)
 	}
-	ops, done, err := openOperator(dsn, providerFlags{})
+	if f.reason != "" && f.state != "manual_review" {
+		return fmt.Errorf("jobs: -reason %q goes with -state manual_review", f.reason)
+	}
+	ops, done, err := openOperator(dsn, f.provider)
 	if err != nil {
 		return fmt.Errorf("jobs: %w", err)
 	}
 	defer done()
 	page := operator.Page{Limit: f.limit, After: f.after}
-	q := operator.Query{State: f.state, OperationKey: f.key, PaymentRef: f.payment, ProviderRefundID: f.refundID}
+	q := operator.Query{State: f.state, OperationKey: f.key, PaymentRef: f.payment, ProviderRefundID: f.refundID, Prefix: f.prefix}
 	var v any
 	switch {
 	case f.id != 0:
@@ -254,7 +234,7 @@ func jobs(ctx context.Context, dsn string, f jobsFlags, out io.Writer) error {
 		}
 		v = p
 	case q == operator.Query{State: "manual_review"}:
-		p, err := ops.Queue(ctx, page)
+		p, err := ops.Queue(ctx, f.reason, page)
 		if err != nil {
 			return fmt.Errorf("jobs: %w", flagged(err))
 		}
@@ -277,26 +257,21 @@ func jobs(ctx context.Context, dsn string, f jobsFlags, out io.Writer) error {
 	return enc.Encode(v)
 }
 
-// flagged rewrites an operator.InputError to name the CLI's flag.
+// flagged rewrites a field error of the operator API to name the CLI's
+// flag; any other refusal becomes the API's sentence, with its cause.
 func flagged(err error) error {
-	var in *operator.InputError
-	if errors.As(err, &in) {
-		return fmt.Errorf("-%s: %s", in.Field, in.Problem)
+	var fe *fencedwrite.FieldError
+	if errors.As(err, &fe) && !strings.Contains(err.Error(), "\n") {
+		return fmt.Errorf("-%s: %s", fe.Field, fe.Problem)
+	}
+	if status, sentence := operator.Explain(err); status != http.StatusInternalServerError && !errors.Is(err, operator.ErrInvalid) {
+		return fmt.Errorf("%s (%w)", strings.TrimSuffix(sentence, "."), err)
 	}
 	return err
 }
 
-const tf = operator.TimeFormat
-
-func next(j operator.JobSummary) string {
-	switch {
-	case j.NextRunAt != nil:
-		return j.NextAction + " due " + j.NextRunAt.Format(tf)
-	case j.State == "running":
-		return j.NextAction + " (leased)"
-	}
-	return "-"
-}
+// tf is the views' one time format.
+func tf(t time.Time) string { return operator.Stamp(t) }
 
 func orDash(s string) string {
 	if s == "" {
@@ -307,10 +282,10 @@ func orDash(s string) string {
 
 func printJobs(out io.Writer, p operator.JobsPage) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tOPERATION KEY\tPAYMENT\tAMOUNT\tSTATE\tATTEMPT\tNEXT\tPROVIDER REFUND\tREASON")
+	fmt.Fprintln(tw, "ID\tAMOUNT\tSTATE\tOPERATION KEY\tPAYMENT\tPROVIDER REFUND\tSTATUS")
 	for _, j := range p.Jobs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", j.ID, term.Inert(j.OperationKey), term.Inert(j.PaymentRef), term.Inert(j.Amount.String()), j.State, j.Attempt, next(j),
-			orDash(term.Inert(j.ProviderRefundID)), orDash(term.Inert(j.Reason)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Amount, j.State, term.Inert(j.OperationKey), term.Inert(j.PaymentRef),
+			orDash(term.Inert(j.ProviderRefundID)), j.Status)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -320,10 +295,13 @@ func printJobs(out io.Writer, p operator.JobsPage) error {
 
 func printQueue(out io.Writer, p operator.QueuePage) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tOPERATION KEY\tPAYMENT\tAMOUNT\tIN REVIEW SINCE\tAGE\tATTEMPT\tREASON")
+	fmt.Fprintln(tw, "ID\tAMOUNT\tIN REVIEW SINCE\tWAITING\tWHY\tON IT\tSTATUS")
 	for _, it := range p.Items {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", it.ID, term.Inert(it.OperationKey), term.Inert(it.PaymentRef), term.Inert(it.Amount.String()), it.Since.Format(tf),
-			it.Age.Truncate(time.Second), it.Attempt, orDash(term.Inert(it.Reason)))
+		onIt := "-"
+		if it.OnIt != nil {
+			onIt = term.Inert(it.OnIt.Operator)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", it.ID, it.Amount, tf(it.Since), it.Age.Truncate(time.Second), it.ReasonLabel(), onIt, it.Status)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -333,9 +311,13 @@ func printQueue(out io.Writer, p operator.QueuePage) error {
 
 func printDepartures(out io.Writer, p operator.DeparturesPage) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LEFT AT\tID\tOPERATION KEY\tBY\tACTION\tNOW\tWHY")
+	fmt.Fprintln(tw, "LEFT AT\tID\tOPERATION KEY\tNOW\tWHAT HAPPENED")
 	for _, d := range p.Departures {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s@%d\t%s\n", d.At.Format(tf), d.JobID, term.Inert(d.OperationKey), term.Inert(d.Operator), d.Action, d.StateAfter, d.AttemptAfter, term.Inert(d.Why))
+		what := d.Text
+		if d.Unverified() {
+			what += " [UNVERIFIED]"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s@%d\t%s\n", tf(d.At), d.JobID, term.Inert(d.OperationKey), d.StateAfter, d.AttemptAfter, what)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -352,79 +334,33 @@ func printNext(out io.Writer, n int, cursor string) error {
 	return err
 }
 
-// printJob prints one job: the row, then its timeline, evidence, audit and
-// approval requests, each in the view's deterministic order.
+// printJob prints one job as the console shows it: the status line, the
+// facts under the same labels, the decisions, what happened, the requests,
+// the audit, the evidence, then the engineering details; each list in the
+// view's deterministic order.
 func printJob(out io.Writer, v *operator.JobView) error {
 	w := &errWriter{w: out}
-	w.printf("job %d  %s  %s at attempt %d\n", v.ID, term.Inert(v.OperationKey), v.State, v.Attempt)
-	w.printf("  request      payment %s, %s\n", term.Inert(v.PaymentRef), term.Inert(v.Amount.String()))
-	w.printf("  next         %s\n", next(v.JobSummary))
-	w.printf("  provider id  %s\n", orDash(term.Inert(v.ProviderRefundID)))
-	if v.LeaseUntil != nil && v.State == "running" {
-		w.printf("  lease until  %s\n", v.LeaseUntil.Format(tf))
+	w.printf("job %d: %s to %s\n", v.ID, v.Amount, term.Inert(v.PaymentRef))
+	w.printf("%s\n", v.Status)
+	if v.Unverified != nil {
+		w.printf("%s\n", v.Unverified.Text())
 	}
-	if v.KeyFirstUsedAt != nil {
-		w.printf("  key sent     first %s, last %s\n", v.KeyFirstUsedAt.Format(tf), v.LastSendAt.Format(tf))
-	}
-	for _, f := range []struct{ label, v string }{{"last error", v.LastError}, {"review", v.ReviewReason}, {"evidence", v.ReviewEvidence}} {
-		if f.v != "" {
-			lines := strings.Split(f.v, "\n")
-			for i := range lines {
-				lines[i] = term.Inert(lines[i])
+	printFacts(w, v.Facts)
+	if len(v.Detail.Options) > 0 {
+		w.printf("decide\n")
+		for _, o := range v.Detail.Options {
+			w.printf("  %s\n", o.Title)
+			for _, f := range o.Facts {
+				w.printf("    - %s\n", f)
 			}
-			w.printf("  %-12s %s\n", f.label, strings.Join(lines, "\n               "))
+			if o.Refused != "" {
+				w.printf("    not now: %s\n", o.Refused)
+			}
 		}
 	}
-	if v.Ledger != nil {
-		w.printf("  ledger       %s %s\n", v.Ledger.Status, term.Inert(v.Ledger.ProviderRefundID))
-	} else {
-		w.printf("  ledger       none\n")
-	}
-	w.printf("timeline\n")
+	w.printf("what happened\n")
 	for _, e := range v.Timeline {
-		at := e.At.Format(tf)
-		if e.Kind == operator.EventNow {
-			at = "now" + strings.Repeat(" ", len(tf)-3)
-		}
-		attempt := ""
-		if e.Attempt != 0 {
-			attempt = fmt.Sprintf("@%d", e.Attempt)
-		}
-		w.printf("  %s  %-8s %-4s %s\n", at, e.Kind, attempt, term.Inert(e.Text))
-	}
-	w.printf("attempts (%d)\n", len(v.Attempts))
-	for _, a := range v.Attempts {
-		// Which process (or operator) held the attempt, from the attempts
-		// log; "-" for an attempt taken before the log existed.
-		held := fmt.Sprintf("%-10s %s", orDash(a.Op), orDash(term.Inert(a.Holder)))
-		if a.ClaimedAt != nil {
-			held += " at " + a.ClaimedAt.Format(tf)
-		}
-		if a.LeaseUntil != nil {
-			held += ", lease until " + a.LeaseUntil.Format(tf)
-		}
-		w.printf("  @%d %s; %s, evidence %v\n", a.Attempt, held, term.Inert(a.StartedBy), a.Evidence)
-	}
-	w.printf("evidence (%d)\n", len(v.Evidence))
-	for _, e := range v.Evidence {
-		processed := "unprocessed"
-		if e.ProcessedAt != nil {
-			processed = "processed"
-		}
-		w.printf("  #%d %s %s %s %s attempt=%d %s: %s\n", e.ID, e.ReceivedAt.Format(tf), e.Source, e.Status, orDash(term.Inert(e.ProviderRefundID)), e.Attempt, processed, oneLine(e.Payload))
-	}
-	w.printf("audit (%d)\n", len(v.Audit))
-	for _, a := range v.Audit {
-		by := term.Inert(a.Operator)
-		if a.RequestedBy != "" {
-			by += fmt.Sprintf(" (approving request %d of %s)", a.ApprovalID, term.Inert(a.RequestedBy))
-		}
-		override := ""
-		if a.Override {
-			override = " OVERRIDE"
-		}
-		w.printf("  #%d %s %s %s by %s%s: %s@%d -> %s@%d %s: %s\n", a.ID, a.RecordedAt.Format(tf), a.Action, a.Outcome, by, override,
-			a.StateBefore, a.AttemptBefore, a.StateAfter, a.AttemptAfter, orDash(term.Inert(a.RefundID)), oneLine(a.Reason))
+		w.printf("  %s  %s\n", tf(e.At), e.Text)
 	}
 	if len(v.Approvals) > 0 {
 		w.printf("approval requests (%d)\n", len(v.Approvals))
@@ -432,22 +368,81 @@ func printJob(out io.Writer, v *operator.JobView) error {
 			w.printf("  %s\n", approvalLine(a))
 		}
 	}
+	w.printf("operator actions (%d)\n", len(v.Audit))
+	for _, a := range v.Audit {
+		w.printf("  #%d %s %s (%s@%d -> %s@%d)\n", a.ID, tf(a.RecordedAt), a.Text, a.StateBefore, a.AttemptBefore, a.StateAfter, a.AttemptAfter)
+	}
+	w.printf("evidence from the provider (%d)\n", len(v.Evidence))
+	for _, e := range v.Evidence {
+		w.printf("  #%d %s %s raw: %s\n", e.ID, tf(e.ReceivedAt), e.Text, oneLine(e.Payload))
+	}
+	w.printf("engineering details\n")
+	printFacts(w, v.Engineering)
+	w.printf("  attempts (%d)\n", len(v.Attempts))
+	for _, a := range v.Attempts {
+		// Which process (or operator) held the attempt, from the attempts
+		// log; "-" for an attempt taken before the log existed.
+		held := fmt.Sprintf("%-10s %s", orDash(a.Op), orDash(term.Inert(a.Holder)))
+		if a.ClaimedAt != nil {
+			held += " at " + tf(*a.ClaimedAt)
+		}
+		if a.LeaseUntil != nil {
+			held += ", lease until " + tf(*a.LeaseUntil)
+		}
+		w.printf("    @%d %s; %s, evidence %v\n", a.Attempt, held, a.StartedBy, a.Evidence)
+	}
 	return w.err
 }
 
+// printFacts prints labelled facts, a value of several lines indented
+// under its label.
+func printFacts(w *errWriter, fs []operator.Fact) {
+	width := 0
+	for _, f := range fs {
+		width = max(width, len(f.Label))
+	}
+	for _, f := range fs {
+		lines := strings.Split(f.Value, "\n")
+		w.printf("  %-*s  %s\n", width, f.Label, strings.Join(lines, "\n"+strings.Repeat(" ", width+4)))
+	}
+}
+
+// approvalLine is one approval request with its facts, on one line.
 func approvalLine(a operator.Approval) string {
-	s := fmt.Sprintf("request %d: job %d as %s", a.ID, a.JobID, a.As)
-	if a.RefundID != "" {
-		s += " " + a.RefundID
+	s := fmt.Sprintf("request %d: job %d, %s: %s Asked by %s at %s, seeing attempt %d: %s. Status: %s",
+		a.ID, a.JobID, a.Amount, a.Asks, term.Inert(a.RequestedBy), tf(a.RequestedAt), a.SeenAttempt, oneLine(a.Reason), a.Status)
+	if a.Closed != "" {
+		s += ": " + a.Closed
+	}
+	return s
+}
+
+// printApproval prints a pending request with the facts its approver
+// decides on, as the console's approvals page shows them.
+func printApproval(w *errWriter, a operator.Approval) {
+	w.printf("request %d: job %d, %s to %s\n", a.ID, a.JobID, a.Amount, term.Inert(a.PaymentRef))
+	w.printf("  asks      %s\n", a.Asks)
+	w.printf("  asked by  %s, %s, seeing attempt %d\n", term.Inert(a.RequestedBy), tf(a.RequestedAt), a.SeenAttempt)
+	w.printf("  reason    %s\n", oneLine(a.Reason))
+	w.printf("  the job   %s\n", a.JobStatus)
+	if a.JobMoved {
+		w.printf("  MOVED     the job moved since the request: approving it will be refused\n")
+	}
+	if v := a.Verification; v != nil {
+		w.printf("  provider  %s\n", v.Said)
+		for _, f := range v.Fields {
+			same := "same"
+			if !f.Same {
+				same = "DIFFERS"
+			}
+			w.printf("    %-10s job %s, provider %s: %s\n", f.Field, f.Job, f.Provider, same)
+		}
 	}
 	if a.Override {
-		s += " (override)"
+		w.printf("  approve with: refundd approve -id %d -operator NAME -confirm %s\n", a.ID, term.Inert(a.RefundID))
+	} else {
+		w.printf("  approve with: refundd approve -id %d -operator NAME\n", a.ID)
 	}
-	s += fmt.Sprintf(" at attempt %d, by %s at %s: %s", a.SeenAttempt, a.RequestedBy, a.RequestedAt.Format(tf), a.Status)
-	if a.DecidedBy != "" {
-		s += " by " + a.DecidedBy
-	}
-	return s + ": " + oneLine(a.Reason)
 }
 
 type errWriter struct {
@@ -466,8 +461,8 @@ type resolveFlags struct {
 	id, attempt          int64
 	as, refundID, reason string
 	operator             string
-	override             bool
-	provider             providerFlags
+	override, onIt       bool
+	provider             providerConfig
 }
 
 func (f *resolveFlags) register(fs *flag.FlagSet) {
@@ -476,7 +471,8 @@ func (f *resolveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.reason, "reason", "", "why (required): recorded in the audit and added to the job's evidence")
 	fs.StringVar(&f.refundID, "refund-id", "", "the provider's refund id, with -as succeeded")
 	fs.StringVar(&f.operator, "operator", loginName(), "who decides (default: the login name)")
-	fs.BoolVar(&f.override, "override", false, "with -as succeeded: settle although the refund id does not verify; files a request a second operator must approve")
+	fs.BoolVar(&f.override, "override", false, "with -as succeeded: settle on a refund the provider cannot confirm or deny; files a request a second operator must approve, and the job stays marked unverified")
+	fs.BoolVar(&f.onIt, "on-it", false, "instead of resolving: tell the other operators you are on this job (\"I'm on it\")")
 	fs.Int64Var(&f.attempt, "attempt", 0, "the attempt you saw the job at (default: the job's attempt now, printed); the resolution is fenced on it")
 	f.provider.register(fs)
 }
@@ -484,14 +480,19 @@ func (f *resolveFlags) register(fs *flag.FlagSet) {
 // resolve is an operator's resolution of a job in manual review, through
 // package operator: verified, audited, fenced on the attempt seen. A resend
 // or an override files an approval request instead.
-func resolve(ctx context.Context, dsn string, f resolveFlags, out io.Writer) error {
+func resolve(ctx context.Context, dsn string, f resolveFlags, w io.Writer) error {
+	out := &visibleWriter{w: w}
+	defer out.flush()
 	switch {
 	case f.id <= 0:
 		return fmt.Errorf("resolve: -id %d: must be the id of a job in manual review", f.id)
+	case f.onIt:
 	case f.as == "":
 		return errors.New("resolve: -as is required: succeeded, reconcile or refund")
 	case strings.TrimSpace(f.reason) == "":
 		return errors.New("resolve: -reason is required: say why")
+	case f.as == string(operator.AsSucceeded) && f.provider.providerURL == "":
+		return errors.New("resolve: -as succeeded verifies the refund id with the provider: -provider-url (or $FENCEKIT_PROVIDER_URL) is required, as for refundd run")
 	}
 	ops, done, err := openOperator(dsn, f.provider)
 	if err != nil {
@@ -505,7 +506,15 @@ func resolve(ctx context.Context, dsn string, f resolveFlags, out io.Writer) err
 			return fmt.Errorf("resolve: -id %d: %w", f.id, err)
 		}
 		seen = v.Attempt
-		fmt.Fprintf(out, "resolve: job %d is %s at attempt %d\n", v.ID, v.State, v.Attempt)
+		fmt.Fprintf(out, "resolve: job %d is %s at attempt %d\n  %s\n", v.ID, v.State, v.Attempt, v.Status)
+	}
+	if f.onIt {
+		o, err := ops.OnIt(ctx, f.id, f.operator, seen)
+		if err != nil {
+			return fmt.Errorf("resolve: %w", flagged(err))
+		}
+		fmt.Fprintf(out, "resolve: %s is on job %d since %s\n", term.Inert(o.Operator), f.id, tf(o.Since))
+		return nil
 	}
 	r := operator.Resolution{JobID: f.id, As: operator.Action(f.as), RefundID: f.refundID, Reason: f.reason, Operator: f.operator,
 		SeenAttempt: seen, Override: f.override}
@@ -514,8 +523,10 @@ func resolve(ctx context.Context, dsn string, f resolveFlags, out io.Writer) err
 		if err != nil {
 			return fmt.Errorf("resolve: %w", flagged(err))
 		}
-		fmt.Fprintf(out, "resolve: %s needs a second operator: filed %s\n  approve with: refundd approve -id %d -operator NAME\n", f.as, approvalLine(a), a.ID)
-		return nil
+		fmt.Fprintf(out, "resolve: %s needs a second operator: filed\n", f.as)
+		ew := &errWriter{w: out}
+		printApproval(ew, a)
+		return ew.err
 	}
 	res, err := ops.Resolve(ctx, r)
 	if err != nil {
@@ -531,8 +542,9 @@ type approveFlags struct {
 	operator string
 	decline  bool
 	reason   string
+	confirm  string
 	list     bool
-	provider providerFlags
+	provider providerConfig
 }
 
 func (f *approveFlags) register(fs *flag.FlagSet) {
@@ -540,13 +552,16 @@ func (f *approveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.operator, "operator", loginName(), "who approves: never the requester (default: the login name)")
 	fs.BoolVar(&f.decline, "decline", false, "decline the request instead (with -reason); the requester may withdraw it")
 	fs.StringVar(&f.reason, "reason", "", "why, with -decline")
-	fs.BoolVar(&f.list, "list", false, "list the pending approval requests, oldest first")
+	fs.StringVar(&f.confirm, "confirm", "", "an override's typed confirmation: the refund id the job will be settled on without the provider's confirmation")
+	fs.BoolVar(&f.list, "list", false, "list the pending approval requests, oldest first, with the facts to decide on")
 	f.provider.register(fs)
 }
 
 // approve carries out (or declines) an approval request as a second
-// operator, or lists the pending ones.
-func approve(ctx context.Context, dsn string, f approveFlags, out io.Writer) error {
+// operator, or lists the pending ones with their facts.
+func approve(ctx context.Context, dsn string, f approveFlags, vout io.Writer) error {
+	out := &visibleWriter{w: vout}
+	defer out.flush()
 	if !f.list && f.id <= 0 {
 		return fmt.Errorf("approve: -id %d: must be an approval request id (see refundd approve -list)", f.id)
 	}
@@ -555,6 +570,7 @@ func approve(ctx context.Context, dsn string, f approveFlags, out io.Writer) err
 		return fmt.Errorf("approve: %w", err)
 	}
 	defer done()
+	w := &errWriter{w: out}
 	switch {
 	case f.list:
 		p, err := ops.Approvals(ctx, true, operator.Page{Limit: operator.MaxLimit})
@@ -562,24 +578,27 @@ func approve(ctx context.Context, dsn string, f approveFlags, out io.Writer) err
 			return fmt.Errorf("approve: %w", err)
 		}
 		for _, a := range p.Approvals {
-			fmt.Fprintln(out, approvalLine(a))
+			printApproval(w, a)
 		}
-		fmt.Fprintf(out, "%d pending\n", len(p.Approvals))
-		return nil
+		w.printf("%d pending\n", len(p.Approvals))
+		return w.err
 	case f.decline:
 		a, err := ops.Decline(ctx, f.id, f.operator, f.reason)
 		if err != nil {
 			return fmt.Errorf("approve: %w", flagged(err))
 		}
-		fmt.Fprintf(out, "approve: declined %s\n", approvalLine(a))
-		return nil
+		w.printf("approve: request %d declined: %s\n", a.ID, a.Closed)
+		return w.err
 	}
-	res, err := ops.Approve(ctx, f.id, f.operator)
+	if f.provider.providerURL == "" {
+		return errors.New("approve: an approval checks the provider again: -provider-url (or $FENCEKIT_PROVIDER_URL) is required, as for refundd run")
+	}
+	res, err := ops.Approve(ctx, f.id, f.operator, f.confirm)
 	if err != nil {
 		return fmt.Errorf("approve: %w", flagged(err))
 	}
-	fmt.Fprintf(out, "approve: request %d approved by %s: job %d %s at attempt %d (audit #%d)\n", res.RequestID, f.operator, res.JobID, res.State, res.Attempt, res.AuditID)
-	return nil
+	w.printf("approve: request %d approved by %s: job %d %s at attempt %d (audit #%d)\n", res.RequestID, f.operator, res.JobID, res.State, res.Attempt, res.AuditID)
+	return w.err
 }
 
 // oneLine is s on one line, inert in a terminal, at most 120 bytes.
@@ -589,4 +608,63 @@ func oneLine(s string) string {
 		s = s[:117] + "..."
 	}
 	return s
+}
+
+// visibleWriter writes the operators' commands' output with every
+// character that could hide or reorder text on a terminal (control
+// characters but tab and newline, bidirectional and other invisible format
+// characters, line and paragraph separators) written out as \uXXXX (a
+// surrogate pair beyond the BMP, so that -json stays valid JSON meaning the
+// same text), and invalid UTF-8 as \xXX: whatever a field's printing
+// forgot, no output of jobs, resolve or approve shows such a character
+// raw. A rune split across writes is held until its end arrives.
+type visibleWriter struct {
+	w    io.Writer
+	tail []byte
+}
+
+func (v *visibleWriter) Write(p []byte) (int, error) {
+	b := append(v.tail, p...)
+	v.tail = nil
+	// Hold back an incomplete rune at the end.
+	for i := max(0, len(b)-utf8.UTFMax+1); i < len(b); i++ {
+		if utf8.RuneStart(b[i]) && !utf8.FullRune(b[i:]) {
+			v.tail, b = append([]byte(nil), b[i:]...), b[:i]
+			break
+		}
+	}
+	if _, err := v.w.Write(visibleBytes(b)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// flush writes a rune left incomplete at the end, escaped.
+func (v *visibleWriter) flush() {
+	if len(v.tail) > 0 {
+		_, _ = v.w.Write(visibleBytes(v.tail))
+		v.tail = nil
+	}
+}
+
+func visibleBytes(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			out = fmt.Appendf(out, `\x%02x`, b[i])
+		case r != '\n' && r != '\t' && (unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)):
+			if r > 0xFFFF {
+				r1, r2 := utf16.EncodeRune(r)
+				out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+			} else {
+				out = fmt.Appendf(out, `\u%04x`, r)
+			}
+		default:
+			out = append(out, b[i:i+size]...)
+		}
+		i += size
+	}
+	return out
 }

@@ -85,7 +85,8 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatalf("the manual-review queue:\n%s", q)
 	}
 	one := c.must("jobs", "-id", "1")
-	for _, want := range []string{"manual_review at attempt 1", "payment pay-1, 10.01 EUR", "ledger       requested", "next         -", "timeline", "enqueued"} {
+	for _, want := range []string{"job 1: 10.01 EUR to pay-1\nUnknown: 10.01 EUR sent ", "in manual review since", "Ledger                     requested",
+		"Next                       Check reference op-1 at the provider, then decide.", "what happened", "Refund of 10.01 EUR to payment pay-1 requested (reference op-1)."} {
 		if !strings.Contains(one, want) {
 			t.Fatalf("job 1 lacks %q:\n%s", want, one)
 		}
@@ -114,10 +115,10 @@ func TestOperatorCommands(t *testing.T) {
 		{[]string{"resolve", "-id", "1", "-as", "settle", "-reason", "r", "-operator", "alice"}, `-as: must be succeeded, reconcile or refund, got "settle"`},
 		{[]string{"resolve", "-id", "1", "-as", "reconcile", "-reason", "r", "-operator", ""}, "-operator: must name the operator"},
 		{[]string{"resolve", "-id", "7", "-as", "reconcile", "-reason", "r"}, "-id 7: job 7: not found"},
-		{[]string{"resolve", "-id", "1", "-as", "succeeded", "-refund-id", "re_does_not_exist", "-reason", "r", "-operator", "alice"}, "provider lookup failed"},
+		{[]string{"resolve", "-id", "1", "-as", "succeeded", "-refund-id", "re_does_not_exist", "-reason", "r", "-operator", "alice"}, "-provider-url (or $FENCEKIT_PROVIDER_URL) is required"},
 		{[]string{"resolve", "-id", "1", "-as", "succeeded", "-refund-id", "re_does_not_exist", "-reason", "r", "-operator", "alice", "-provider-url", fp.URL()}, "re_does_not_exist: provider does not know the refund"},
 		{[]string{"approve", "-id", "1", "-operator", "bob", "-provider-url", fp.URL(), "-provider-skew-margin", "-48h"}, "-provider-skew-margin -48h0m0s: must not be negative"},
-		{[]string{"resolve", "-id", "1", "-as", "reconcile", "-reason", "r", "-operator", "alice", "-provider-timeout", "-1s"}, "-provider-timeout -1s: must not be negative"},
+		{[]string{"resolve", "-id", "1", "-as", "reconcile", "-reason", "r", "-operator", "alice", "-provider-timeout", "-1s"}, "-provider-timeout -1s: must be positive"},
 		{[]string{"jobs", "-limit", "0"}, "-limit 0"},
 		{[]string{"jobs", "-state", "done"}, `-state: "done" is not a state`},
 		{[]string{"jobs", "-after", "x"}, `-after: "x" is not a cursor`},
@@ -131,7 +132,7 @@ func TestOperatorCommands(t *testing.T) {
 			t.Errorf("refundd %v: %v (printed %q); want one error line saying %q", tc.args, err, out, tc.says)
 		}
 	}
-	if one := c.must("jobs", "-id", "1"); !strings.Contains(one, "resolve_succeeded refused by alice") {
+	if one := c.must("jobs", "-id", "1"); !strings.Contains(one, "alice's attempt to settle it as refunded on refund re_does_not_exist was refused: the provider does not know this refund id") {
 		t.Fatalf("the forged refund id is not in the audit:\n%s", one)
 	}
 
@@ -142,11 +143,22 @@ func TestOperatorCommands(t *testing.T) {
 	if _, err := c.try("approve", "-id", "1", "-operator", "alice", "-provider-url", fp.URL()); err == nil || !strings.Contains(err.Error(), "approver must differ from the requester") {
 		t.Fatalf("self-approval: %v", err)
 	}
-	if l := c.must("approve", "-list"); !strings.Contains(l, "request 1: job 1 as refund at attempt 1, by alice") || !strings.Contains(l, "1 pending") {
+	if l := c.must("approve", "-list"); !strings.Contains(l, "request 1: job 1, 10.01 EUR to pay-1\n  asks      Send the refund of 10.01 EUR to payment pay-1 again with the same key") ||
+		!strings.Contains(l, "asked by  alice") || !strings.Contains(l, "reason    the provider declined it on an outage") || !strings.Contains(l, "1 pending") {
 		t.Fatalf("approve -list: %s", l)
 	}
-	if _, err := c.try("approve", "-id", "1", "-operator", "bob", "-provider-url", fp.URL()); err == nil || !strings.Contains(err.Error(), "not found is no proof") {
+	// Refused at approval: the refusal says why, and closes the request.
+	if _, err := c.try("approve", "-id", "1", "-operator", "bob", "-provider-url", fp.URL()); err == nil || !strings.Contains(err.Error(), "nothing proves the first request did not pay") {
 		t.Fatalf("a resend without proof: %v", err)
+	}
+	if l := c.must("approve", "-list"); !strings.Contains(l, "0 pending") {
+		t.Fatalf("a request refused at approval is still pending:\n%s", l)
+	}
+	// A decline prints the decliner's reason, not the requester's.
+	c.must("resolve", "-id", "1", "-as", "refund", "-reason", "the requester's reason", "-operator", "alice", "-provider-url", fp.URL())
+	if d := c.must("approve", "-id", "2", "-decline", "-reason", "the decliner's reason", "-operator", "bob"); !strings.Contains(d, "bob declined alice's request 2: “the decliner's reason”") ||
+		strings.Contains(d, "the requester's reason") {
+		t.Fatalf("approve -decline -reason: %s", d)
 	}
 	cl, err := openClient(c.dsn)
 	if err != nil {
@@ -157,16 +169,18 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.Close()
-	if r := c.must("approve", "-id", "1", "-operator", "bob", "-provider-url", fp.URL()); !strings.Contains(r, "request 1 approved by bob: job 1 ready at attempt 2") {
+	c.must("resolve", "-id", "1", "-as", "refund", "-reason", "the provider rejected it on an outage", "-operator", "alice", "-provider-url", fp.URL())
+	if r := c.must("approve", "-id", "3", "-operator", "bob", "-provider-url", fp.URL()); !strings.Contains(r, "request 3 approved by bob: job 1 ready at attempt 2") {
 		t.Fatalf("approve: %s", r)
 	}
 	one = c.must("jobs", "-id", "1")
-	for _, want := range []string{"ready at attempt 2", "next         refund due", "resolve_refund done by bob (approving request 1 of alice)", "lookup by reference: empty"} {
+	for _, want := range []string{"State                      waiting: refund at ", "bob approved alice's request 3 to send the refund again with the same key",
+		"lookup by reference: empty"} {
 		if !strings.Contains(one, want) {
 			t.Fatalf("job 1 after the approval lacks %q:\n%s", want, one)
 		}
 	}
-	if left := c.must("jobs", "-left"); !strings.Contains(left, "bob") || !strings.Contains(left, "resolve_refund") || !strings.Contains(left, "ready@2") {
+	if left := c.must("jobs", "-left"); !strings.Contains(left, "bob approved alice's request 3 to send the refund again") || !strings.Contains(left, "ready@2") {
 		t.Fatalf("jobs -left:\n%s", left)
 	}
 
@@ -301,7 +315,8 @@ func TestFakeProviderFaultFlags(t *testing.T) {
 		if strings.Contains(s, "succeeded") {
 			t.Fatalf("a refund went through a provider that refuses every request:\n%s", s)
 		}
-		if strings.Contains(s, "last error   send refund: provider rate limited the request") && strings.Contains(s, "ready at attempt 1") {
+		if strings.Contains(s, "send refund: provider rate limited the request") && strings.Contains(s, "State                      waiting: refund at ") &&
+			strings.Contains(s, "Not paid yet: 1.00 EUR, tried ") {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -370,7 +385,7 @@ func TestJobsShowsEachAttemptsHolder(t *testing.T) {
 	out := c.must("jobs", "-id", "1")
 	for _, want := range []string{
 		"@1 claim      worker-a.example/101 at ",
-		fmt.Sprintf("@2 takeover   worker-b.example/202 at %s, lease until %s; takeover by worker-b.example/202", l.ClaimedAt().Format(tf), l.LeaseUntil().Format(tf)),
+		fmt.Sprintf("@2 takeover   worker-b.example/202 at %s, lease until %s; takeover by worker-b.example/202", tf(l.ClaimedAt()), tf(l.LeaseUntil())),
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("jobs -id 1 lacks %q:\n%s", want, out)
@@ -387,5 +402,56 @@ func TestExitErrorIsInertInTheTerminal(t *testing.T) {
 	want := "refundd: -dsn: bad value \"x\\x1b[2J\\u202e\"\n  refundd: forged line\n"
 	if out.String() != want {
 		t.Errorf("printed %q, want %q", out.String(), want)
+	}
+}
+
+// Every output of the operators' commands shows the characters that hide
+// or reorder text (bidirectional controls, zero-width characters, escape
+// sequences) written out, wherever they come from: a review reason, the
+// provider's evidence and the refund id it names, an operator's reason.
+// -json stays valid JSON that means the same text.
+func TestEveryOperatorOutputShowsInvisibleCharacters(t *testing.T) {
+	t.Parallel()
+	c := cli{t: t, dsn: migratedDSN(t)}
+	fp := fakeprovider.Start()
+	t.Cleanup(fp.Close)
+	c.reviewed("bidi-1", "pay-1", "11.50", "EUR", "not found after the lookup-lag window; resend not safe: \u202eKO\u202c", "notes \u2066x\u2069")
+	cl, err := openClient(c.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const evil = "re_9\u202egnp.exe\u200b"
+	if _, _, err := evidence.Record(context.Background(), cl, evidence.Observation{OperationKey: "bidi-1", Source: evidence.Webhook, ProviderRefundID: evil,
+		Status: evidence.Pending, Payload: []byte("pending \u202e\x1b[2J\u0085"), EventID: "evt-bidi"}); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	dangerous := "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\ufeff\u2028\x1b\u0085"
+	outputs := map[string]string{}
+	outputs["resolve -override"] = c.must("resolve", "-id", "1", "-as", "succeeded", "-refund-id", "re_bank", "-override", "-reason", "approve \u202eobviously\u202c",
+		"-operator", "alice", "-provider-url", fp.URL())
+	for _, args := range [][]string{{"jobs", "-id", "1"}, {"jobs", "-id", "1", "-json"}, {"jobs", "-state", "manual_review"}, {"jobs", "-state", "manual_review", "-json"},
+		{"jobs", "-key", "bidi-1"}, {"approve", "-list"}} {
+		outputs[strings.Join(args, " ")] = c.must(args...)
+	}
+	outputs["approve -decline"] = c.must("approve", "-id", "1", "-decline", "-reason", "no \u202eway\u202c", "-operator", "bob")
+	outputs["jobs -left"] = c.must("jobs", "-left")
+	for name, out := range outputs {
+		if i := strings.IndexAny(out, dangerous); i >= 0 {
+			t.Errorf("refundd %s prints %U raw:\n%q", name, []rune(out[i:])[0], out)
+		}
+	}
+	for _, want := range []string{`re_9\u202egnp.exe\u200b`, `approve \u202eobviously\u202c`} {
+		if !strings.Contains(outputs["jobs -id 1"], want) {
+			t.Errorf("refundd jobs -id 1 does not show %q written out", want)
+		}
+	}
+	var view struct {
+		Evidence []struct {
+			ProviderRefundID string `json:"provider_refund_id"`
+		} `json:"evidence"`
+	}
+	if err := json.Unmarshal([]byte(outputs["jobs -id 1 -json"]), &view); err != nil || len(view.Evidence) != 1 || view.Evidence[0].ProviderRefundID != evil {
+		t.Fatalf("jobs -id 1 -json is not the same data as valid JSON: %+v %v", view, err)
 	}
 }

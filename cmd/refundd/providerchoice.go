@@ -70,20 +70,18 @@ func (f runFlags) checkProvider(secret string) error {
 	}
 	switch f.prov.kind {
 	case providerHTTP:
-		if err := checkProviderURL(f.providerURL); err != nil {
-			errs = append(errs, err)
-		}
-		if _, err := f.capabilities(); err != nil {
+		// The one provider configuration (provider.go): the URL, the
+		// lookups and the durations, naming the flag or its variable.
+		if err := f.providerConfig.check(true); err != nil {
 			errs = append(errs, err)
 		}
 	case providerStripe:
 		if os.Getenv(stripeKeyEnv) == "" {
 			errs = append(errs, fmt.Errorf("$%s is empty: set it to the Stripe secret key (sk_…) or a restricted key with write access to refunds and read access to payment intents and charges", stripeKeyEnv))
 		}
-		if f.providerURL != "" {
-			if err := checkProviderURL(f.providerURL); err != nil {
-				errs = append(errs, err)
-			}
+		// -provider-url only for stripe-mock or the fake's Stripe API.
+		if err := f.providerConfig.check(false); err != nil {
+			errs = append(errs, err)
 		}
 		for _, name := range []string{"provider-lookups", "provider-safe-resend"} {
 			if f.prov.given(name) {

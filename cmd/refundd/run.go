@@ -8,9 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"entgo.io/ent/dialect"
@@ -21,23 +19,22 @@ import (
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/fencedwrite"
-	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/worker"
 	"github.com/fencekit/fencekit/worker/metrics"
 )
 
 // runFlags are refundd run's settings.
 type runFlags struct {
-	dsn, listen, operatorListen, providerURL, budgetName string
-	providerLookups                                      string
-	workers, budgetBurst                                 int
-	budgetRate, reconcileReserve                         float64
-	changeBudget, noWebhooks                             bool
-	lease, scan, timeout, stopGrace, httpTimeout         time.Duration
-	safeResend                                           bool
-	keyRetention, lookupLag, skewMargin                  time.Duration
-	lockWait                                             time.Duration
-	pendingDelay, retryDelay, lagPoll                    time.Duration
+	dsn, listen, operatorListen, budgetName string
+	// providerConfig: the provider, as the operators' commands see it too
+	// (provider.go).
+	providerConfig
+	workers, budgetBurst                int
+	budgetRate, reconcileReserve        float64
+	changeBudget, noWebhooks            bool
+	lease, scan, stopGrace, httpTimeout time.Duration
+	lockWait                            time.Duration
+	pendingDelay, retryDelay, lagPoll   time.Duration
 	// holder names this process in the attempts log (-holder).
 	holder string
 	// hooks, not a flag, are the worker's hooks: refundd chaos-agent's
@@ -69,12 +66,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.operatorListen, "operator-listen", defaultOperators, "address of /metrics and /healthz, for the operators: keep it off the internet")
 	fs.BoolVar(&f.noWebhooks, "no-webhooks", false, "run without the webhook endpoint (no listener, and no $FENCEKIT_WEBHOOK_SECRET needed): the reconciler finds evidence in the provider's lookups only")
 	fs.DurationVar(&f.httpTimeout, "http-timeout", 10*time.Second, "on both listeners, how long a client may take to send a request's headers, and its body, and the answer to be written")
-	fs.StringVar(&f.providerURL, "provider-url", "", "base URL of the payment provider's refund API, an absolute http(s) URL (required)")
-	fs.StringVar(&f.providerLookups, "provider-lookups", "reference,payment,refund-id", "the lookups the provider offers, comma-separated: reference (by merchant reference), payment (list the payment's refunds), refund-id; a reconcile asks them in that order (with refund-id alone, a send whose answer was lost goes to manual review)")
-	fs.BoolVar(&f.safeResend, "provider-safe-resend", true, "the provider's contract: the same key with the same parameters executes at most once while retained")
-	fs.DurationVar(&f.keyRetention, "provider-key-retention", 24*time.Hour, "how long the provider keeps an idempotency key")
-	fs.DurationVar(&f.lookupLag, "provider-lookup-lag", 0, "how long a new refund may be invisible to the provider's lookups")
-	fs.DurationVar(&f.skewMargin, "provider-skew-margin", fencedwrite.DefaultSkewMargin, "clock difference allowed between us and the provider, taken off the key's window")
+	f.providerConfig.register(fs)
 	fs.StringVar(&f.budgetName, "budget", worker.DefaultBudgetName, "name of the provider's outbound budget, shared by the fleet")
 	fs.Float64Var(&f.budgetRate, "budget-rate", worker.DefaultBudgetRate, "provider calls per second for the whole fleet: must be the fleet's (see -change-budget)")
 	fs.IntVar(&f.budgetBurst, "budget-burst", worker.DefaultBudgetBurst, "provider calls the fleet may make at once: must be the fleet's (see -change-budget)")
@@ -83,7 +75,6 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.workers, "workers", worker.DefaultWorkers, "provider calls this process makes at once")
 	fs.DurationVar(&f.lease, "lease", worker.DefaultLease, "lease of a claim")
 	fs.DurationVar(&f.scan, "scan", worker.DefaultScanInterval, "scheduler pass interval")
-	fs.DurationVar(&f.timeout, "provider-timeout", worker.DefaultProviderTimeout, "bound of one provider call")
 	fs.DurationVar(&f.stopGrace, "stop-grace", 10*time.Second, "on SIGTERM, how long calls in flight may finish before they are cancelled")
 	fs.DurationVar(&f.lockWait, "lock-wait", fencedwrite.DefaultLockWaitTimeout, "innodb_lock_wait_timeout of the worker's sessions (whole seconds)")
 	fs.DurationVar(&f.pendingDelay, "pending-delay", worker.DefaultPendingDelay, "how long after a pending answer the refund is reconciled")
@@ -115,38 +106,6 @@ func (f runFlags) check(secret string) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// capabilities are the provider's declared contract: -provider-lookups and
-// the -provider-* settings.
-func (f runFlags) capabilities() (provider.Capabilities, error) {
-	caps := provider.Capabilities{SafeResend: f.safeResend, KeyRetention: f.keyRetention, LookupLag: f.lookupLag}
-	for _, l := range strings.Split(f.providerLookups, ",") {
-		switch strings.TrimSpace(l) {
-		case "reference":
-			caps.LookupByReference = true
-		case "payment":
-			caps.ListByPayment = true
-		case "refund-id":
-			caps.LookupByRefundID = true
-		default:
-			return caps, fmt.Errorf("-provider-lookups %q: unknown lookup %q (reference, payment, refund-id)", f.providerLookups, l)
-		}
-	}
-	return caps, nil
-}
-
-// checkProviderURL accepts an absolute http or https URL with a host and
-// no query or fragment: the client appends the API's paths to it.
-func checkProviderURL(s string) error {
-	if s == "" {
-		return errors.New("-provider-url is required: the base URL of the provider's refund API, an absolute http(s) URL such as https://psp.example/v1")
-	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return fmt.Errorf("-provider-url %q is not an absolute http(s) URL with a host and no query, fragment or credentials (such as https://psp.example/v1)", s)
-	}
-	return nil
 }
 
 // server is an HTTP server with a deadline on every phase of a request:
@@ -241,10 +200,8 @@ func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
 		// The console: a listener of its own, with its own limits; every
 		// action goes through package operator.
 		client := ent.NewClient(ent.Driver(entsql.OpenDB(dialect.MySQL, db)))
-		// The same window as the workers': the skew margin and provider
-		// timeout of this run (the retention comes with prov).
-		claim := fencedwrite.ClaimOptions{ProviderTimeout: f.timeout, SkewMargin: f.skewMargin}
-		con, err := f.console.newConsole(client, prov, claim, f.budgetName, reg, log)
+		// The workers' provider, and the same window as theirs.
+		con, err := f.console.newConsole(client, prov, f.providerConfig, f.budgetName, reg, log)
 		if err != nil {
 			return fmt.Errorf("run: %w", err)
 		}

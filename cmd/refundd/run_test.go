@@ -361,7 +361,7 @@ func TestRunDeclaresTheProvidersLookups(t *testing.T) {
 		"payment":                     {ListByPayment: true},
 		" refund-id , reference":      {LookupByRefundID: true, LookupByReference: true},
 	} {
-		got, err := runFlags{providerLookups: lookups}.capabilities()
+		got, err := providerConfig{providerLookups: lookups}.capabilities()
 		if err != nil || got != want {
 			t.Errorf("-provider-lookups %q: %+v, %v; want %+v", lookups, got, err, want)
 		}

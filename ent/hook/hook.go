@@ -9,6 +9,18 @@ import (
 	"github.com/fencekit/fencekit/ent"
 )
 
+// The ConsoleSessionFunc type is an adapter to allow the use of ordinary
+// function as ConsoleSession mutator.
+type ConsoleSessionFunc func(context.Context, *ent.ConsoleSessionMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ConsoleSessionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ConsoleSessionMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ConsoleSessionMutation", m)
+}
+
 // The ObservationFunc type is an adapter to allow the use of ordinary
 // function as Observation mutator.
 type ObservationFunc func(context.Context, *ent.ObservationMutation) (ent.Value, error)
@@ -55,6 +67,18 @@ func (f RefundJobAttemptFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.V
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RefundJobAttemptMutation", m)
+}
+
+// The ReviewAssignmentFunc type is an adapter to allow the use of ordinary
+// function as ReviewAssignment mutator.
+type ReviewAssignmentFunc func(context.Context, *ent.ReviewAssignmentMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ReviewAssignmentFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ReviewAssignmentMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ReviewAssignmentMutation", m)
 }
 
 // Condition is a hook condition function.

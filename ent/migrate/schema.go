@@ -9,6 +9,31 @@ import (
 )
 
 var (
+	// ConsoleSessionsColumns holds the columns for the "console_sessions" table.
+	ConsoleSessionsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "token_hash", Type: field.TypeString, Unique: true, SchemaType: map[string]string{"mysql": "char(64)"}},
+		{Name: "operator", Type: field.TypeString, SchemaType: map[string]string{"mysql": "varchar(128)"}},
+		{Name: "roles", Type: field.TypeString, SchemaType: map[string]string{"mysql": "varchar(255)"}},
+		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "seen_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "expires_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "ended_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "end_reason", Type: field.TypeString, Nullable: true, SchemaType: map[string]string{"mysql": "varchar(64)"}},
+	}
+	// ConsoleSessionsTable holds the schema information for the "console_sessions" table.
+	ConsoleSessionsTable = &schema.Table{
+		Name:       "console_sessions",
+		Columns:    ConsoleSessionsColumns,
+		PrimaryKey: []*schema.Column{ConsoleSessionsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "console_sessions_operator",
+				Unique:  false,
+				Columns: []*schema.Column{ConsoleSessionsColumns[2], ConsoleSessionsColumns[7]},
+			},
+		},
+	}
 	// RefundObservationsColumns holds the columns for the "refund_observations" table.
 	RefundObservationsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -148,16 +173,36 @@ var (
 			},
 		},
 	}
+	// ReviewAssignmentsColumns holds the columns for the "review_assignments" table.
+	ReviewAssignmentsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "job_id", Type: field.TypeInt64, Unique: true},
+		{Name: "operator", Type: field.TypeString, SchemaType: map[string]string{"mysql": "varchar(128)"}},
+		{Name: "attempt", Type: field.TypeInt64},
+		{Name: "since", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "released_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// ReviewAssignmentsTable holds the schema information for the "review_assignments" table.
+	ReviewAssignmentsTable = &schema.Table{
+		Name:       "review_assignments",
+		Columns:    ReviewAssignmentsColumns,
+		PrimaryKey: []*schema.Column{ReviewAssignmentsColumns[0]},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		ConsoleSessionsTable,
 		RefundObservationsTable,
 		RefundsTable,
 		RefundJobsTable,
 		RefundJobAttemptsTable,
+		ReviewAssignmentsTable,
 	}
 )
 
 func init() {
+	ConsoleSessionsTable.Annotation = &entsql.Annotation{
+		Table: "console_sessions",
+	}
 	RefundObservationsTable.Annotation = &entsql.Annotation{
 		Table: "refund_observations",
 	}
@@ -169,5 +214,8 @@ func init() {
 	}
 	RefundJobAttemptsTable.Annotation = &entsql.Annotation{
 		Table: "refund_job_attempts",
+	}
+	ReviewAssignmentsTable.Annotation = &entsql.Annotation{
+		Table: "review_assignments",
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// ConsoleSession is the predicate function for consolesession builders.
+type ConsoleSession func(*sql.Selector)
+
 // Observation is the predicate function for observation builders.
 type Observation func(*sql.Selector)
 
@@ -17,3 +20,6 @@ type RefundJob func(*sql.Selector)
 
 // RefundJobAttempt is the predicate function for refundjobattempt builders.
 type RefundJobAttempt func(*sql.Selector)
+
+// ReviewAssignment is the predicate function for reviewassignment builders.
+type ReviewAssignment func(*sql.Selector)

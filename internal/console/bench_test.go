@@ -38,12 +38,12 @@ func BenchmarkConsolePages(b *testing.B) {
 	f := fixtureOn(b, db)
 	a := f.agent("192.0.2.1:1000")
 	a.signIn("rita")
-	q, err := f.op.Queue(context.Background(), operator.Page{Limit: 50})
+	q, err := f.op.Queue(context.Background(), "", operator.Page{Limit: 50})
 	if err != nil || len(q.Items) == 0 {
 		b.Fatalf("queue: %v (%d items)", err, len(q.Items))
 	}
 	review := q.Items[0].ID
-	deep, err := f.op.Queue(context.Background(), operator.Page{Limit: 500})
+	deep, err := f.op.Queue(context.Background(), "", operator.Page{Limit: 500})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -160,6 +160,18 @@ func (tb *tab) text(sel string) string {
 	return s
 }
 
+// textContent is the text of sel whether it shows or not (a closed
+// <details>, say).
+func (tb *tab) textContent(sel string) string {
+	tb.t.Helper()
+	js, _ := json.Marshal(sel)
+	s, err := chromedp.Run(tb.ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%s) || {textContent: ""}).textContent`, js)))
+	if err != nil {
+		tb.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
 func (tb *tab) eval(js string) bool {
 	tb.t.Helper()
 	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](js))
@@ -229,107 +241,148 @@ func (tb *tab) shot(name string) {
 	}
 }
 
-// An operator signs in, finds a job by its operation key from the search
-// box, resolves it as succeeded with the refund id the provider confirms,
-// and the job page shows it settled, with the operator's action in its
-// audit.
-func TestBrowserSignInFindAndResolve(t *testing.T) {
+// The operators' day, in a real browser, asserting what each page says:
+// alice finds the oldest job in review and understands it from its status
+// line alone (the queue's row and the job's page say the same), says she
+// is on it, resolves it on a refund the provider confirms and goes on to the
+// next; there she asks for an override on her bank statement's refund id
+// (she may approve, but not her own request); amy sees the facts of the
+// request (amount, payment, what the provider said, alice's reason), types the refund id to confirm and approves; the
+// job is marked unverified for good; amy finds a failed refund by the start
+// of its key. The pages of docs/operators.md are these screenshots.
+func TestBrowserOperatorsDay(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *Config) { c.Now = time.Now })
-	id, refundID := f.reviewJob("refund-20261203-0042", true, "not found after the lookup lag", `{"error":{"code":"lookup_lag","message":"no refund for this reference yet"}}`)
-	f.reviewJob("refund-20261203-0043", false, "idempotency conflict: same key, different parameters", `{"error":{"code":"idempotency_params_mismatch"}}`)
+	lost := "the provider offers no lookup for this refund: it cannot be reconciled (look up refund: no lookup offered for the query)"
+	oldest, refundID := f.reviewJob("refund-20261205-0007", true, lost, `{"error":{"type":"api_error","message":"EOF"}}`)
+	next, _ := f.reviewJob("refund-20261205-0012", false, lost, `{"error":{"type":"api_error","message":"EOF"}}`)
+	f.reviewJob("refund-20261205-0019", false, "not found after the lookup-lag window; resend not safe: the provider does not guarantee that resending the same key is safe", "{}")
+	failed := f.failedJob("refund-20261204-0031", 4200, "JPY")
 	base := f.serve()
-	rita := f.tab(t, base)
-	rita.open("/login")
-	rita.shot("login")
-	rita.signIn("rita")
-	if !strings.Contains(rita.text("#states"), "manual_review") {
-		t.Fatalf("dashboard: %q", rita.text("#states"))
-	}
-	rita.shot("dashboard")
-	rita.open("/queue")
-	if q := rita.text("#queue"); !strings.Contains(q, "refund-20261203-0042") || !strings.Contains(q, "12.50 EUR") {
-		t.Fatalf("queue: %q", q)
-	}
-	rita.shot("queue")
 
-	rita.do(chromedp.SendKeys(chromedp.CSS("#search-q"), "refund-20261203-0042"))
-	rita.submit(chromedp.Click(chromedp.CSS("#search-go")))
-	if loc := rita.location(); loc != fmt.Sprintf("/jobs/%d", id) {
-		t.Fatalf("search by key landed on %s", loc)
+	alice := f.tab(t, base)
+	alice.open("/login")
+	alice.shot("login")
+	alice.signIn("alice")
+	if s := alice.text("#stake-manual_review"); !strings.Contains(s, "In manual review: an operator must decide") || !strings.Contains(s, "3") || !strings.Contains(s, "37.50 EUR") {
+		t.Fatalf("the dashboard's money in review: %q", s)
 	}
-	rita.do(chromedp.SendKeys(chromedp.CSS("#refund-id"), refundID),
+	alice.shot("dashboard")
+
+	// The oldest job, understood from its status line alone.
+	alice.open("/queue")
+	if s := alice.text("#queue-summary"); !strings.Contains(s, "3 job(s), 37.50 EUR at stake") || !strings.Contains(s, "Answer lost; the provider cannot be asked") {
+		t.Fatalf("the queue's summary: %q", s)
+	}
+	row := alice.text("#queue tbody tr:first-child .status")
+	if !strings.HasPrefix(row, "Unknown: 12.50 EUR sent ") || !strings.Contains(row, "the answer was lost") || !strings.Contains(row, "the provider may have paid") ||
+		!strings.Contains(row, "Check reference refund-20261205-0007 at the provider") {
+		t.Fatalf("the oldest job's status line says %q", row)
+	}
+	alice.shot("queue")
+	alice.submit(chromedp.Click(chromedp.CSS("#queue tbody tr:first-child a")))
+	if loc := alice.location(); loc != fmt.Sprintf("/jobs/%d", oldest) {
+		t.Fatalf("the oldest job's link opened %s", loc)
+	}
+	if s := alice.text("#status"); s != row {
+		t.Fatalf("the job's status line %q differs from its queue row's %q", s, row)
+	}
+	alice.submit(chromedp.Click(chromedp.CSS("#onit-go")))
+	if s := alice.text("#onit"); !strings.Contains(s, "On it: alice since") {
+		t.Fatalf("after I'm on it: %q", s)
+	}
+	alice.do(chromedp.SendKeys(chromedp.CSS("#refund-id"), refundID),
 		chromedp.SendKeys(chromedp.CSS("#reason"), "the provider's dashboard shows "+refundID+" for this reference, succeeded"))
-	rita.shot("job")
-	if status := rita.submit(chromedp.Click(chromedp.CSS("#resolve"))); status != http.StatusOK {
-		t.Fatalf("resolve: %d", status)
+	alice.shot("job")
+
+	// Resolved on a refund the provider confirms; on to the next job.
+	if status := alice.submit(chromedp.Click(chromedp.CSS("#resolve-next"))); status != http.StatusOK {
+		t.Fatalf("resolve and open the next: %d", status)
 	}
-	if s := rita.text("#job-state"); s != "succeeded" {
-		t.Fatalf("after resolving, the page shows %q (%s)", s, rita.text("main"))
+	if loc := alice.location(); loc != fmt.Sprintf("/jobs/%d?done=next", next) {
+		t.Fatalf("resolve and open the next landed on %s", loc)
 	}
-	if a := rita.text("#audit"); !strings.Contains(a, "rita") || !strings.Contains(a, refundID) {
+	if fl := alice.text("#flash"); !strings.Contains(fl, "This is the next job in the queue") {
+		t.Fatalf("flash: %q", fl)
+	}
+	alice.open(fmt.Sprintf("/jobs/%d", oldest))
+	if s := alice.text("#status"); !strings.HasPrefix(s, "Refunded: 12.50 EUR to pay-refund-20261205-0007, refund "+refundID+", confirmed by the provider.") {
+		t.Fatalf("the resolved job says %q", s)
+	}
+	if a := alice.text("#audit"); !strings.Contains(a, "alice settled it as refunded on refund "+refundID+", confirmed by the provider") {
 		t.Fatalf("audit: %q", a)
 	}
-	// The attempts log: the fixture's claim by this process, then rita's
-	// resolution.
-	if a := rita.text("#attempts"); !strings.Contains(a, "claim by "+fencedwrite.DefaultHolder()) || !strings.Contains(a, "resolution") ||
-		!strings.Contains(a, "resolve_succeeded by rita") {
+	if a := alice.textContent("#attempts"); !strings.Contains(a, "claim by "+fencedwrite.DefaultHolder()) || !strings.Contains(a, "resolve_succeeded by alice") {
 		t.Fatalf("attempts: %q", a)
 	}
-	rita.shot("resolved")
-	if state, attempt := f.jobRow(id); state != "succeeded" || attempt != 2 {
-		t.Fatalf("the job is %s at attempt %d", state, attempt)
-	}
-}
+	alice.shot("resolved")
 
-// Four eyes: a resolver asks to settle a job on a refund id the provider
-// does not confirm; the requester cannot approve it (no button, and a
-// posted approval is refused); a second operator approves, and the audit
-// names both and marks the override.
-func TestBrowserFourEyes(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, func(c *Config) { c.Now = time.Now })
-	id, _ := f.reviewJob("refund-4eyes-1", false, "not found after the lookup lag", `{}`)
-	base := f.serve()
-	alice := f.tab(t, base)
-	alice.signIn("alice")
-	alice.open(fmt.Sprintf("/jobs/%d", id))
-	alice.do(chromedp.SendKeys(chromedp.CSS("#req-refund-id"), "re_from_the_bank_statement"),
-		chromedp.SendKeys(chromedp.CSS("#req-reason"), "the bank statement shows the refund; the provider's lookup is down"))
+	// The next one: the bank statement shows a refund the provider cannot
+	// confirm. alice asks a second operator.
+	alice.open(fmt.Sprintf("/jobs/%d", next))
+	alice.do(chromedp.SendKeys(chromedp.CSS("#req-refund-id"), "re_bank_20261205_17"),
+		chromedp.SendKeys(chromedp.CSS("#req-reason"), "bank statement line 17 shows 12.50 EUR back to the customer on 5 December"))
 	alice.submit(chromedp.Click(chromedp.CSS("#request")))
 	if fl := alice.text("#flash"); !strings.Contains(fl, "Approval requested") {
 		t.Fatalf("flash: %q", fl)
 	}
+	reqID := f.pendingApproval(next)
 	alice.open("/approvals")
-	if !alice.eval(`document.querySelector("#approvals .approve") === null`) || !strings.Contains(alice.text("#approvals"), "your request") {
-		t.Fatal("the requester is offered an approve button for their own request")
+	if !alice.eval(`document.querySelector("main .approve") === null`) || !strings.Contains(alice.text(fmt.Sprintf("#approval-%d", reqID)), "Your request") {
+		t.Fatal("the requester is offered an approve button for her own request")
 	}
-	reqID := f.pendingApproval(id)
-	if status := alice.post(fmt.Sprintf("/approvals/%d/approve", reqID), map[string]string{}); status != http.StatusForbidden {
+	if status := alice.post(fmt.Sprintf("/approvals/%d/approve", reqID), map[string]string{"confirm": "re_bank_20261205_17"}); status != http.StatusForbidden {
 		t.Fatalf("the requester's own approval: %d, want 403", status)
 	}
-	if !strings.Contains(alice.text("#error"), "second operator") {
+	if !strings.Contains(alice.text("#error"), "another operator must approve it") {
 		t.Fatalf("refusal: %q", alice.text("#error"))
 	}
-	if state, _ := f.jobRow(id); state != "manual_review" {
-		t.Fatalf("after the requester's approval the job is %s", state)
-	}
 
+	// amy approves on the facts, typing the refund id.
 	amy := f.tab(t, base)
 	amy.signIn("amy")
 	amy.open("/approvals")
+	card := amy.text(fmt.Sprintf("#approval-%d", reqID))
+	for _, want := range []string{fmt.Sprintf("Request %d: job %d, 12.50 EUR to pay-refund-20261205-0012", reqID, next),
+		"Settle 12.50 EUR to payment pay-refund-20261205-0012 as refunded on refund re_bank_20261205_17, which the provider does not confirm",
+		"alice, ", "bank statement line 17 shows 12.50 EUR back to the customer", "The provider does not know refund re_bank_20261205_17"} {
+		if !strings.Contains(card, want) {
+			t.Fatalf("the approval request lacks %q:\n%s", want, card)
+		}
+	}
 	amy.shot("approvals")
+	amy.do(chromedp.SendKeys(chromedp.CSS(fmt.Sprintf("#confirm-%d", reqID)), "re_bank_20261205_17"))
 	if status := amy.submit(chromedp.Click(chromedp.CSS(fmt.Sprintf("#approve-%d", reqID)))); status != http.StatusOK {
 		t.Fatalf("approve: %d", status)
 	}
-	if s := amy.text("#job-state"); s != "succeeded" {
-		t.Fatalf("after the approval the job is %q", s)
+	if s := amy.text("#status"); !strings.HasPrefix(s, "Refunded, UNVERIFIED: 12.50 EUR to pay-refund-20261205-0012 settled on refund re_bank_20261205_17 by an override (asked by alice, approved by amy)") {
+		t.Fatalf("the overridden job says %q", s)
 	}
-	a := amy.text("#audit")
-	if !strings.Contains(a, "amy") || !strings.Contains(a, "requested by alice") || !strings.Contains(a, "override") {
+	if m := amy.text("#unverified"); !strings.HasPrefix(m, "UNVERIFIED: settled by an override on refund re_bank_20261205_17") {
+		t.Fatalf("the unverified mark: %q", m)
+	}
+	if a := amy.text("#audit"); !strings.Contains(a, "amy approved alice's request") || !strings.Contains(a, "WITHOUT the provider's confirmation") {
 		t.Fatalf("audit: %q", a)
 	}
 	amy.shot("approved")
+	amy.open("/queue")
+	if d := amy.text("#departures"); !strings.Contains(d, "amy approved alice's request") || !strings.Contains(d, "UNVERIFIED") {
+		t.Fatalf("the departures: %q", d)
+	}
+
+	// A failed refund, found by the start of its key.
+	amy.open("/search?state=failed")
+	amy.do(chromedp.SendKeys(chromedp.CSS("#q"), "refund-20261204-00"))
+	amy.submit(chromedp.Click(chromedp.CSS("#search-submit")))
+	if loc := amy.location(); loc != fmt.Sprintf("/jobs/%d", failed) {
+		t.Fatalf("the failed refund's search landed on %s", loc)
+	}
+	if s := amy.text("#status"); !strings.HasPrefix(s, "Not refunded: the provider declined 4200 JPY to pay-refund-20261204-0031") {
+		t.Fatalf("the failed refund says %q", s)
+	}
+	amy.shot("failed")
+	amy.open("/engineering")
+	amy.shot("engineering")
 }
 
 // pendingApproval is the id of the job's pending approval request.
@@ -437,7 +490,7 @@ func TestBrowserScriptInEvidenceIsText(t *testing.T) {
 	if ev := rita.text("#evidence"); !strings.Contains(ev, `<script>alert("evidence ran")</script>`) {
 		t.Fatalf("the evidence is not visible as text: %q", ev)
 	}
-	if r := rita.text("#review-reason"); !strings.Contains(r, "<img src=x") {
+	if r := rita.textContent("#eng-review-reason"); !strings.Contains(r, "<img src=x") {
 		t.Fatalf("the reason is not visible as text: %q", r)
 	}
 	if !rita.eval(`document.querySelectorAll("main script, main img").length === 0`) {

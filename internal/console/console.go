@@ -8,14 +8,21 @@
 // indexed queries, and every action (resolve, request an override, approve)
 // goes through package operator, which verifies, fences and audits it.
 //
+// Every page says first, in plain words, what happened to the money (the
+// operator view's status line, derived once in package operator and shown
+// the same by `refundd jobs`), then the facts, the timeline and the
+// decisions; engineering figures come second, on a tab of their own.
+//
 // Operators sign in with a users file of bcrypt hashes (ParseUsers), or
 // arrive authenticated by a reverse proxy whose identity header is trusted
 // only from configured addresses (Config.AuthHeader, Config.TrustedProxies).
-// Sessions live in this process's memory (a restart signs everyone out),
-// with an HttpOnly, SameSite=Strict cookie, Secure behind TLS. Every form
-// carries the session's CSRF token, checked on every POST together with the
-// browser's Sec-Fetch-Site and Origin headers. Provider evidence and
-// reasons are attacker-controlled text: html/template escapes them, and the
+// Sessions live in the database (a restart or a second console process
+// keeps everyone signed in), with an HttpOnly, SameSite=Strict cookie,
+// Secure behind TLS. Every form carries the session's CSRF token, checked
+// on every POST together with the browser's Sec-Fetch-Site and Origin
+// headers, whoever signed the operator in. Provider evidence and reasons
+// are attacker-controlled text: html/template escapes them, every
+// invisible or reordering character is made visible on every page, and the
 // Content-Security-Policy allows no inline script.
 package console
 
@@ -74,8 +81,9 @@ type Config struct {
 	// itself serves plain HTTP (behind a TLS-terminating proxy). With TLS
 	// the cookie is Secure anyway.
 	SecureCookies bool
-	// SessionIdle ends a session unused this long (DefaultSessionIdle);
-	// SessionMaxAge ends it this long after sign-in (DefaultSessionMaxAge).
+	// SessionIdle ends a session unused this long (DefaultSessionIdle, to
+	// within operator.SessionTouch); SessionMaxAge ends it this long after
+	// sign-in (DefaultSessionMaxAge).
 	SessionIdle, SessionMaxAge time.Duration
 	// SLO is the age an unfinished job should never reach; the dashboard
 	// compares the oldest with it (DefaultSLO).
@@ -91,6 +99,8 @@ type Config struct {
 	// Logger receives refusals and failures (slog.Default when nil).
 	Logger *slog.Logger
 	// Now is the clock of sessions and the sign-in limit (time.Now when nil).
+	// Sessions are stamped by it in the database: console processes that
+	// share sessions need clocks that agree to within a minute or so.
 	Now func() time.Time
 }
 
@@ -104,13 +114,12 @@ type Counters struct {
 
 // Console is the console's http.Handler.
 type Console struct {
-	cfg      Config
-	pages    map[string]*template.Template
-	sessions *sessions
-	limit    *limiter
-	log      *slog.Logger
-	mux      *http.ServeMux
-	dash     dashCache
+	cfg   Config
+	pages map[string]*template.Template
+	limit *limiter
+	log   *slog.Logger
+	mux   *http.ServeMux
+	dash  dashCache
 }
 
 //go:embed templates/*.html
@@ -171,11 +180,10 @@ func New(cfg Config) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{
-		cfg:      cfg,
-		pages:    pages,
-		sessions: &sessions{now: cfg.Now, idle: cfg.SessionIdle, max: cfg.SessionMaxAge, byID: map[string]*session{}},
-		limit:    &limiter{now: cfg.Now, fails: map[string][]time.Time{}},
-		log:      cfg.Logger,
+		cfg:   cfg,
+		pages: pages,
+		limit: &limiter{now: cfg.Now, fails: map[string][]time.Time{}},
+		log:   cfg.Logger,
 	}
 	c.routes()
 	return c, nil
@@ -206,8 +214,11 @@ func (c *Console) routes() {
 	mux.Handle("GET /search", c.signedIn(Viewer, c.search))
 	mux.Handle("GET /jobs/{id}", c.signedIn(Viewer, c.job))
 	mux.Handle("GET /approvals", c.signedIn(Viewer, c.approvals))
+	mux.Handle("GET /engineering", c.signedIn(Viewer, c.engineering))
 	mux.Handle("POST /jobs/{id}/resolve", c.signedIn(Resolver, c.resolve))
 	mux.Handle("POST /jobs/{id}/request", c.signedIn(Resolver, c.request))
+	mux.Handle("POST /jobs/{id}/onit", c.signedIn(Resolver, c.onIt))
+	mux.Handle("POST /jobs/{id}/letgo", c.signedIn(Resolver, c.letGo))
 	mux.Handle("POST /approvals/{id}/approve", c.signedIn(Approver, c.approve))
 	mux.Handle("POST /approvals/{id}/decline", c.signedIn(Approver, c.decline))
 	c.mux = mux

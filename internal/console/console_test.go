@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/internal/dbtest"
 	"github.com/fencekit/fencekit/operator"
 )
@@ -268,9 +269,14 @@ func TestHeadersAndCookies(t *testing.T) {
 	if h.Get("X-Frame-Options") != "DENY" || h.Get("X-Content-Type-Options") != "nosniff" {
 		t.Errorf("headers %v", h)
 	}
-	c := a.cookie
-	if c == nil || c.Name != "__Host-fencekit_console" || !c.HttpOnly || !c.Secure || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
-		t.Fatalf("cookie %+v", c)
+	for _, name := range []string{"__Host-fencekit_signin", "__Host-fencekit_console"} {
+		if name == "__Host-fencekit_console" {
+			a.signIn("vic")
+		}
+		c := a.jar[name]
+		if c == nil || !c.HttpOnly || !c.Secure || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
+			t.Fatalf("cookie %s: %+v", name, c)
+		}
 	}
 	if rw := a.do("GET", "/static/console.css", nil); rw.Code != http.StatusOK || !strings.HasPrefix(rw.Header().Get("Content-Type"), "text/css") {
 		t.Errorf("the embedded stylesheet: %d %s", rw.Code, rw.Header().Get("Content-Type"))
@@ -292,11 +298,11 @@ func TestSessionsEnd(t *testing.T) {
 		t.Fatalf("after the idle time: %d %s", rw.Code, rw.Header().Get("Location"))
 	}
 	a.signIn("rita")
-	old := *a.cookie
+	old := *a.session()
 	if rw := a.do("POST", "/logout", url.Values{"csrf": {a.csrf("/")}}); rw.Code != http.StatusSeeOther {
 		t.Fatalf("sign out: %d", rw.Code)
 	}
-	a.cookie = &old
+	a.setSession(&old)
 	if rw := a.do("GET", "/", nil); rw.Code != http.StatusSeeOther {
 		t.Fatalf("the signed-out session still serves: %d", rw.Code)
 	}
@@ -367,7 +373,7 @@ func TestStaleFormRefused(t *testing.T) {
 		t.Fatalf("first resolution: %d %s", rw.Code, rw.Body)
 	}
 	rw := alice.do("POST", path+"/resolve", form(aliceToken, "ask again too"))
-	if rw.Code != http.StatusConflict || !strings.Contains(rw.Body.String(), "moved since you saw it") {
+	if rw.Code != http.StatusConflict || !strings.Contains(rw.Body.String(), "the job moved since it was seen") {
 		t.Fatalf("the stale form: %d", rw.Code)
 	}
 	if _, attempt := f.jobRow(id); attempt != 2 {
@@ -461,17 +467,32 @@ func TestDashboard(t *testing.T) {
 	a.signIn("vic")
 	body := a.do("GET", "/", nil).Body.String()
 	for _, want := range []string{
-		`<td><span class="state manual_review">manual_review</span></td><td class="num">2</td>`,
-		`<td><span class="state ready">ready</span></td><td class="num">0</td>`,
-		`<td><span class="state running">running</span></td><td class="num">1</td>`,
-		fmt.Sprintf(`job <a href="/jobs/%d">%d</a>`, first, first), "<strong>over the SLO</strong>",
-		"Takeovers, whole fleet, last 1h", `<p class="big">1</p>`, "against 3 claim(s), by every process (the attempts log)",
-		"This process only, since it started",
-		"stale writes refused by the fence <strong>3</strong> (complete 2) (reschedule 1); takeovers by this process 3",
-		"reconcile share <strong>25.0%</strong>",
+		// Money first: each unfinished state's jobs and money, linking to
+		// their lists.
+		`<tr id="stake-manual_review"><td><a href="/queue">In manual review: an operator must decide</a></td><td class="num"><a href="/queue">2</a></td><td>25.00 EUR</td></tr>`,
+		`<tr id="stake-ready"><td><a href="/search?state=ready">Waiting to be sent or checked</a></td><td class="num"><a href="/search?state=ready">0</a></td><td>nothing</td></tr>`,
+		`<tr id="stake-running"><td><a href="/search?state=running">Being sent or checked now</a></td><td class="num"><a href="/search?state=running">1</a></td><td>12.50 EUR</td></tr>`,
+		`<tr id="settled-failed"><td><a href="/search?state=failed">Not refunded (declined)</a></td><td class="num"><a href="/search?state=failed">0</a></td></tr>`,
+		fmt.Sprintf(`<a href="/jobs/%d">job %d</a>`, first, first), "<strong>over the SLO</strong>",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the dashboard lacks %q", want)
+		}
+	}
+	for _, engineering := range []string{`id="takeovers"`, `id="fence"`, `id="budget"`, "Reconcile share", "calls free"} {
+		if strings.Contains(body, engineering) {
+			t.Errorf("the dashboard shows engineering figures (%q): they have a tab of their own", engineering)
+		}
+	}
+	body = a.do("GET", "/engineering", nil).Body.String()
+	for _, want := range []string{
+		"Takeovers, whole fleet, last 1h", `<p class="big">1</p>`, "against 3 claim(s), by every process (the attempts log)",
+		"This process only, since it started",
+		"Stale writes refused by the fence: <strong>3 (complete 2, reschedule 1)</strong>", "Takeovers by this process: 3",
+		"Reconcile share: <strong>2 of 8 provider calls (25%)</strong>",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the engineering tab lacks %q", want)
 		}
 	}
 }
@@ -489,15 +510,15 @@ func TestTLSMakesCookiesSecure(t *testing.T) {
 	}
 	resp.Body.Close()
 	cs := resp.Cookies()
-	if len(cs) != 1 || cs[0].Name != "__Host-fencekit_console" || !cs[0].Secure || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode {
+	if len(cs) != 1 || cs[0].Name != "__Host-fencekit_signin" || !cs[0].Secure || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode {
 		t.Fatalf("cookies over TLS: %+v", cs)
 	}
 	if resp.Header.Get("Strict-Transport-Security") == "" {
 		t.Error("no HSTS over TLS")
 	}
 	plain := f.agent("192.0.2.1:1000")
-	plain.do("GET", "/login", nil)
-	if c := plain.cookie; c == nil || c.Secure || c.Name != "fencekit_console" {
+	plain.signIn("vic")
+	if c := plain.session(); c == nil || c.Secure || c.Name != "fencekit_console" {
 		t.Fatalf("cookie over plain HTTP without -console-secure-cookies: %+v", c)
 	}
 }
@@ -510,14 +531,14 @@ func TestCrossSiteLinkKeepsTheSession(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.agent("192.0.2.1:1000")
 	a.signIn("vic")
-	session := a.cookie
-	a.cookie = nil // what the browser sends on a cross-site navigation
+	session := a.session()
+	a.setSession(nil) // what the browser sends on a cross-site navigation
 	a.header.Set("Sec-Fetch-Site", "cross-site")
 	rw := a.do("GET", "/queue", nil)
 	if rw.Code != http.StatusOK || !strings.Contains(rw.Body.String(), `<meta http-equiv="refresh" content="0">`) || len(rw.Result().Cookies()) != 0 {
 		t.Fatalf("a cross-site link: %d, cookies %v", rw.Code, rw.Result().Cookies())
 	}
-	a.cookie = session // the reload comes from the console's own page
+	a.setSession(session) // the reload comes from the console's own page
 	a.header.Set("Sec-Fetch-Site", "same-origin")
 	if rw := a.do("GET", "/queue", nil); rw.Code != http.StatusOK || !strings.Contains(rw.Body.String(), `<span id="who">vic</span>`) {
 		t.Fatalf("the reload: %d", rw.Code)
@@ -568,13 +589,15 @@ func TestSignInRotatesTheSessionID(t *testing.T) {
 	f := newFixture(t, nil)
 	victim := f.agent("192.0.2.1:1000")
 	victim.csrf("/login")
-	planted := *victim.cookie
+	planted := *victim.jar["fencekit_signin"]
+	planted.Name = "fencekit_console" // the attacker plants a session cookie of their choice
+	victim.jar[planted.Name] = &planted
 	victim.signIn("rita")
-	if victim.cookie.Value == planted.Value {
+	if victim.session().Value == planted.Value {
 		t.Fatal("sign-in kept the session id from before it")
 	}
 	attacker := f.agent("192.0.2.66:1000")
-	attacker.cookie = &planted
+	attacker.setSession(&planted)
 	if rw := attacker.do("GET", "/", nil); rw.Code != http.StatusSeeOther || rw.Header().Get("Location") != "/login" {
 		t.Fatalf("the planted id after the victim signed in: %d %s, want a redirect to /login", rw.Code, rw.Header().Get("Location"))
 	}
@@ -603,7 +626,7 @@ func TestStateChangesOnlyByTheConsolesForm(t *testing.T) {
 	}
 	r := httptest.NewRequest("POST", "http://console.test"+path, strings.NewReader(withToken.Encode()))
 	r.RemoteAddr, r.Header = a.remote, http.Header{"Sec-Fetch-Site": {"same-origin"}, "Content-Type": {"text/plain"}}
-	r.AddCookie(a.cookie)
+	r.AddCookie(a.session())
 	rw := httptest.NewRecorder()
 	f.con.ServeHTTP(rw, r)
 	if rw.Code != http.StatusForbidden {
@@ -662,11 +685,23 @@ func TestJobPageNamesEachAttemptsHolder(t *testing.T) {
 	for _, want := range []string{
 		`<tr class="attempt" id="attempt-1"><td>1</td><td class="op">claim</td><td class="mono holder">worker-a.example/101</td>`,
 		`<tr class="attempt" id="attempt-2"><td>2</td><td class="op">takeover</td><td class="mono holder">worker-b.example/202</td>`,
-		"<td>" + taker.ClaimedAt().UTC().Format(stampFormat) + "</td><td>" + taker.LeaseUntil().UTC().Format(stampFormat) + "</td>",
-		"claim by worker-a.example/101", "taken_over", "takeover by worker-b.example/202, leased until " + taker.LeaseUntil().Format(operator.TimeFormat),
+		"<td>" + operator.Stamp(taker.ClaimedAt()) + "</td><td>" + operator.Stamp(taker.LeaseUntil()) + "</td>",
+		"claim by worker-a.example/101",
+		"worker-b.example/202 took it over (attempt 2) after the lease of attempt 1 expired, to ask the provider what became of the last send (a takeover never sends); leased until " + operator.Stamp(taker.LeaseUntil()),
+		`<span class="money unknown">Unknown:</span> <span class="status-text">12.50 EUR sent ` + operator.Stamp(*jobOf(t, f, id).LastSendAt) + ", no answer recorded yet; the provider may have paid.", // money first, even while running
+		"worker-b.example/202 is asking the provider about it now (lease until " + operator.Stamp(taker.LeaseUntil()) + ")",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the job page lacks %q", want)
 		}
 	}
+}
+
+func jobOf(t *testing.T, f *fixture, id int64) *ent.RefundJob {
+	t.Helper()
+	j, err := f.client.RefundJob.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }

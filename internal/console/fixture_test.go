@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -111,8 +112,11 @@ func fixtureOnDB(t testing.TB, db *dbtest.DB, edit func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	clk := &clock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
-	cfg := Config{Client: client, Operator: op, Users: users, Now: clk.now,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var logs io.Writer = io.Discard
+	if os.Getenv("FENCEKIT_CONSOLE_LOG") == "1" { // the console's log lines, to debug a test
+		logs = os.Stderr
+	}
+	cfg := Config{Client: client, Operator: op, Users: users, Now: clk.now, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -185,12 +189,34 @@ type agent struct {
 	t      testing.TB
 	h      http.Handler
 	remote string
-	cookie *http.Cookie
+	jar    map[string]*http.Cookie
 	header http.Header
 }
 
 func (f *fixture) agent(remote string) *agent {
-	return &agent{t: f.t, h: f.con, remote: remote, header: http.Header{"Sec-Fetch-Site": {"same-origin"}}}
+	return &agent{t: f.t, h: f.con, remote: remote, jar: map[string]*http.Cookie{}, header: http.Header{"Sec-Fetch-Site": {"same-origin"}}}
+}
+
+// session is the agent's session cookie (nil when it holds none).
+func (a *agent) session() *http.Cookie {
+	for name, c := range a.jar {
+		if strings.HasSuffix(name, "fencekit_console") {
+			return c
+		}
+	}
+	return nil
+}
+
+// setSession replaces the agent's session cookie with c (none when nil).
+func (a *agent) setSession(c *http.Cookie) {
+	for name := range a.jar {
+		if strings.HasSuffix(name, "fencekit_console") {
+			delete(a.jar, name)
+		}
+	}
+	if c != nil {
+		a.jar[c.Name] = c
+	}
 }
 
 // do sends a request and keeps the session cookie it sets.
@@ -208,16 +234,16 @@ func (a *agent) do(method, path string, form url.Values) *httptest.ResponseRecor
 	for k, v := range a.header {
 		r.Header[k] = v
 	}
-	if a.cookie != nil {
-		r.AddCookie(a.cookie)
+	for _, c := range a.jar {
+		r.AddCookie(c)
 	}
 	rw := httptest.NewRecorder()
 	a.h.ServeHTTP(rw, r)
 	for _, c := range rw.Result().Cookies() {
 		if c.MaxAge < 0 {
-			a.cookie = nil
+			delete(a.jar, c.Name)
 		} else {
-			a.cookie = c
+			a.jar[c.Name] = c
 		}
 	}
 	return rw

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 type ctxKey struct{}
@@ -25,15 +27,17 @@ func operatorOf(r *http.Request) viewer {
 	return v
 }
 
-// identify returns the request's operator and the session's CSRF token. With
-// an AuthHeader, the proxy's header names the operator, believed only on a
-// connection from a trusted proxy; the session then only carries the CSRF
-// token and follows the header's name.
-func (c *Console) identify(rw http.ResponseWriter, r *http.Request) (viewer, int) {
+// identify returns the request's operator, with the session's CSRF token,
+// or the status to refuse it with. With an AuthHeader, the proxy's header
+// names the operator, believed only on a connection from a trusted proxy;
+// the session then only carries the CSRF token and follows the header's
+// name. A session whose operator's roles changed in the users file, or who
+// left it, ends.
+func (c *Console) identify(rw http.ResponseWriter, r *http.Request) (viewer, int, error) {
 	if c.cfg.AuthHeader != "" {
 		if !trusted(c.cfg.TrustedProxies, r) {
 			c.log.Warn("console: request not from a trusted proxy refused", "remote", r.RemoteAddr, "header", c.cfg.AuthHeader, "claimed", r.Header.Get(c.cfg.AuthHeader))
-			return viewer{}, http.StatusForbidden
+			return viewer{}, http.StatusForbidden, nil
 		}
 		// Exactly one value: a proxy that appends its header to the
 		// client's (rather than replacing it) forwards the client's first,
@@ -41,39 +45,51 @@ func (c *Console) identify(rw http.ResponseWriter, r *http.Request) (viewer, int
 		values := r.Header.Values(c.cfg.AuthHeader)
 		if len(values) != 1 {
 			c.log.Warn("console: the proxy's identity header does not hold exactly one value: configure the proxy to replace it", "header", c.cfg.AuthHeader, "values", values)
-			return viewer{}, http.StatusForbidden
+			return viewer{}, http.StatusForbidden, nil
 		}
 		name := values[0]
 		u, ok := c.cfg.Users[name]
 		if !ok {
 			c.log.Warn("console: the proxy names an operator the users file does not list", "name", name)
-			return viewer{}, http.StatusForbidden
+			return viewer{}, http.StatusForbidden, nil
 		}
-		ss, ok := c.session(r)
-		if !ok || ss.user != u.Name {
+		ss, ok, err := c.session(r)
+		if err != nil {
+			return viewer{}, 0, err
+		}
+		if !ok || ss.Operator != u.Name || ss.Roles != rolesOf(u) {
 			if ok {
-				c.sessions.end(ss.id)
+				c.endSession(r, ss, "the proxy names another operator, or the roles changed")
 			}
-			s := c.sessions.create(u.Name)
-			c.setCookie(rw, r, s)
-			ss = *s
+			if ss, err = c.startSession(r.Context(), rw, r, u); err != nil {
+				return viewer{}, 0, err
+			}
 		}
-		return viewer{User: u, csrf: ss.csrf, proxied: true}, 0
+		return viewer{User: u, csrf: ss.csrf(), proxied: true}, 0, nil
 	}
-	ss, ok := c.session(r)
-	if !ok || ss.user == "" {
-		return viewer{}, http.StatusUnauthorized
+	ss, ok, err := c.session(r)
+	if err != nil {
+		return viewer{}, 0, err
 	}
-	u, ok := c.cfg.Users[ss.user]
-	if !ok { // removed from the file since
-		c.sessions.end(ss.id)
-		return viewer{}, http.StatusUnauthorized
+	if !ok {
+		return viewer{}, http.StatusUnauthorized, nil
 	}
-	return viewer{User: u, csrf: ss.csrf}, 0
+	u, ok := c.cfg.Users[ss.Operator]
+	switch {
+	case !ok:
+		c.endSession(r, ss, "removed from the users file")
+		return viewer{}, http.StatusUnauthorized, nil
+	case rolesOf(u) != ss.Roles:
+		c.log.Info("console: session ended: the operator's roles changed", "operator", u.Name, "was", ss.Roles, "now", rolesOf(u))
+		c.endSession(r, ss, "roles changed")
+		return viewer{}, http.StatusUnauthorized, nil
+	}
+	return viewer{User: u, csrf: ss.csrf()}, 0, nil
 }
 
 // signedIn serves h to an operator who holds role (every operator may
-// read). A POST must carry the session's CSRF token; a refused POST writes
+// read). Every POST, whoever signed the operator in (the form or the
+// proxy), must carry the session's CSRF token; a refused POST writes
 // nothing.
 func (c *Console) signedIn(role Role, h func(http.ResponseWriter, *http.Request)) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -87,15 +103,18 @@ func (c *Console) signedIn(role Role, h func(http.ResponseWriter, *http.Request)
 				return
 			}
 		}
-		v, status := c.identify(rw, r)
-		switch status {
-		case 0:
-		case http.StatusUnauthorized:
-			if r.Method == http.MethodGet {
-				http.Redirect(rw, r, "/login", http.StatusSeeOther)
-				return
-			}
-			c.refuse(rw, r, status, "Sign in first.")
+		v, status, err := c.identify(rw, r)
+		switch {
+		case err != nil:
+			c.log.Error("console: read the session", "err", err)
+			c.refuse(rw, r, http.StatusServiceUnavailable, "The console could not read your session from the database. Try again.")
+			return
+		case status == 0:
+		case status == http.StatusUnauthorized && r.Method == http.MethodGet:
+			http.Redirect(rw, r, "/login", http.StatusSeeOther)
+			return
+		case status == http.StatusUnauthorized:
+			c.refuse(rw, r, status, "Sign in first: your session has ended.")
 			return
 		default:
 			c.refuse(rw, r, status, "Forbidden.")
@@ -105,8 +124,8 @@ func (c *Console) signedIn(role Role, h func(http.ResponseWriter, *http.Request)
 			if !c.parseForm(rw, r) {
 				return
 			}
-			if !validCSRF(session{csrf: v.csrf}, r.PostFormValue("csrf")) {
-				c.log.Warn("console: POST without the session's CSRF token refused", "operator", v.Name, "path", r.URL.Path, "remote", r.RemoteAddr)
+			if !validCSRF(v.csrf, r.PostFormValue("csrf")) {
+				c.log.Warn("console: POST without the session's CSRF token refused", "operator", v.Name, "proxied", v.proxied, "path", r.URL.Path, "remote", r.RemoteAddr)
 				c.refuse(rw, r, http.StatusForbidden, "This form has expired or did not come from the console. Reload the page and try again.")
 				return
 			}
@@ -145,22 +164,11 @@ func (c *Console) loginPage(rw http.ResponseWriter, r *http.Request) {
 		http.Redirect(rw, r, "/", http.StatusSeeOther)
 		return
 	}
-	if ss, ok := c.session(r); ok && ss.user != "" {
+	if _, ok, _ := c.session(r); ok {
 		http.Redirect(rw, r, "/", http.StatusSeeOther)
 		return
 	}
-	ss := c.anonymous(rw, r)
-	c.render(rw, r, http.StatusOK, "login", page{Title: "Sign in", Data: loginData{CSRF: ss.csrf}})
-}
-
-// anonymous returns the browser's session before sign-in, starting one.
-func (c *Console) anonymous(rw http.ResponseWriter, r *http.Request) session {
-	if ss, ok := c.session(r); ok {
-		return ss
-	}
-	s := c.sessions.create("")
-	c.setCookie(rw, r, s)
-	return *s
+	c.render(rw, r, http.StatusOK, "login", page{Title: "Sign in", Data: loginData{CSRF: c.signInToken(rw, r)}})
 }
 
 func (c *Console) login(rw http.ResponseWriter, r *http.Request) {
@@ -171,11 +179,9 @@ func (c *Console) login(rw http.ResponseWriter, r *http.Request) {
 	if !c.parseForm(rw, r) {
 		return
 	}
-	ss, ok := c.session(r)
-	if !ok || !validCSRF(ss, r.PostFormValue("csrf")) {
+	if !c.validSignIn(r, r.PostFormValue("csrf")) {
 		// An expired sign-in page, or a forged one: a fresh form, nothing else.
-		fresh := c.anonymous(rw, r)
-		c.render(rw, r, http.StatusForbidden, "login", page{Title: "Sign in", Data: loginData{CSRF: fresh.csrf,
+		c.render(rw, r, http.StatusForbidden, "login", page{Title: "Sign in", Data: loginData{CSRF: c.signInToken(rw, r),
 			Error: "This sign-in form has expired or did not come from the console. Try again."}})
 		return
 	}
@@ -185,7 +191,7 @@ func (c *Console) login(rw http.ResponseWriter, r *http.Request) {
 		c.log.Warn("console: sign-in refused, too many failures", "name", name, "remote", r.RemoteAddr)
 		// Retry-After counts whole seconds (RFC 9110), rounded up.
 		rw.Header().Set("Retry-After", strconv.FormatInt(int64((until.Sub(c.cfg.Now())+time.Second-1)/time.Second), 10))
-		c.render(rw, r, http.StatusTooManyRequests, "login", page{Title: "Sign in", Data: loginData{CSRF: ss.csrf, Name: name,
+		c.render(rw, r, http.StatusTooManyRequests, "login", page{Title: "Sign in", Data: loginData{CSRF: r.PostFormValue("csrf"), Name: name,
 			Error: "Too many failed sign-ins for this name from your address. Try again later."}})
 		return
 	}
@@ -193,26 +199,37 @@ func (c *Console) login(rw http.ResponseWriter, r *http.Request) {
 	if !ok {
 		c.limit.fail(key)
 		c.log.Warn("console: sign-in failed", "name", name, "remote", r.RemoteAddr)
-		c.render(rw, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Data: loginData{CSRF: ss.csrf, Name: name,
+		c.render(rw, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Data: loginData{CSRF: r.PostFormValue("csrf"), Name: name,
 			Error: "Wrong name or password."}})
 		return
 	}
 	c.limit.succeed(key)
-	// A new session id at sign-in: an id planted before it is worth nothing.
-	c.sessions.end(ss.id)
-	c.setCookie(rw, r, c.sessions.create(u.Name))
+	// A new session at sign-in: whatever the browser held before is
+	// worth nothing.
+	if old, ok, _ := c.session(r); ok {
+		c.endSession(r, old, "signed in again")
+	}
+	if _, err := c.startSession(r.Context(), rw, r, u); err != nil {
+		c.log.Error("console: start session", "operator", u.Name, "err", err)
+		c.refuse(rw, r, http.StatusServiceUnavailable, "The console could not record your session in the database. Try again.")
+		return
+	}
+	c.clearCookie(rw, r, c.signInCookie(r))
 	c.log.Info("console: signed in", "operator", u.Name, "remote", r.RemoteAddr)
 	http.Redirect(rw, r, "/", http.StatusSeeOther)
 }
 
 func (c *Console) logout(rw http.ResponseWriter, r *http.Request) {
-	ss, ok := c.session(r)
-	if !ok || !validCSRF(ss, r.PostFormValue("csrf")) {
+	if !c.parseForm(rw, r) {
+		return
+	}
+	ss, ok, err := c.session(r)
+	if err != nil || !ok || !validCSRF(ss.csrf(), r.PostFormValue("csrf")) {
 		c.refuse(rw, r, http.StatusForbidden, "This form has expired or did not come from the console.")
 		return
 	}
-	c.sessions.end(ss.id)
-	c.clearCookie(rw, r)
+	c.endSession(r, ss, "signed out")
+	c.clearCookie(rw, r, c.cookieName(r))
 	http.Redirect(rw, r, "/login", http.StatusSeeOther)
 }
 
@@ -222,7 +239,9 @@ type page struct {
 	Operator viewer
 	Flash    string
 	Error    string
-	Data     any
+	// Tab is the navigation entry the page belongs to.
+	Tab  string
+	Data any
 }
 
 // CanResolve and friends tell templates which forms to show; the handlers
@@ -232,6 +251,9 @@ func (p page) CanApprove() bool { return p.Operator.Has(Approver) }
 func (p page) CSRF() string     { return p.Operator.csrf }
 func (p page) Proxied() bool    { return p.Operator.proxied }
 
+// render executes the page into a buffer before anything is written, so a
+// template error is a clean 500, never half a page; then it makes every
+// invisible or reordering character visible (visible) and writes.
 func (c *Console) render(rw http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	if p.Operator.Name == "" {
 		p.Operator = operatorOf(r)
@@ -251,7 +273,44 @@ func (c *Console) render(rw http.ResponseWriter, r *http.Request, status int, na
 	rw.Header().Set("Content-Type", "text/html; charset=utf-8")
 	rw.Header().Set("Cache-Control", "no-store")
 	rw.WriteHeader(status)
-	_, _ = buf.WriteTo(rw)
+	_, _ = rw.Write(visible(buf.Bytes()))
+}
+
+// visible returns a rendered page with every character that would hide or
+// reorder text written out as Go quotes it ("\u202e"): control characters
+// but tab and line breaks, Unicode format characters (bidirectional
+// controls U+202A to U+202E and U+2066 to U+2069, zero-width characters),
+// line and paragraph separators, and invalid UTF-8. The console's own
+// templates hold none, so whatever it finds came from someone else (a
+// provider's answer, a webhook, a reason, a name typed in a form), on
+// every page, in text and attributes alike, whatever the template forgot.
+func visible(page []byte) []byte {
+	if utf8.Valid(page) && !bytes.ContainsFunc(page, hides) {
+		return page
+	}
+	out := make([]byte, 0, len(page)+64)
+	for i := 0; i < len(page); {
+		r, size := utf8.DecodeRune(page[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			out = fmt.Appendf(out, `\x%02x`, page[i])
+		case hides(r):
+			q := strconv.QuoteRune(r)
+			out = append(out, q[1:len(q)-1]...)
+		default:
+			out = append(out, page[i:i+size]...)
+		}
+		i += size
+	}
+	return out
+}
+
+// hides reports whether r can hide or reorder text on a page.
+func hides(r rune) bool {
+	if r == '\n' || r == '\r' || r == '\t' {
+		return false
+	}
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // refuse answers with an error page and status.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/evidence"
+	"github.com/fencekit/fencekit/money"
 	"github.com/fencekit/fencekit/provider"
 )
 
@@ -558,14 +559,20 @@ func stampOf(t *time.Time) string {
 // describeJob is the job's facts, for an operator.
 func describeJob(in Input) string {
 	r := in.Request
-	return fmt.Sprintf("job: action %q, operation key %q, payment %q, amount %d %s, known refund id %q, key first used %s, last send %s, decided at %s",
-		string(in.Action), r.OperationKey, r.PaymentRef, r.AmountMinor, r.Currency, in.ProviderRefundID,
+	return fmt.Sprintf("job: action %q, operation key %q, payment %q, amount %s, known refund id %q, key first used %s, last send %s, decided at %s",
+		string(in.Action), r.OperationKey, r.PaymentRef, amount(r.AmountMinor, r.Currency), in.ProviderRefundID,
 		stampOf(in.KeyFirstUsedAt), stampOf(in.LastSendAt), stamp(in.Now))
 }
 
+// amount is an amount as people read it: major units and the currency
+// ("11.50 EUR"), never the minor units the provider and the table hold.
+func amount(minor int64, currency string) string {
+	return money.Format(minor, currency) + " " + currency
+}
+
 func describeRefund(r provider.Refund) string {
-	s := fmt.Sprintf("refund id %q, reference %q, payment %q, amount %d %s, status %q", r.ProviderRefundID, r.Reference,
-		r.PaymentRef, r.AmountMinor, r.Currency, string(r.Status))
+	s := fmt.Sprintf("refund id %q, reference %q, payment %q, amount %s, status %q", r.ProviderRefundID, r.Reference,
+		r.PaymentRef, amount(r.AmountMinor, r.Currency), string(r.Status))
 	if r.Reason != "" {
 		s += fmt.Sprintf(", reason %q", r.Reason)
 	}

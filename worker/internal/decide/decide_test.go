@@ -14,6 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/fencekit/fencekit/evidence"
+	"github.com/fencekit/fencekit/money"
 	"github.com/fencekit/fencekit/provider"
 	"github.com/fencekit/fencekit/worker/internal/decide"
 )
@@ -147,14 +148,14 @@ var sendRules = []row{
 		want{kind: decide.Reschedule, rule: decide.RuleSendUnknownError, next: decide.Reconcile, after: decide.DefaultRetryDelay, reason: []string{"bad certificate"}}},
 	{"a success that fails Verify is a mismatch, never a success",
 		send(with(answer(provider.StatusSucceeded), func(r *provider.Refund) { r.AmountMinor = 3000 }), nil),
-		want{kind: decide.ManualReview, rule: decide.RuleSendMismatch, reason: []string{"amount 3000, want 300"}, evidence: []string{`status "succeeded"`, "amount 3000 EUR"}}},
+		want{kind: decide.ManualReview, rule: decide.RuleSendMismatch, reason: []string{"amount 30.00 EUR, want 3.00 EUR"}, evidence: []string{`status "succeeded"`, "amount 30.00 EUR"}}},
 	{"a success for another reference is a mismatch, never a success",
 		send(with(answer(provider.StatusSucceeded), func(r *provider.Refund) { r.Reference = "op-2" }), nil),
 		want{kind: decide.ManualReview, rule: decide.RuleSendMismatch, reason: []string{`reference "op-2"`}}},
 	{"the client's mismatch goes to manual review with the answer as evidence",
 		send(with(answer(provider.StatusSucceeded), func(r *provider.Refund) { r.Currency = "USD" }),
 			fmt.Errorf("send refund: verify refund: currency \"USD\", want \"EUR\": %w", provider.ErrMismatch)),
-		want{kind: decide.ManualReview, rule: decide.RuleSendMismatch, reason: []string{"currency"}, evidence: []string{"amount 300 USD", `"re_1"`}}},
+		want{kind: decide.ManualReview, rule: decide.RuleSendMismatch, reason: []string{"currency"}, evidence: []string{"amount 3.00 USD", `"re_1"`}}},
 	{"an invalid request was not sent: manual review names the bug",
 		send(provider.Refund{}, fmt.Errorf("send refund: validate refund: no currency: %w", provider.ErrInvalidRequest)),
 		want{kind: decide.ManualReview, rule: decide.RuleSendInvalidRequest, reason: []string{"not sent", "no currency"}}},
@@ -242,7 +243,7 @@ var reconcileRules = []row{
 		want{kind: decide.Fail, rule: decide.RuleReconcileRejected, id: "re_1", reason: []string{"rejected"}}},
 	{"a result for the key with another amount is not success: manual review with the answer",
 		lookup(found(with(answer(provider.StatusSucceeded), func(r *provider.Refund) { r.AmountMinor = 30000 })), nil),
-		want{kind: decide.ManualReview, rule: decide.RuleReconcileMismatch, reason: []string{"amount 30000, want 300"}, evidence: []string{"lookup result 1", "amount 30000 EUR"}}},
+		want{kind: decide.ManualReview, rule: decide.RuleReconcileMismatch, reason: []string{"amount 300.00 EUR, want 3.00 EUR"}, evidence: []string{"lookup result 1", "amount 300.00 EUR"}}},
 	{"a result for the key with another currency is not success",
 		lookup(found(with(answer(provider.StatusSucceeded), func(r *provider.Refund) { r.Currency = "USD" })), nil),
 		want{kind: decide.ManualReview, rule: decide.RuleReconcileMismatch, reason: []string{"currency"}}},
@@ -251,7 +252,7 @@ var reconcileRules = []row{
 		want{kind: decide.ManualReview, rule: decide.RuleReconcileMismatch, reason: []string{"payment"}}},
 	{"a mismatch wins over a verified success for the key",
 		lookup(found(answer(provider.StatusSucceeded), with(answer(provider.StatusSucceeded), func(r *provider.Refund) { r.AmountMinor = 1 })), nil),
-		want{kind: decide.ManualReview, rule: decide.RuleReconcileMismatch, reason: []string{"amount 1"}}},
+		want{kind: decide.ManualReview, rule: decide.RuleReconcileMismatch, reason: []string{"amount 0.01 EUR"}}},
 	{"results about other keys are ignored: not found",
 		lookup(found(with(answer(provider.StatusSucceeded), func(r *provider.Refund) { r.Reference, r.ProviderRefundID = "op-2", "re_9" })), nil),
 		want{kind: decide.Reschedule, rule: decide.RuleNotFoundResend, next: decide.Refund}},
@@ -814,4 +815,40 @@ func checkInvariants(t *rapid.T, in decide.Input) {
 			t.Fatalf("%q waits %v, none of the delays %+v", d.Rule, d.After, delays)
 		}
 	}
+}
+
+// The operator reads amounts in the evidence as people do: in major units
+// with the currency's decimals ("11.50 EUR"), never the minor units the
+// table holds labelled as major ("1150 EUR", which an operator reads as a
+// thousand euros). Whatever the amount and the currency, every manual
+// review's evidence and every mismatch's reason says it that way.
+func TestEvidenceSaysAmountsInMajorUnits(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cur := rapid.SampledFrom([]string{"EUR", "JPY", "KWD", "CLF", "USD"}).Draw(t, "currency")
+		minor := rapid.Int64Range(1, 1e12).Draw(t, "minor")
+		other := rapid.Int64Range(1, 1e12).Filter(func(v int64) bool { return v != minor }).Draw(t, "provider's minor")
+		r := req
+		r.AmountMinor, r.Currency = minor, cur
+		a := answer(provider.StatusSucceeded)
+		a.AmountMinor, a.Currency = other, cur
+		for name, in := range map[string]decide.Input{
+			"a send answered for another amount": edit(send(a, nil), func(in *decide.Input) { in.Request = r }),
+			"a lookup found another amount":      edit(lookup(found(a), nil), func(in *decide.Input) { in.Request = r }),
+		} {
+			d := decide.Decide(in)
+			if d.Kind != decide.ManualReview {
+				t.Fatalf("%s: %v, want a manual review", name, d.Kind)
+			}
+			for _, want := range []string{money.Format(minor, cur) + " " + cur, money.Format(other, cur) + " " + cur} {
+				if !strings.Contains(d.Evidence+d.Reason, "amount "+want) {
+					t.Fatalf("%s: the evidence and reason never say amount %s:\n%s\n%s", name, want, d.Reason, d.Evidence)
+				}
+			}
+			for _, v := range []int64{minor, other} {
+				if money.Exponent(cur) > 0 && strings.Contains(d.Evidence+d.Reason, fmt.Sprintf("amount %d %s", v, cur)) {
+					t.Fatalf("%s: minor units labelled as major (amount %d %s):\n%s", name, v, cur, d.Evidence)
+				}
+			}
+		}
+	})
 }

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fencekit/provider"
+)
+
+// run (its workers and its console), resolve, approve and jobs read one
+// provider configuration: the same flags, each defaulting to the same
+// variable, so that an operator's verification asks what the workers can
+// ask (the same lookups) and computes the same key window. A bad value is
+// refused naming its flag, or its variable.
+func TestOneProviderConfiguration(t *testing.T) {
+	t.Setenv("FENCEKIT_PROVIDER_URL", "http://127.0.0.1:8099/v1")
+	t.Setenv("FENCEKIT_PROVIDER_LOOKUPS", "refund-id")
+	t.Setenv("FENCEKIT_PROVIDER_SKEW_MARGIN", "2m")
+	t.Setenv("FENCEKIT_PROVIDER_TIMEOUT", "4s")
+	configs := map[string]*providerConfig{}
+	parse := func(name string, register func(*flag.FlagSet), p *providerConfig, args ...string) {
+		t.Helper()
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		register(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		configs[name] = p
+	}
+	var run runFlags
+	var res resolveFlags
+	var app approveFlags
+	var jobs jobsFlags
+	parse("run", run.register, &run.providerConfig)
+	parse("resolve", res.register, &res.provider)
+	parse("approve", app.register, &app.provider)
+	parse("jobs", jobs.register, &jobs.provider)
+	want := provider.Capabilities{SafeResend: true, KeyRetention: 24 * time.Hour, LookupByRefundID: true}
+	for name, p := range configs {
+		caps, err := p.capabilities()
+		if err != nil || caps != want || p.providerURL != "http://127.0.0.1:8099/v1" || p.claim().SkewMargin != 2*time.Minute || p.claim().ProviderTimeout != 4*time.Second {
+			t.Errorf("%s reads %+v (%v), url %q, claim %+v; want the variables' %+v", name, caps, err, p.providerURL, p.claim(), want)
+		}
+		if err := p.check(true); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+
+	for env, says := range map[string]string{
+		"FENCEKIT_PROVIDER_LOOKUPS=bogus":         `-provider-lookups (from $FENCEKIT_PROVIDER_LOOKUPS) "bogus": unknown lookup "bogus"`,
+		"FENCEKIT_PROVIDER_KEY_RETENTION=forever": `$FENCEKIT_PROVIDER_KEY_RETENTION "forever" (the default of -provider-key-retention): not a duration`,
+		"FENCEKIT_PROVIDER_URL=ftp://psp":         `-provider-url (from $FENCEKIT_PROVIDER_URL) "ftp://psp" is not an absolute http(s) URL`,
+		"FENCEKIT_PROVIDER_SAFE_RESEND=maybe":     `$FENCEKIT_PROVIDER_SAFE_RESEND "maybe" (the default of -provider-safe-resend): not true or false`,
+		"FENCEKIT_PROVIDER_URL=":                  `-provider-url (or $FENCEKIT_PROVIDER_URL) is required`,
+	} {
+		name, value, _ := strings.Cut(env, "=")
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(name, value)
+			var r runFlags
+			fs := flag.NewFlagSet("run", flag.ContinueOnError)
+			r.register(fs)
+			if err := fs.Parse(nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.providerConfig.check(true); err == nil || !strings.Contains(err.Error(), says) {
+				t.Errorf("%s: %v, want an error saying %q", env, err, says)
+			}
+		})
+	}
+	// A flag given replaces a variable it could not read.
+	t.Setenv("FENCEKIT_PROVIDER_KEY_RETENTION", "forever")
+	var r resolveFlags
+	fs := flag.NewFlagSet("resolve", flag.ContinueOnError)
+	r.register(fs)
+	if err := fs.Parse([]string{"-provider-key-retention", "12h"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.provider.check(false); err != nil || r.provider.keyRetention != 12*time.Hour {
+		t.Errorf("-provider-key-retention 12h over a bad variable: %v, %v", err, r.provider.keyRetention)
+	}
+}

@@ -1,0 +1,4 @@
+-- Create "console_sessions" table
+CREATE TABLE `console_sessions` (`id` bigint NOT NULL AUTO_INCREMENT, `token_hash` char(64) NOT NULL, `operator` varchar(128) NOT NULL, `roles` varchar(255) NOT NULL, `created_at` datetime(6) NOT NULL, `seen_at` datetime(6) NOT NULL, `expires_at` datetime(6) NOT NULL, `ended_at` datetime(6) NULL, `end_reason` varchar(64) NULL, PRIMARY KEY (`id`), INDEX `console_sessions_operator` (`operator`, `ended_at`), UNIQUE INDEX `token_hash` (`token_hash`)) CHARSET utf8mb4 COLLATE utf8mb4_bin;
+-- Create "review_assignments" table
+CREATE TABLE `review_assignments` (`id` bigint NOT NULL AUTO_INCREMENT, `job_id` bigint NOT NULL, `operator` varchar(128) NOT NULL, `attempt` bigint NOT NULL, `since` datetime(6) NOT NULL, `released_at` datetime(6) NULL, PRIMARY KEY (`id`), UNIQUE INDEX `job_id` (`job_id`)) CHARSET utf8mb4 COLLATE utf8mb4_bin;
