@@ -186,6 +186,10 @@ func (ev *evaluator) eval(e ast.Expr, depth int) []template {
 		if x.Op == token.ARROW {
 			ev.flow = true // SSA follows what the package sends on such channels
 		}
+	case *ast.SelectorExpr:
+		if sel := fl.pass.TypesInfo.Selections[x]; sel != nil && sel.Kind() == types.FieldVal {
+			ev.flow = true // SSA follows a struct received from a channel
+		}
 	}
 	return holeTemplate
 }

@@ -28,6 +28,7 @@ type ssaState struct {
 	busy      map[ssa.Value]bool
 	cycles    int // cycles cut so far
 	steps     int // values resolved so far
+	callExprs map[token.Pos]*ast.CallExpr // by parenthesis, for messages
 
 	callGraph // call forms (callforms.go)
 }
@@ -377,8 +378,8 @@ func (s *ssaState) judge(k ssaSite) {
 			continue
 		}
 		found := sqlcheck.CheckTemplate(t, c.cfg)
-		if len(found) > 0 && t.params() && !t.opaque() && s.closed(k.call.Parent()) {
-			continue // judged at the calls of the enclosing function
+		if s.deferred(t, found, k.call.Parent(), k.st.fn) {
+			continue // judged at the calls that complete it
 		}
 		ps = append(ps, found...)
 	}
@@ -601,7 +602,7 @@ func (s *ssaState) resolve(v ssa.Value, depth int) []template {
 	s.steps++
 	s.busy[v] = true
 	before := s.cycles
-	ts := s.resolve0(v, depth+1)
+	ts := s.holeName(v, s.resolve0(v, depth+1))
 	delete(s.busy, v)
 	if s.cycles == before {
 		// A value resolved across a cut cycle depends on where the walk
@@ -626,7 +627,7 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 		}
 	case *ssa.Parameter:
 		if i := s.paramIndex(x); i >= 0 {
-			return paramTemplate(i)
+			return namedParam(i, x.Name())
 		}
 	case *ssa.BinOp:
 		if x.Op == token.ADD && isString(x.Type()) {
@@ -652,6 +653,18 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 		if ts, ok := s.travelled(x, depth); ok {
 			return ts
 		}
+		if x.Op == token.MUL {
+			switch p := x.X.(type) {
+			case *ssa.Alloc, *ssa.FreeVar:
+				if ts, ok := s.captured(p, x.Parent(), depth); ok {
+					return ts
+				}
+			case *ssa.FieldAddr:
+				if ts, ok := s.sentField(p.X, p.Field, x.Parent(), depth); ok {
+					return ts
+				}
+			}
+		}
 		if ia, ok := x.X.(*ssa.IndexAddr); ok && x.Op == token.MUL {
 			if vals, ok := literalElems(ia); ok {
 				var out []template
@@ -670,7 +683,7 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 			if len(s.stores[g]) > 0 {
 				var out []template
 				for _, st := range s.stores[g] {
-					out = union(out, s.resolve(st, depth))
+					out = union(out, s.resolveIn(st, x.Parent(), depth))
 				}
 				return out
 			}
@@ -698,6 +711,10 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 		}
 	case *ssa.Lookup:
 		if ts, ok := s.travelled(x, depth); ok {
+			return ts
+		}
+	case *ssa.Field:
+		if ts, ok := s.sentField(x.X, x.Field, x.Parent(), depth); ok {
 			return ts
 		}
 	case *ssa.Call:
@@ -1217,6 +1234,8 @@ func templateKey(t template) string {
 		switch {
 		case p.Param > 0:
 			fmt.Fprintf(&b, "\x00%d\x00", p.Param)
+		case p.Outer != 0:
+			fmt.Fprintf(&b, "\x00o%d\x00", p.Outer)
 		case p.Hole:
 			b.WriteString("\x00?\x00")
 		default:

@@ -248,7 +248,7 @@ func (w *wrapperState) summary(fi *funcInfo) *summary {
 			if !t.params() || len(s.sinks) == maxTemplates {
 				continue
 			}
-			if t.opaque() && len(sqlcheck.CheckTemplate(t, w.cfg)) > 0 {
+			if ps := sqlcheck.CheckTemplate(t, w.cfg); len(ps) > 0 && (t.opaque() || !holesOnly(ps)) {
 				continue // reported here: callers cannot do better
 			}
 			s.sinks = append(s.sinks, t)

@@ -12,11 +12,17 @@ import (
 // Part is a piece of a query built at run time: constant text, or a hole
 // whose value is not known statically. A hole may stand for a parameter
 // of the function that builds the query (Param, 1-based), which its
-// callers fill in.
+// callers fill in, or for a parameter of the declared function around the
+// closure that uses it (Outer, 1-based), which that function's callers
+// fill in. Name is the Go expression the hole stands for ("cond",
+// "strconv.FormatInt(id, 10)"), when known: the unprovable message names
+// it.
 type Part struct {
 	Text  string
 	Hole  bool
 	Param int
+	Outer int
+	Name  string
 }
 
 // CheckTemplate judges a query built at run time from constant fragments and
@@ -46,10 +52,91 @@ func CheckTemplate(parts []Part, cfg *Config) []Problem {
 	// Holes in value positions (the usual case) leave a statement that
 	// parses; judge it with the grammar.
 	var out []Problem
-	if eachStmt(b.String(), func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, true)...) }) {
-		return out
+	if !eachStmt(b.String(), func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, true)...) }) {
+		out = lexTemplate(parts, cfg)
 	}
-	return lexTemplate(parts, cfg)
+	return attribute(parts, out)
+}
+
+// attribute names, in each Dynamic problem of an UPDATE or DELETE, the
+// clause a named hole completes and what the hole stands for: the first
+// named hole of a WHERE clause, else the first of a SET list. A problem
+// whose holes have no name (a builder's unknown condition, a template's
+// action) keeps the general message.
+func attribute(parts []Part, ps []Problem) []Problem {
+	clause, from := holeClause(parts)
+	if from == "" {
+		return ps
+	}
+	for i := range ps {
+		if ps[i].Kind == Dynamic && (ps[i].Verb == "UPDATE" || ps[i].Verb == "DELETE") {
+			ps[i].Clause, ps[i].From = clause, from
+		}
+	}
+	return ps
+}
+
+// holeClause finds the clause of the first statement's first named hole
+// in its WHERE clause ("WHERE"), else in its SET list ("SET" when a
+// constant WHERE follows, "SET+WHERE" when none does: the hole may hold
+// it), and the hole's name.
+func holeClause(parts []Part) (clause, from string) {
+	type tok struct {
+		text string
+		part int // the hole's part, or -1
+	}
+	var toks []tok
+	for i, p := range parts {
+		if p.Hole {
+			toks = append(toks, tok{hole, i})
+			continue
+		}
+		for _, t := range lex(p.Text) {
+			toks = append(toks, tok{t, -1})
+		}
+	}
+	if len(toks) == 0 || toks[0].text != "update" && toks[0].text != "delete" {
+		return "", ""
+	}
+	depth, region := 0, ""
+	setHole, whereSeen := "", false
+	for _, t := range toks {
+		switch {
+		case t.text == "(":
+			depth++
+		case t.text == ")":
+			depth--
+		case t.text == ";" && depth == 0:
+			return setClause(setHole, whereSeen)
+		case t.part >= 0:
+			name := parts[t.part].Name
+			if name == "" {
+				continue
+			}
+			if region == "where" {
+				return "WHERE", name
+			}
+			if region == "set" && setHole == "" {
+				setHole = name
+			}
+		case depth == 0 && (t.text == "set" || t.text == "where"):
+			region = t.text
+			whereSeen = whereSeen || t.text == "where"
+		case depth == 0 && (t.text == "order" || t.text == "limit"):
+			region = ""
+		}
+	}
+	return setClause(setHole, whereSeen)
+}
+
+func setClause(name string, whereSeen bool) (string, string) {
+	switch {
+	case name == "":
+		return "", ""
+	case whereSeen:
+		return "SET", name
+	}
+	return "SET+WHERE", name
 }
 
 // hole is the token standing for a hole in the lexical fallback.
