@@ -26,8 +26,8 @@ type ssaState struct {
 	returns   map[*ssa.Function][]ssa.Value
 	memo      map[ssa.Value][]template
 	busy      map[ssa.Value]bool
-	cycles    int // cycles cut so far
-	steps     int // values resolved so far
+	cycles    int                         // cycles cut so far
+	steps     int                         // values resolved so far
 	callExprs map[token.Pos]*ast.CallExpr // by parenthesis, for messages
 
 	callGraph // call forms (callforms.go)
