@@ -187,6 +187,38 @@ func capturedStores(p ssa.Value, vals *[]ssa.Value, seen map[ssa.Value]bool) boo
 // sends on channels of that type store into the field of the struct they
 // send, composite literals included.
 func (s *ssaState) sentField(x ssa.Value, i int, in *ssa.Function, depth int) ([]template, bool) {
+	if u, ok := x.(*ssa.UnOp); ok && u.Op == token.MUL {
+		x = u.X
+	}
+	if alloc, ok := x.(*ssa.Alloc); ok {
+		// A local copy of the received struct (for s := range ch { s.f }):
+		// what is stored into it whole, and into its field.
+		var out []template
+		found := false
+		for _, r := range *alloc.Referrers() {
+			switch r := r.(type) {
+			case *ssa.Store:
+				if r.Addr != alloc {
+					return nil, false
+				}
+				ts, ok := s.sentField(r.Val, i, in, depth)
+				if !ok {
+					return nil, false
+				}
+				out, found = union(out, ts), true
+			case *ssa.FieldAddr:
+				if r.Field != i {
+					continue
+				}
+				for _, r2 := range *r.Referrers() {
+					if st, ok := r2.(*ssa.Store); ok && st.Addr == r {
+						out, found = union(out, s.resolveIn(st.Val, in, depth)), true
+					}
+				}
+			}
+		}
+		return out, found
+	}
 	if e, ok := x.(*ssa.Extract); ok && e.Index == 0 {
 		x = e.Tuple
 	}
@@ -265,6 +297,16 @@ func (s *ssaState) holeName(v ssa.Value, ts []template) []template {
 		}
 	case *ssa.Field:
 		variable = true
+	}
+	if variable {
+		// Named after the variable only when it is all run time (where
+		// = os.Getenv(…)), not when it holds the query (q = "UPDATE … "
+		// + strconv.Itoa(id)).
+		for _, t := range ts {
+			if len(t) != 1 || !t[0].Hole {
+				variable = false
+			}
+		}
 	}
 	if !variable {
 		if unnamed(ts) {

@@ -79,51 +79,99 @@ func attribute(parts []Part, ps []Problem) []Problem {
 // holeClause finds the clause of the first statement's first named hole
 // in its WHERE clause ("WHERE"), else in its SET list ("SET" when a
 // constant WHERE follows, "SET+WHERE" when none does: the hole may hold
-// it), and the hole's name.
+// it), and the hole's name. It reads the text itself, since a hole may
+// sit inside a quoted string (SET note = '" + note + "'), which splits
+// no token: quotes and comments are skipped, keywords count outside
+// parentheses.
 func holeClause(parts []Part) (clause, from string) {
-	type tok struct {
-		text string
-		part int // the hole's part, or -1
+	const (
+		before = iota
+		inSet
+		inWhere
+		after
+	)
+	region, depth := before, 0
+	setHole, whereSeen := "", false
+	quote := byte(0)
+	first := true // the statement's first word
+	hole := func(name string) bool {
+		switch {
+		case name == "":
+		case region == inWhere:
+			return true
+		case region == inSet && setHole == "":
+			setHole = name
+		}
+		return false
 	}
-	var toks []tok
-	for i, p := range parts {
+	for _, p := range parts {
 		if p.Hole {
-			toks = append(toks, tok{hole, i})
+			if hole(p.Name) {
+				return "WHERE", p.Name
+			}
 			continue
 		}
-		for _, t := range lex(p.Text) {
-			toks = append(toks, tok{t, -1})
-		}
-	}
-	if len(toks) == 0 || toks[0].text != "update" && toks[0].text != "delete" {
-		return "", ""
-	}
-	depth, region := 0, ""
-	setHole, whereSeen := "", false
-	for _, t := range toks {
-		switch {
-		case t.text == "(":
-			depth++
-		case t.text == ")":
-			depth--
-		case t.text == ";" && depth == 0:
-			return setClause(setHole, whereSeen)
-		case t.part >= 0:
-			name := parts[t.part].Name
-			if name == "" {
+		t := p.Text
+		for i := 0; i < len(t); i++ {
+			c := t[i]
+			if quote != 0 {
+				switch {
+				case c == '\\' && quote != '`':
+					i++
+				case c == quote:
+					quote = 0
+				}
 				continue
 			}
-			if region == "where" {
-				return "WHERE", name
+			switch {
+			case c == '\'' || c == '"' || c == '`':
+				quote = c
+			case c == '(':
+				depth++
+			case c == ')':
+				depth--
+			case c == ';' && depth == 0:
+				return setClause(setHole, whereSeen)
+			case c == '#' || c == '-' && strings.HasPrefix(t[i:], "-- "):
+				if j := strings.IndexByte(t[i:], '\n'); j >= 0 {
+					i += j
+				} else {
+					i = len(t)
+				}
+			case c == '/' && strings.HasPrefix(t[i:], "/*"):
+				if j := strings.Index(t[i+2:], "*/"); j >= 0 {
+					i += j + 3
+				} else {
+					i = len(t)
+				}
+			case isWordByte(c):
+				j := i
+				for j < len(t) && isWordByte(t[j]) {
+					j++
+				}
+				w := strings.ToLower(t[i:j])
+				i = j - 1
+				if first {
+					first = false
+					if w != "update" && w != "delete" {
+						return "", ""
+					}
+					continue
+				}
+				if depth != 0 {
+					continue
+				}
+				switch w {
+				case "set":
+					if region == before {
+						region = inSet
+					}
+				case "where":
+					region, whereSeen = inWhere, true
+				case "order", "limit":
+					region = after
+				}
 			}
-			if region == "set" && setHole == "" {
-				setHole = name
-			}
-		case depth == 0 && (t.text == "set" || t.text == "where"):
-			region = t.text
-			whereSeen = whereSeen || t.text == "where"
-		case depth == 0 && (t.text == "order" || t.text == "limit"):
-			region = ""
 		}
 	}
 	return setClause(setHole, whereSeen)
