@@ -293,7 +293,19 @@ func variadicElem(cc *ssa.CallCommon, j, k int) ssa.Value {
 	if j >= len(cc.Args) {
 		return nil
 	}
-	sl, ok := cc.Args[j].(*ssa.Slice)
+	return sliceElem(cc.Args[j], k, 0)
+}
+
+// sliceElem returns the value stored in element k of the slice v: a
+// slice of a local array, or append's first operand (a spread
+// Exec(append([]any{q}, args...)...)).
+func sliceElem(v ssa.Value, k, depth int) ssa.Value {
+	if call, ok := v.(*ssa.Call); ok && depth < maxDepth {
+		if b, ok := call.Call.Value.(*ssa.Builtin); ok && b.Name() == "append" && len(call.Call.Args) > 0 {
+			return sliceElem(call.Call.Args[0], k, depth+1)
+		}
+	}
+	sl, ok := v.(*ssa.Slice)
 	if !ok {
 		return nil
 	}

@@ -73,9 +73,9 @@ func xormIface(db xorm.Interface, ids []any) error {
 	if _, err := db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = ? AND state = 'failed' AND attempt = ?", 1, 2); err != nil {
 		return err
 	}
-	// A spread argument list is not seen: the query is in the slice.
+	// A spread argument list: the query is the slice's first element.
 	args := append([]any{"UPDATE refund_jobs SET state = 'x' WHERE " + extraWhere}, ids...)
-	if _, err := db.Exec(args...); err != nil {
+	if _, err := db.Exec(args...); err != nil { // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from extraWhere`
 		return err
 	}
 	_, err := db.Exec("INSERT INTO refund_jobs (id, state) VALUES (?, 'ready') ON DUPLICATE KEY UPDATE state = 'ready'", 1) // want `INSERT … ON DUPLICATE KEY UPDATE writes existing refund_jobs rows`
