@@ -202,7 +202,7 @@ func runSSA(c *ssaInputs, sites []*site) {
 	// string is used. A helper's call judges only what its arguments
 	// complete: its constant returns were judged at its return statements.
 	for _, r := range roots {
-		if !s.alone(r.v, map[ssa.Value]bool{}) {
+		if !s.alone(r.v, map[ssa.Value]bool{}) || s.expectedOnly(r.v) {
 			continue
 		}
 		s.steps = 0

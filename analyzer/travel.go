@@ -190,6 +190,9 @@ func (s *ssaState) sentField(x ssa.Value, i int, in *ssa.Function, depth int) ([
 	if u, ok := x.(*ssa.UnOp); ok && u.Op == token.MUL {
 		x = u.X
 	}
+	if ts, ok := s.tableField(x, i, in, depth); ok {
+		return ts, true
+	}
 	if alloc, ok := x.(*ssa.Alloc); ok {
 		// A local copy of the received struct (for s := range ch { s.f }):
 		// what is stored into it whole, and into its field.

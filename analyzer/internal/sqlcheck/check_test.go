@@ -142,7 +142,6 @@ type checkCase struct{ sql, want string }
 
 func parseCases(t testing.TB) []checkCase {
 	var cases []checkCase
-	//fencelint:allow the cases are the checker's test inputs, one a line, not one statement
 	for _, line := range strings.Split(strings.TrimSpace(checkCases), "\n") {
 		sql, want, ok := strings.Cut(line, "  =>")
 		if !ok {
@@ -180,7 +179,6 @@ SELECT 1; UPDATE refund_jobs SET state = 'x' WHERE id = 1 AND state = ? AND atte
 // grammar.
 func TestUnreadableNamesConstruct(t *testing.T) {
 	cfg := defaultConfig(t)
-	//fencelint:allow the cases are the checker's test inputs, one a line, not one statement
 	for _, line := range strings.Split(strings.TrimSpace(unreadCases), "\n") {
 		sql, want, _ := strings.Cut(line, "  =>  ")
 		tc := checkCase{sql, want}
