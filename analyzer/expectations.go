@@ -6,8 +6,8 @@ import (
 	"go/types"
 	"strings"
 
-	"golang.org/x/tools/go/types/typeutil"
 	"golang.org/x/tools/go/ssa"
+	"golang.org/x/tools/go/types/typeutil"
 )
 
 // SQL text that is a test's expectation (issue 32). A statement that never

@@ -30,6 +30,9 @@ type ssaState struct {
 	steps     int                         // values resolved so far
 	callExprs map[token.Pos]*ast.CallExpr // by parenthesis, for messages
 
+	// Whether a value may hold text naming a fenced table (mention.go).
+	mentionMemo, mentionSeen map[ssa.Value]bool
+
 	callGraph // call forms (callforms.go)
 }
 
@@ -202,7 +205,7 @@ func runSSA(c *ssaInputs, sites []*site) {
 	// string is used. A helper's call judges only what its arguments
 	// complete: its constant returns were judged at its return statements.
 	for _, r := range roots {
-		if !s.alone(r.v, map[ssa.Value]bool{}) || s.expectedOnly(r.v) {
+		if r.raw == nil && !s.mayMention(r.v) || !s.alone(r.v, map[ssa.Value]bool{}) || s.expectedOnly(r.v) {
 			continue
 		}
 		s.steps = 0

@@ -89,6 +89,9 @@ func (s *ssaState) markCallees(ci ssa.CallInstruction) {
 	mark := func(fn *ssa.Function, obj *types.Func) {
 		if fn != nil {
 			s.reached[fn] = true
+			if o := fn.Origin(); o != nil {
+				s.reached[o] = true // an instance of a generic function
+			}
 		}
 		if obj != nil {
 			if f := s.pkg.Prog.FuncValue(obj.Origin()); f != nil {

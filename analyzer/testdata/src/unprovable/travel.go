@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"strconv"
 
-	"example.com/backoff"
 	"example.com/app/ent"
+	"example.com/backoff"
 )
 
 // 5. A query sent over a channel to the goroutine that runs it.

@@ -162,3 +162,13 @@ func reads(ctx context.Context, db *sql.DB, cond string) {
 	db.QueryContext(ctx, "SELECT id FROM refund_jobs WHERE "+cond)
 	db.ExecContext(ctx, "INSERT INTO refund_jobs (id, state) VALUES ("+cond+", 'ready')")
 }
+
+// A generic helper is proven at its instances' calls.
+func updateWhere[T any](ctx context.Context, db *sql.DB, cond string, v T, args ...any) error {
+	_, err := db.ExecContext(ctx, "UPDATE refund_jobs SET note = ? WHERE "+cond, append([]any{v}, args...)...)
+	return err
+}
+
+func noteJob(ctx context.Context, db *sql.DB, id int64, attempt int) error {
+	return updateWhere(ctx, db, fenced, "x", id, "running", attempt)
+}
