@@ -123,11 +123,7 @@ func (s *ssaState) tableField(elem ssa.Value, i int, in *ssa.Function, depth int
 	if !ok {
 		return nil, false
 	}
-	base := ia.X
-	if sl, ok := base.(*ssa.Slice); ok {
-		base = sl.X
-	}
-	alloc, ok := base.(*ssa.Alloc)
+	alloc, ok := indexedAlloc(ia)
 	if !ok {
 		return nil, false
 	}

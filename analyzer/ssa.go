@@ -742,15 +742,22 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 // array (or slice literal) that ia indexes, when nothing else may write
 // them: the elements of a range over []string{…}.
 func literalElems(ia *ssa.IndexAddr) ([]ssa.Value, bool) {
+	alloc, ok := indexedAlloc(ia)
+	if !ok {
+		return nil, false
+	}
+	return allocElems(alloc)
+}
+
+// indexedAlloc is the local array that ia indexes, directly or through a
+// slice of it.
+func indexedAlloc(ia *ssa.IndexAddr) (*ssa.Alloc, bool) {
 	base := ia.X
 	if sl, ok := base.(*ssa.Slice); ok {
 		base = sl.X
 	}
 	alloc, ok := base.(*ssa.Alloc)
-	if !ok {
-		return nil, false
-	}
-	return allocElems(alloc)
+	return alloc, ok
 }
 
 // allocElems returns the values stored into the elements of a local array

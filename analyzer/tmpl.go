@@ -77,6 +77,12 @@ func (t template) outer() bool {
 // named returns ts with every hole that has no name named name (the
 // expression the holes come from), copying only what changes.
 func named(ts []template, name string) []template {
+	return renamed(ts, name, func(p sqlcheck.Part) bool { return p.Hole && p.Name == "" })
+}
+
+// renamed returns ts with the parts that which selects named name,
+// copying only the templates that change.
+func renamed(ts []template, name string, which func(sqlcheck.Part) bool) []template {
 	if name == "" {
 		return ts
 	}
@@ -84,23 +90,19 @@ func named(ts []template, name string) []template {
 	for i, t := range ts {
 		var c template
 		for j, p := range t {
-			if p.Hole && p.Name == "" {
+			if which(p) {
 				if c == nil {
 					c = append(template(nil), t...)
 				}
 				c[j].Name = name
 			}
 		}
-		if c == nil {
-			if out != nil {
-				out = append(out, t)
+		if c != nil {
+			if out == nil {
+				out = append([]template(nil), ts...)
 			}
-			continue
+			out[i] = c
 		}
-		if out == nil {
-			out = append(make([]template, 0, len(ts)), ts[:i]...)
-		}
-		out = append(out, c)
 	}
 	if out == nil {
 		return ts

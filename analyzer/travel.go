@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/tools/go/ssa"
+
+	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 )
 
 // Values that cross functions (issue 32), for SSA's resolve: a variable
@@ -318,31 +320,9 @@ func (s *ssaState) holeName(v ssa.Value, ts []template) []template {
 		return ts
 	}
 	name := s.describe(v)
-	if name == "" {
-		return ts
-	}
-	var out []template
-	for i, t := range ts {
-		var c template
-		for j, p := range t {
-			if p.Hole && p.Param == 0 && p.Outer == 0 && p.Name != name {
-				if c == nil {
-					c = append(template(nil), t...)
-				}
-				c[j].Name = name
-			}
-		}
-		if c != nil {
-			if out == nil {
-				out = append([]template(nil), ts...)
-			}
-			out[i] = c
-		}
-	}
-	if out == nil {
-		return ts
-	}
-	return out
+	return renamed(ts, name, func(p sqlcheck.Part) bool {
+		return p.Hole && p.Param == 0 && p.Outer == 0 && p.Name != name
+	})
 }
 
 // describe names the Go expression an SSA value stands for, for a
