@@ -55,9 +55,15 @@ type callGraph struct {
 	methodFacts map[string][]*types.Func // other packages' methods with a sink fact, by name
 
 	// Strings that travel: sent on channels (by element type), stored
-	// into maps (by map type).
-	sends     map[string][]ssa.Value
-	mapStores map[string][]*ssa.MapUpdate
+	// into maps (by map type); structs (or pointers to them) sent on
+	// channels, whose string fields travel with them (travel.go).
+	sends       map[string][]ssa.Value
+	mapStores   map[string][]*ssa.MapUpdate
+	structSends map[string][]ssa.Value
+
+	// The functions that some call of the package may reach
+	// (unprovable.go), computed on first use.
+	reached map[*ssa.Function]bool
 }
 
 func newCallGraph() callGraph {
@@ -74,7 +80,17 @@ func newCallGraph() callGraph {
 		closedFuncs: map[*types.Func]bool{},
 		sends:       map[string][]ssa.Value{},
 		mapStores:   map[string][]*ssa.MapUpdate{},
+		structSends: map[string][]ssa.Value{},
 	}
+}
+
+// isStructish reports whether t is a struct or a pointer to one.
+func isStructish(t types.Type) bool {
+	if p, ok := t.Underlying().(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	_, ok := t.Underlying().(*types.Struct)
+	return ok
 }
 
 // fieldOf is the struct field that a FieldAddr or Field instruction
@@ -103,6 +119,8 @@ func (s *ssaState) index(instr ssa.Instruction) {
 	case *ssa.Send:
 		if stringish(in.X.Type()) {
 			s.sends[chanKey(in.Chan.Type())] = append(s.sends[chanKey(in.Chan.Type())], in.X)
+		} else if isStructish(in.X.Type()) {
+			s.structSends[chanKey(in.Chan.Type())] = append(s.structSends[chanKey(in.Chan.Type())], in.X)
 		}
 	case *ssa.MapUpdate:
 		if m, ok := in.Map.Type().Underlying().(*types.Map); ok && stringish(m.Elem()) {
@@ -486,8 +504,8 @@ func (s *ssaState) judgeForms() {
 				continue
 			}
 			found := sqlcheck.CheckTemplate(t, c.cfg)
-			if len(found) > 0 && t.params() && !t.opaque() && s.closed(fn) {
-				continue // judged at fn's calls
+			if s.deferred(t, found, fn, nil) {
+				continue // judged at the calls that complete it
 			}
 			ps = append(ps, found...)
 		}

@@ -130,6 +130,44 @@ func (fl *flowState) evalCallOf(ts []template, call *ast.CallExpr) (out []templa
 	return out, ev.flow
 }
 
+// evalFirstElem is the text the first element of the slice e may hold
+// (a query passed in a spread ...any slice): of a slice literal, of
+// append's first operand (or its first appended value), of a variable's
+// only assignment; else a hole.
+func (fl *flowState) evalFirstElem(e ast.Expr) []template {
+	ev := &evaluator{fl: fl}
+	return ev.firstElem(e, 0)
+}
+
+func (ev *evaluator) firstElem(e ast.Expr, depth int) []template {
+	info := ev.fl.pass.TypesInfo
+	if depth > maxDepth {
+		return holeTemplate
+	}
+	switch x := ast.Unparen(e).(type) {
+	case *ast.CompositeLit:
+		if len(x.Elts) > 0 {
+			if _, kv := x.Elts[0].(*ast.KeyValueExpr); !kv {
+				return ev.eval(x.Elts[0], depth+1)
+			}
+		}
+	case *ast.CallExpr:
+		if b, ok := typeutil.Callee(info, x).(*types.Builtin); ok && b.Name() == "append" && len(x.Args) > 0 {
+			if lit, ok := ast.Unparen(x.Args[0]).(*ast.CompositeLit); ok && len(lit.Elts) == 0 && len(x.Args) > 1 && !x.Ellipsis.IsValid() {
+				return ev.eval(x.Args[1], depth+1)
+			}
+			return ev.firstElem(x.Args[0], depth+1)
+		}
+	case *ast.Ident:
+		if v, ok := info.Uses[x].(*types.Var); ok {
+			if ds := ev.fl.defs[v]; len(ds) == 1 && !ds[0].add && ds[0].expr != nil {
+				return ev.firstElem(ds[0].expr, depth+1)
+			}
+		}
+	}
+	return holeTemplate
+}
+
 // varDefs returns the assignments of v seen by the walk (for the builders
 // unit, through builderHost).
 func (fl *flowState) varDefs(v *types.Var) []def { return fl.defs[v] }
@@ -185,6 +223,10 @@ func (ev *evaluator) eval(e ast.Expr, depth int) []template {
 	case *ast.UnaryExpr:
 		if x.Op == token.ARROW {
 			ev.flow = true // SSA follows what the package sends on such channels
+		}
+	case *ast.SelectorExpr:
+		if sel := fl.pass.TypesInfo.Selections[x]; sel != nil && sel.Kind() == types.FieldVal {
+			ev.flow = true // SSA follows a struct received from a channel
 		}
 	}
 	return holeTemplate

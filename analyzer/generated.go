@@ -3,7 +3,10 @@ package analyzer
 import (
 	"go/constant"
 	"go/types"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/tools/go/analysis"
 
@@ -45,7 +48,12 @@ func withGenerated(pass *analysis.Pass, o *options) *options {
 	}
 	scan(pass.Pkg)
 	for _, imp := range pass.Pkg.Imports() {
-		scan(imp)
+		// The standard library generates no fenced tables, and sorting
+		// the names of its scopes, in every package, was a sixth of
+		// fencelint's own time on this repository (issue 32).
+		if !isStd(imp.Path()) {
+			scan(imp)
+		}
 	}
 	if len(extra) == 0 {
 		return o
@@ -72,4 +80,26 @@ func constString(pkg *types.Package, name string) (string, bool) {
 		return "", false
 	}
 	return constant.StringVal(k.Val()), true
+}
+
+// stdPaths memoizes isStd.
+var stdPaths sync.Map
+
+// isStd reports whether path is a package of the standard library: its
+// first element has no dot and the Go installation holds its directory.
+func isStd(path string) bool {
+	if first, _, _ := strings.Cut(path, "/"); strings.Contains(first, ".") {
+		return false
+	}
+	if v, ok := stdPaths.Load(path); ok {
+		return v.(bool)
+	}
+	root := goroot()
+	std := false
+	if root != "" {
+		fi, err := os.Stat(filepath.Join(root, "src", filepath.FromSlash(path)))
+		std = err == nil && fi.IsDir()
+	}
+	stdPaths.Store(path, std)
+	return std
 }

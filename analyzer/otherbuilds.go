@@ -142,7 +142,7 @@ func (s *ssaState) travelled(v ssa.Value, depth int) ([]template, bool) {
 	}
 	var out []template
 	for _, val := range vals {
-		out = union(out, s.resolve(val, depth))
+		out = union(out, s.resolveIn(val, v.Parent(), depth))
 	}
 	return out, true
 }

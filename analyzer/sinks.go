@@ -71,15 +71,29 @@ func (sk *sinkUnit) directSite(call *ast.CallExpr, fn *types.Func) (query int, s
 		return -1, false
 	}
 	// An any parameter (xorm, bun's variadic any) holds a query only
-	// when a string is passed; a spread slice (Exec(args...)) is not
-	// seen.
-	spread := call.Ellipsis.IsValid() && i >= len(call.Args)-1
-	if i < len(call.Args) && !spread && stringish(sk.info.TypeOf(call.Args[i])) {
+	// when a string is passed, or as the first element of a spread slice
+	// (xorm's Exec(append([]any{q}, args...)...)): the flow unit and SSA
+	// follow the slice to its first element.
+	if i == len(call.Args)-1 && spreadQuery(call, fn) {
+		return i, true
+	}
+	if i < len(call.Args) && stringish(sk.info.TypeOf(call.Args[i])) {
 		if _, ok := sk.strs.static(call.Args[i]); !ok {
 			return i, true
 		}
 	}
 	return -1, true
+}
+
+// spreadQuery reports whether call passes fn's query as the first
+// element of a spread ...any slice.
+func spreadQuery(call *ast.CallExpr, fn *types.Func) bool {
+	sig := fn.Signature()
+	if !call.Ellipsis.IsValid() || !sig.Variadic() || len(call.Args) != sig.Params().Len() {
+		return false
+	}
+	last := sig.Params().At(sig.Params().Len() - 1).Type().(*types.Slice)
+	return isEmptyInterface(last.Elem())
 }
 
 var sinkPrefixes = []string{"Exec", "Query", "Prepare", "MustExec", "NamedExec", "NamedQuery"}

@@ -71,6 +71,19 @@ type sqlStrings struct {
 	mentionTable, mentionWrite bool
 	// The same, among strings that may be parts of longer run-time strings.
 	fragmentTable, fragmentWrite bool
+
+	// Tests' expectations (expectations.go): whether the file walked is
+	// a test file, the findings of SQL in test tables' fields, and the
+	// fields some read takes elsewhere than to an expectation's use.
+	testFile  bool
+	expected  []expectedConst
+	fieldUsed map[*types.Var]bool
+}
+
+// expectedConst is the finding of SQL in a test table's field.
+type expectedConst struct {
+	finding finding
+	field   *types.Var
 }
 
 // sinkIndexer is what the SQL text unit asks of the sinks unit.
@@ -355,6 +368,14 @@ func (ss *sqlStrings) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 	if !mentions || ctx == ctxFragment || ctx == ctxSkip {
 		return
 	}
+	var field *types.Var
+	if ctx == ctxAlone {
+		f, ok := ss.expectation(e, stack)
+		if ok && f == nil {
+			return
+		}
+		field = f
+	}
 	var ps []sqlcheck.Problem
 	if ctx == ctxAlone && strings.Contains(s, "{{") && ss.templateText(e, stack) {
 		ps = sqlcheck.CheckTemplate(templateParts(s), ss.cfg)
@@ -373,7 +394,12 @@ func (ss *sqlStrings) staticExpr(e ast.Expr, s string, stack []ast.Node) {
 	case ctxGlobal:
 		ss.globals = append(ss.globals, globalConst{e, ss.pass.TypesInfo.ObjectOf(id).(*types.Var), ps})
 	default:
-		ss.out.addFinding(finding{pos: e.Pos(), msg: problemsMessage(ps), fixes: ss.suggestFix(e, s, ps, stack)})
+		f := finding{pos: e.Pos(), msg: problemsMessage(ps), fixes: ss.suggestFix(e, s, ps, stack)}
+		if field != nil {
+			ss.expected = append(ss.expected, expectedConst{f, field})
+			return
+		}
+		ss.out.addFinding(f)
 	}
 }
 

@@ -26,8 +26,12 @@ type ssaState struct {
 	returns   map[*ssa.Function][]ssa.Value
 	memo      map[ssa.Value][]template
 	busy      map[ssa.Value]bool
-	cycles    int // cycles cut so far
-	steps     int // values resolved so far
+	cycles    int                         // cycles cut so far
+	steps     int                         // values resolved so far
+	callExprs map[token.Pos]*ast.CallExpr // by parenthesis, for messages
+
+	// Whether a value may hold text naming a fenced table (mention.go).
+	mentionMemo, mentionSeen map[ssa.Value]bool
 
 	callGraph // call forms (callforms.go)
 }
@@ -201,7 +205,7 @@ func runSSA(c *ssaInputs, sites []*site) {
 	// string is used. A helper's call judges only what its arguments
 	// complete: its constant returns were judged at its return statements.
 	for _, r := range roots {
-		if !s.alone(r.v, map[ssa.Value]bool{}) {
+		if r.raw == nil && !s.mayMention(r.v) || !s.alone(r.v, map[ssa.Value]bool{}) || s.expectedOnly(r.v) {
 			continue
 		}
 		s.steps = 0
@@ -292,7 +296,19 @@ func variadicElem(cc *ssa.CallCommon, j, k int) ssa.Value {
 	if j >= len(cc.Args) {
 		return nil
 	}
-	sl, ok := cc.Args[j].(*ssa.Slice)
+	return sliceElem(cc.Args[j], k, 0)
+}
+
+// sliceElem returns the value stored in element k of the slice v: a
+// slice of a local array, or append's first operand (a spread
+// Exec(append([]any{q}, args...)...)).
+func sliceElem(v ssa.Value, k, depth int) ssa.Value {
+	if call, ok := v.(*ssa.Call); ok && depth < maxDepth {
+		if b, ok := call.Call.Value.(*ssa.Builtin); ok && b.Name() == "append" && len(call.Call.Args) > 0 {
+			return sliceElem(call.Call.Args[0], k, depth+1)
+		}
+	}
+	sl, ok := v.(*ssa.Slice)
 	if !ok {
 		return nil
 	}
@@ -377,8 +393,8 @@ func (s *ssaState) judge(k ssaSite) {
 			continue
 		}
 		found := sqlcheck.CheckTemplate(t, c.cfg)
-		if len(found) > 0 && t.params() && !t.opaque() && s.closed(k.call.Parent()) {
-			continue // judged at the calls of the enclosing function
+		if s.deferred(t, found, k.call.Parent(), k.st.fn) {
+			continue // judged at the calls that complete it
 		}
 		ps = append(ps, found...)
 	}
@@ -601,7 +617,7 @@ func (s *ssaState) resolve(v ssa.Value, depth int) []template {
 	s.steps++
 	s.busy[v] = true
 	before := s.cycles
-	ts := s.resolve0(v, depth+1)
+	ts := s.holeName(v, s.resolve0(v, depth+1))
 	delete(s.busy, v)
 	if s.cycles == before {
 		// A value resolved across a cut cycle depends on where the walk
@@ -626,7 +642,7 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 		}
 	case *ssa.Parameter:
 		if i := s.paramIndex(x); i >= 0 {
-			return paramTemplate(i)
+			return namedParam(i, x.Name())
 		}
 	case *ssa.BinOp:
 		if x.Op == token.ADD && isString(x.Type()) {
@@ -652,6 +668,18 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 		if ts, ok := s.travelled(x, depth); ok {
 			return ts
 		}
+		if x.Op == token.MUL {
+			switch p := x.X.(type) {
+			case *ssa.Alloc, *ssa.FreeVar:
+				if ts, ok := s.captured(p, x.Parent(), depth); ok {
+					return ts
+				}
+			case *ssa.FieldAddr:
+				if ts, ok := s.sentField(p.X, p.Field, x.Parent(), depth); ok {
+					return ts
+				}
+			}
+		}
 		if ia, ok := x.X.(*ssa.IndexAddr); ok && x.Op == token.MUL {
 			if vals, ok := literalElems(ia); ok {
 				var out []template
@@ -670,7 +698,7 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 			if len(s.stores[g]) > 0 {
 				var out []template
 				for _, st := range s.stores[g] {
-					out = union(out, s.resolve(st, depth))
+					out = union(out, s.resolveIn(st, x.Parent(), depth))
 				}
 				return out
 			}
@@ -700,6 +728,10 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 		if ts, ok := s.travelled(x, depth); ok {
 			return ts
 		}
+	case *ssa.Field:
+		if ts, ok := s.sentField(x.X, x.Field, x.Parent(), depth); ok {
+			return ts
+		}
 	case *ssa.Call:
 		return s.resolveCall(x, depth)
 	}
@@ -710,15 +742,22 @@ func (s *ssaState) resolve0(v ssa.Value, depth int) []template {
 // array (or slice literal) that ia indexes, when nothing else may write
 // them: the elements of a range over []string{…}.
 func literalElems(ia *ssa.IndexAddr) ([]ssa.Value, bool) {
+	alloc, ok := indexedAlloc(ia)
+	if !ok {
+		return nil, false
+	}
+	return allocElems(alloc)
+}
+
+// indexedAlloc is the local array that ia indexes, directly or through a
+// slice of it.
+func indexedAlloc(ia *ssa.IndexAddr) (*ssa.Alloc, bool) {
 	base := ia.X
 	if sl, ok := base.(*ssa.Slice); ok {
 		base = sl.X
 	}
 	alloc, ok := base.(*ssa.Alloc)
-	if !ok {
-		return nil, false
-	}
-	return allocElems(alloc)
+	return alloc, ok
 }
 
 // allocElems returns the values stored into the elements of a local array
@@ -1217,6 +1256,8 @@ func templateKey(t template) string {
 		switch {
 		case p.Param > 0:
 			fmt.Fprintf(&b, "\x00%d\x00", p.Param)
+		case p.Outer != 0:
+			fmt.Fprintf(&b, "\x00o%d\x00", p.Outer)
 		case p.Hole:
 			b.WriteString("\x00?\x00")
 		default:

@@ -41,7 +41,8 @@ func (t template) params() bool {
 	return false
 }
 
-// opaque reports whether t holds a hole that is not a parameter.
+// opaque reports whether t holds a hole that is not a parameter (an
+// enclosing function's parameter, Outer, is one here).
 func (t template) opaque() bool {
 	for _, p := range t {
 		if p.Hole && p.Param == 0 {
@@ -50,6 +51,67 @@ func (t template) opaque() bool {
 	}
 	return false
 }
+
+// unknown reports whether t holds a hole that no caller fills in: neither
+// a parameter of its function nor one of the declared function around it.
+func (t template) unknown() bool {
+	for _, p := range t {
+		if p.Hole && p.Param == 0 && p.Outer == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// outer reports whether t holds a parameter of the declared function
+// around the closure that builds it.
+func (t template) outer() bool {
+	for _, p := range t {
+		if p.Outer != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// named returns ts with every hole that has no name named name (the
+// expression the holes come from), copying only what changes.
+func named(ts []template, name string) []template {
+	return renamed(ts, name, func(p sqlcheck.Part) bool { return p.Hole && p.Name == "" })
+}
+
+// renamed returns ts with the parts that which selects named name,
+// copying only the templates that change.
+func renamed(ts []template, name string, which func(sqlcheck.Part) bool) []template {
+	if name == "" {
+		return ts
+	}
+	var out []template
+	for i, t := range ts {
+		var c template
+		for j, p := range t {
+			if which(p) {
+				if c == nil {
+					c = append(template(nil), t...)
+				}
+				c[j].Name = name
+			}
+		}
+		if c != nil {
+			if out == nil {
+				out = append([]template(nil), ts...)
+			}
+			out[i] = c
+		}
+	}
+	if out == nil {
+		return ts
+	}
+	return out
+}
+
+// namedHole is a hole standing for the expression name.
+func namedHole(name string) []template { return []template{{{Hole: true, Name: name}}} }
 
 // passThrough reports whether t is exactly one parameter, unedited.
 func (t template) passThrough() bool { return len(t) == 1 && t[0].Param > 0 }
@@ -87,6 +149,11 @@ func textTemplate(s string) []template { return []template{{{Text: s}}} }
 
 func paramTemplate(i int) []template { return []template{{{Hole: true, Param: i + 1}}} }
 
+// namedParam is paramTemplate for a parameter named name.
+func namedParam(i int, name string) []template {
+	return []template{{{Hole: true, Param: i + 1, Name: name}}}
+}
+
 // concat is the cross product of two sets of alternatives, bounded.
 func concat(a, b []template) []template {
 	var out []template
@@ -112,7 +179,7 @@ func appendPart(t template, p sqlcheck.Part) template {
 	case n > 0 && !p.Hole && !t[n-1].Hole:
 		t[n-1].Text += p.Text
 		return t
-	case n > 0 && p.Hole && t[n-1].Hole && p.Param == t[n-1].Param && p.Param <= 0:
+	case n > 0 && p.Hole && t[n-1].Hole && p.Param == t[n-1].Param && p.Param <= 0 && p.Outer == t[n-1].Outer:
 		return t
 	case !p.Hole && p.Text == "":
 		return t
@@ -184,7 +251,7 @@ func edited(ts []template, cfg *sqlcheck.Config) []template {
 				if i > 0 {
 					i = -i
 				}
-				out = union(out, []template{{{Hole: true, Param: i}}})
+				out = union(out, []template{{{Hole: true, Param: i, Name: p.Name}}})
 			}
 		}
 	}

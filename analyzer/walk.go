@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
+	"strings"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/types/typeutil"
@@ -102,6 +103,7 @@ func (c *checker) add(pos token.Pos, msg string) { c.out.add(pos, msg) }
 // the AST evaluator needs (parameters, assignments, returns).
 func (c *checker) walk() {
 	for _, f := range c.pass.Files {
+		c.strs.testFile = strings.HasSuffix(c.pass.Fset.File(f.Pos()).Name(), "_test.go")
 		var stack []ast.Node
 		ast.Inspect(f, func(n ast.Node) bool {
 			if n == nil {
@@ -188,6 +190,7 @@ func (c *checker) walk() {
 					return false
 				case *ast.SelectorExpr:
 					c.builders.entBuilder(n)
+					c.strs.fieldRead(n, stack)
 				case *ast.CallExpr:
 					c.call(n, stack)
 				}
@@ -243,6 +246,7 @@ func isContext(t types.Type) bool {
 // the run-time concatenations and the sinks.
 func (c *checker) settle() {
 	c.strs.judgeGlobals()
+	c.strs.judgeExpected()
 	sites := c.wrappers.settleSites()
 	// A site needs SSA when a query it may send names a fenced table.
 	needSites := false

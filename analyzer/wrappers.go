@@ -72,6 +72,8 @@ type wrapperFlow interface {
 	evalCallOf(ts []template, call *ast.CallExpr) ([]template, bool)
 	// varDefs are the assignments of a variable seen by the walk.
 	varDefs(v *types.Var) []def
+	// evalFirstElem is what the first element of a slice may hold.
+	evalFirstElem(e ast.Expr) []template
 }
 
 func newWrapperState(pass *analysis.Pass, cfg *sqlcheck.Config, flow wrapperFlow) *wrapperState {
@@ -248,7 +250,7 @@ func (w *wrapperState) summary(fi *funcInfo) *summary {
 			if !t.params() || len(s.sinks) == maxTemplates {
 				continue
 			}
-			if t.opaque() && len(sqlcheck.CheckTemplate(t, w.cfg)) > 0 {
+			if ps := sqlcheck.CheckTemplate(t, w.cfg); len(ps) > 0 && (t.opaque() || !holesOnly(ps)) {
 				continue // reported here: callers cannot do better
 			}
 			s.sinks = append(s.sinks, t)
@@ -300,7 +302,12 @@ func (w *wrapperState) siteTemplates(st *site) {
 	}
 	st.done = true
 	if st.query >= 0 {
-		st.ts, st.flow = w.flow.evalExpr(st.call.Args[st.query])
+		a := st.call.Args[st.query]
+		if st.call.Ellipsis.IsValid() && st.query == len(st.call.Args)-1 {
+			st.ts, st.flow = w.flow.evalFirstElem(a), true // SSA decides
+			return
+		}
+		st.ts, st.flow = w.flow.evalExpr(a)
 		return
 	}
 	st.ts, st.flow = w.flow.evalCallOf(st.wrapper, st.call)

@@ -133,7 +133,6 @@ func TestFenceObserveRecordsTheWritesItLetsThrough(t *testing.T) {
 	if !strings.Contains(v["rule"], "must declare the attempt it holds") || v["changed"] != "state,attempt,lease_until" {
 		t.Errorf("violation %v does not name the rule and the columns the write changed", v)
 	}
-	//fencelint:allow a legacy writer's unfenced write, which the fence refuses in enforce mode and records in observe mode: the test's subject
 	if statementsRecorded(t, raw) && !strings.Contains(v["statement"], "UPDATE refund_jobs SET state = 'running'") {
 		t.Errorf("violation %v does not name the statement, which performance_schema records", v)
 	}

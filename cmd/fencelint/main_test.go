@@ -70,12 +70,12 @@ var wantBad = []string{
 	"jobs.go:14:32: unfenced UPDATE of refund_jobs: WHERE lacks state = ? and attempt = ?; add AND state = ? AND attempt = ?",
 	"jobs.go:20:32: unfenced UPDATE of refund_jobs: WHERE lacks attempt = ?; add AND state = ? AND attempt = ?",
 	"jobs.go:27:32: UPDATE of refund_jobs requires lease_until to be in the future: lease expiry must not revoke write rights; fence with AND state = ? AND attempt = ? only (drop the lease_until check)",
-	"jobs.go:33:32: query built at run time writes refund_jobs (UPDATE): fencelint cannot prove it holds AND state = ? AND attempt = ?; build it from constants, or justify it with //fencelint:allow <reason>",
+	"jobs.go:33:32: the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv.FormatInt(id, 10); a write of refund_jobs must hold AND state = ? AND attempt = ? in constant text, or be justified with //fencelint:allow <reason>",
 	"jobs.go:52:2: //fencelint:allow needs a reason: write //fencelint:allow <why this write is safe>; without one it suppresses nothing",
 	"jobs.go:53:32: unfenced UPDATE of refund_jobs: WHERE lacks state = ? and attempt = ?; add AND state = ? AND attempt = ?",
 	// Through store.Exec, a wrapper in another package: followed by facts,
 	// which go vet carries between packages.
-	"jobs.go:59:29: query built at run time writes refund_jobs (UPDATE): fencelint cannot prove it holds AND state = ? AND attempt = ?; build it from constants, or justify it with //fencelint:allow <reason>",
+	"jobs.go:59:29: the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv.FormatInt(id, 10); a write of refund_jobs must hold AND state = ? AND attempt = ? in constant text, or be justified with //fencelint:allow <reason>",
 }
 
 // diagnostics keeps the lines that look like file:line:col: diagnostics,
@@ -130,7 +130,7 @@ func TestVetToolPassesSinks(t *testing.T) {
 		t.Fatalf("go vet exited 0; output:\n%s", out)
 	}
 	want := append([]string{}, wantBad...)
-	want = append(want, "jobs.go:65:22: query built at run time writes refund_jobs (UPDATE): fencelint cannot prove it holds AND state = ? AND attempt = ?; build it from constants, or justify it with //fencelint:allow <reason>")
+	want = append(want, "jobs.go:65:22: the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv.FormatInt(id, 10); a write of refund_jobs must hold AND state = ? AND attempt = ? in constant text, or be justified with //fencelint:allow <reason>")
 	assertLines(t, out, want)
 }
 

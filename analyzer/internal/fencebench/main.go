@@ -16,7 +16,9 @@
 //
 // With -vet, it also times go vet itself on the real set, with a no-op vet
 // tool and with fencelint (each run with a fresh copy of the tool, so that
-// go vet's cache of earlier runs does not answer).
+// go vet's cache of earlier runs does not answer); with -self, the same on
+// this repository, as its self-lint runs (issue 32's measure: fencelint
+// within 1.15x of the no-op tool).
 //
 // Besides wall times it prints CPU times (user and system, go list
 // included), less disturbed by other work on a shared machine.
@@ -59,6 +61,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	load := flag.String("load", "all", "all: dependencies parsed and type-checked from source, as go vet does; roots: dependencies from export data")
 	vet := flag.Bool("vet", false, "also time go vet -vettool on the real set, with a no-op tool and with fencelint")
+	self := flag.Bool("self", false, "also time go vet -vettool on this repository ("+strings.Join(selfPatterns, " ")+", the self-lint of scripts/test.sh), with a no-op tool and with fencelint")
 	flag.Parse()
 	switch *load {
 	case "all":
@@ -91,7 +94,10 @@ func main() {
 		fmt.Printf("(left out, not type-checking: %d packages)\n", len(broken))
 	}
 	if *vet && *real != "" {
-		vetBench(strings.Split(*real, ","), *rounds)
+		vetBench("vet", strings.Split(*real, ","), *rounds)
+	}
+	if *self {
+		vetBench("self", selfPatterns, *rounds)
 	}
 	if *densePkgs > 0 {
 		dir, err := os.MkdirTemp("", "fencebench-dense")
@@ -204,11 +210,15 @@ func measure(a *analysis.Analyzer, cfg *packages.Config, patterns []string) (sam
 	return sample{end.Sub(start), end.Sub(loaded), cpuTime() - cpu0}, len(ok), diags
 }
 
-// vetBench times go vet -vettool on the real set: a no-op vet tool
+// selfPatterns are the packages of this repository that its self-lint
+// covers (scripts/test.sh).
+var selfPatterns = []string{"./...", "./analyzer/...", "./bench/..."}
+
+// vetBench times go vet -vettool on patterns: a no-op vet tool
 // against fencelint, alternately. go vet runs the tool on every package and
 // dependency and caches the results by the tool's content, so each run
 // gets a copy of the tool made unique by trailing bytes.
-func vetBench(patterns []string, rounds int) {
+func vetBench(name string, patterns []string, rounds int) {
 	dir, err := os.MkdirTemp("", "fencebench-vet")
 	if err != nil {
 		log.Fatal(err)
@@ -276,7 +286,7 @@ func vetBench(patterns []string, rounds int) {
 		return ds[len(ds)/2]
 	}
 	n, f, nc, fc := med(noopT), med(fenceT), med(noopC), med(fenceC)
-	fmt.Printf("%-6s %6s %6s %12s %12s %6.3fx %14s %14s %10s %10s %6.3fx   (go vet -vettool, fresh tool each run)\n", "vet", "", "",
+	fmt.Printf("%-6s %6s %6s %12s %12s %6.3fx %14s %14s %10s %10s %6.3fx   (go vet -vettool, fresh tool each run)\n", name, "", "",
 		n.Round(time.Millisecond), f.Round(time.Millisecond), float64(f)/float64(n), "", "",
 		nc.Round(time.Millisecond), fc.Round(time.Millisecond), float64(fc)/float64(nc))
 }

@@ -46,6 +46,11 @@ type Problem struct {
 	// stopped at Stop (Unprovable: the construct and its offset).
 	Unread bool
 	Stop   string
+	// Dynamic, when a named hole completes the statement: the clause it
+	// completes (WHERE, SET, or SET+WHERE for a SET list with no constant
+	// WHERE after it) and the Go expression it stands for.
+	Clause string
+	From   string
 }
 
 // fix is the predicate to add, qualified when the statement joins tables.
@@ -79,6 +84,17 @@ func (p Problem) String() string {
 		return fmt.Sprintf("%s writes existing %s rows and cannot be fenced: enqueue with a plain INSERT and change a row with UPDATE … WHERE … %s",
 			p.Verb, t, p.fix())
 	case Dynamic:
+		if p.From != "" {
+			what := "its WHERE is"
+			switch p.Clause {
+			case "SET":
+				what = "its SET list is"
+			case "SET+WHERE":
+				what = "its SET list and WHERE are"
+			}
+			return fmt.Sprintf("the fence of this %s cannot be proven: %s built at run time from %s; a write of %s must hold %s in constant text, or be justified with //fencelint:allow <reason>",
+				p.Verb, what, p.From, t, p.fix())
+		}
 		return fmt.Sprintf("query built at run time writes %s (%s): fencelint cannot prove it holds %s; build it from constants, or justify it with //fencelint:allow <reason>",
 			t, p.Verb, p.fix())
 	case SelfDeclared:

@@ -142,7 +142,6 @@ type checkCase struct{ sql, want string }
 
 func parseCases(t testing.TB) []checkCase {
 	var cases []checkCase
-	//fencelint:allow the cases are the checker's test inputs, one a line, not one statement
 	for _, line := range strings.Split(strings.TrimSpace(checkCases), "\n") {
 		sql, want, ok := strings.Cut(line, "  =>")
 		if !ok {
@@ -180,7 +179,6 @@ SELECT 1; UPDATE refund_jobs SET state = 'x' WHERE id = 1 AND state = ? AND atte
 // grammar.
 func TestUnreadableNamesConstruct(t *testing.T) {
 	cfg := defaultConfig(t)
-	//fencelint:allow the cases are the checker's test inputs, one a line, not one statement
 	for _, line := range strings.Split(strings.TrimSpace(unreadCases), "\n") {
 		sql, want, _ := strings.Cut(line, "  =>  ")
 		tc := checkCase{sql, want}
@@ -221,6 +219,49 @@ func TestCheckTemplate(t *testing.T) {
 	} {
 		if got := summary(CheckTemplate(tc.parts, cfg)); got != tc.want {
 			t.Errorf("CheckTemplate(%+v) = %q, want %q", tc.parts, got, tc.want)
+		}
+	}
+}
+
+// TestUnprovableNamesClause (issue 32): a Dynamic UPDATE or DELETE whose
+// hole has a name says which clause the hole completes and what it is;
+// a hole without a name (a builder's, a template's) keeps the general
+// message, and so does a hole no clause holds.
+func TestUnprovableNamesClause(t *testing.T) {
+	cfg := defaultConfig(t)
+	cfg.Delete = true
+	const head = "the fence of this "
+	for _, tc := range []struct {
+		parts []Part
+		want  string // the message's start; "" for the general message
+	}{
+		{[]Part{{Text: "UPDATE refund_jobs SET state = 'failed' WHERE "}, {Hole: true, Param: 3, Name: "cond"}}, "UPDATE cannot be proven: its WHERE is built at run time from cond;"},             //fencelint:allow a statement head under test, completed by a hole
+		{[]Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = "}, {Hole: true, Name: "strconv.Itoa(id)"}}, "UPDATE cannot be proven: its WHERE is built at run time from strconv.Itoa(id);"}, //fencelint:allow a statement head under test, completed by a hole
+		// The WHERE's hole is named, not the SET list's.
+		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true, Name: "sets"}, {Text: " WHERE id = ? AND "}, {Hole: true, Name: "cond"}}, "UPDATE cannot be proven: its WHERE is built at run time from cond;"},
+		// A hole inside quotes is in the clause the quotes are in.
+		{[]Part{{Text: "UPDATE refund_jobs SET note = '"}, {Hole: true, Name: "note"}, {Text: "' WHERE id = ? AND x = '"}, {Hole: true, Name: "x"}, {Text: "'"}}, "UPDATE cannot be proven: its WHERE is built at run time from x;"}, //fencelint:allow a statement head under test, completed by a hole
+		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true, Name: "sets"}}, "UPDATE cannot be proven: its SET list and WHERE are built at run time from sets;"},
+		{[]Part{{Text: "/* job */ DELETE FROM refund_jobs WHERE "}, {Hole: true, Name: "where"}}, "DELETE cannot be proven: its WHERE is built at run time from where;"},
+		// The general message: no name, or no clause to name.
+		{[]Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = "}, {Hole: true}}, ""},                                                  //fencelint:allow a statement head under test, completed by a hole
+		{[]Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ? LIMIT "}, {Hole: true, Name: "n"}}, ""}, //fencelint:allow a statement head under test, completed by a hole
+		{[]Part{{Text: "INSERT INTO refund_jobs (a) VALUES (?) ON DUPLICATE KEY UPDATE "}, {Hole: true, Name: "set"}}, ""},
+	} {
+		ps := CheckTemplate(tc.parts, cfg)
+		if len(ps) != 1 {
+			t.Errorf("CheckTemplate(%+v) = %v, want one problem", tc.parts, ps)
+			continue
+		}
+		got := ps[0].String()
+		if tc.want == "" {
+			if !strings.HasPrefix(got, "query built at run time writes refund_jobs") {
+				t.Errorf("CheckTemplate(%+v) = %q, want the general message", tc.parts, got)
+			}
+			continue
+		}
+		if !strings.HasPrefix(got, head+tc.want) || !strings.Contains(got, "a write of refund_jobs must hold AND state = ? AND attempt = ?") {
+			t.Errorf("CheckTemplate(%+v) = %q, want %q…, naming the table and the fence", tc.parts, got, head+tc.want)
 		}
 	}
 }

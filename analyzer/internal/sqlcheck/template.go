@@ -12,11 +12,17 @@ import (
 // Part is a piece of a query built at run time: constant text, or a hole
 // whose value is not known statically. A hole may stand for a parameter
 // of the function that builds the query (Param, 1-based), which its
-// callers fill in.
+// callers fill in, or for a parameter of the declared function around the
+// closure that uses it (Outer, 1-based), which that function's callers
+// fill in. Name is the Go expression the hole stands for ("cond",
+// "strconv.FormatInt(id, 10)"), when known: the unprovable message names
+// it.
 type Part struct {
 	Text  string
 	Hole  bool
 	Param int
+	Outer int
+	Name  string
 }
 
 // CheckTemplate judges a query built at run time from constant fragments and
@@ -46,10 +52,139 @@ func CheckTemplate(parts []Part, cfg *Config) []Problem {
 	// Holes in value positions (the usual case) leave a statement that
 	// parses; judge it with the grammar.
 	var out []Problem
-	if eachStmt(b.String(), func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, true)...) }) {
-		return out
+	if !eachStmt(b.String(), func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, true)...) }) {
+		out = lexTemplate(parts, cfg)
 	}
-	return lexTemplate(parts, cfg)
+	return attribute(parts, out)
+}
+
+// attribute names, in each Dynamic problem of an UPDATE or DELETE, the
+// clause a named hole completes and what the hole stands for: the first
+// named hole of a WHERE clause, else the first of a SET list. A problem
+// whose holes have no name (a builder's unknown condition, a template's
+// action) keeps the general message.
+func attribute(parts []Part, ps []Problem) []Problem {
+	clause, from := holeClause(parts)
+	if from == "" {
+		return ps
+	}
+	for i := range ps {
+		if ps[i].Kind == Dynamic && (ps[i].Verb == "UPDATE" || ps[i].Verb == "DELETE") {
+			ps[i].Clause, ps[i].From = clause, from
+		}
+	}
+	return ps
+}
+
+// holeClause finds the clause of the first statement's first named hole
+// in its WHERE clause ("WHERE"), else in its SET list ("SET" when a
+// constant WHERE follows, "SET+WHERE" when none does: the hole may hold
+// it), and the hole's name. It reads the text itself, since a hole may
+// sit inside a quoted string (SET note = '" + note + "'), which splits
+// no token: quotes and comments are skipped, keywords count outside
+// parentheses.
+func holeClause(parts []Part) (clause, from string) {
+	const (
+		before = iota
+		inSet
+		inWhere
+		after
+	)
+	region, depth := before, 0
+	setHole, whereSeen := "", false
+	quote := byte(0)
+	first := true // the statement's first word
+	hole := func(name string) bool {
+		switch {
+		case name == "":
+		case region == inWhere:
+			return true
+		case region == inSet && setHole == "":
+			setHole = name
+		}
+		return false
+	}
+	for _, p := range parts {
+		if p.Hole {
+			if hole(p.Name) {
+				return "WHERE", p.Name
+			}
+			continue
+		}
+		t := p.Text
+		for i := 0; i < len(t); i++ {
+			c := t[i]
+			if quote != 0 {
+				switch {
+				case c == '\\' && quote != '`':
+					i++
+				case c == quote:
+					quote = 0
+				}
+				continue
+			}
+			switch {
+			case c == '\'' || c == '"' || c == '`':
+				quote = c
+			case c == '(':
+				depth++
+			case c == ')':
+				depth--
+			case c == ';' && depth == 0:
+				return setClause(setHole, whereSeen)
+			case c == '#' || c == '-' && strings.HasPrefix(t[i:], "-- "):
+				if j := strings.IndexByte(t[i:], '\n'); j >= 0 {
+					i += j
+				} else {
+					i = len(t)
+				}
+			case c == '/' && strings.HasPrefix(t[i:], "/*"):
+				if j := strings.Index(t[i+2:], "*/"); j >= 0 {
+					i += j + 3
+				} else {
+					i = len(t)
+				}
+			case isWordByte(c):
+				j := i
+				for j < len(t) && isWordByte(t[j]) {
+					j++
+				}
+				w := strings.ToLower(t[i:j])
+				i = j - 1
+				if first {
+					first = false
+					if w != "update" && w != "delete" {
+						return "", ""
+					}
+					continue
+				}
+				if depth != 0 {
+					continue
+				}
+				switch w {
+				case "set":
+					if region == before {
+						region = inSet
+					}
+				case "where":
+					region, whereSeen = inWhere, true
+				case "order", "limit":
+					region = after
+				}
+			}
+		}
+	}
+	return setClause(setHole, whereSeen)
+}
+
+func setClause(name string, whereSeen bool) (string, string) {
+	switch {
+	case name == "":
+		return "", ""
+	case whereSeen:
+		return "SET", name
+	}
+	return "SET+WHERE", name
 }
 
 // hole is the token standing for a hole in the lexical fallback.

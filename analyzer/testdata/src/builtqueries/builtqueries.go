@@ -18,7 +18,7 @@ import (
 func fprint(ctx context.Context, db *sql.DB, id int64) {
 	var b strings.Builder
 	fmt.Fprint(&b, "UPDATE refund_jobs SET state = 'ready' WHERE id = ", strconv.FormatInt(id, 10))
-	db.ExecContext(ctx, b.String()) // want `query built at run time writes refund_jobs`
+	db.ExecContext(ctx, b.String()) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 
 	var buf bytes.Buffer
 	fmt.Fprintln(&buf, "UPDATE refund_jobs SET state = 'ready' WHERE id = ? AND state = 'running' AND attempt = ?")
@@ -60,7 +60,7 @@ func viaChannel(ctx context.Context, db *sql.DB, ids []int64) {
 		}
 	}()
 	for q := range queries {
-		db.ExecContext(ctx, q) // want `query built at run time writes refund_jobs`
+		db.ExecContext(ctx, q) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 	}
 }
 
@@ -69,6 +69,6 @@ func viaMap(ctx context.Context, db *sql.DB, id int64, attempt int) {
 	stmts := map[string]string{}
 	stmts["requeue"] = "UPDATE refund_jobs SET state = 'ready' WHERE id = " + strconv.FormatInt(id, 10)
 	stmts["finish"] = "UPDATE refund_jobs SET state = 'succeeded', finished_at = NOW() - INTERVAL " + strconv.Itoa(attempt) + " SECOND WHERE id = ? AND state = ? AND attempt = ?"
-	db.ExecContext(ctx, stmts["requeue"]) // want `query built at run time writes refund_jobs`
+	db.ExecContext(ctx, stmts["requeue"]) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 	db.ExecContext(ctx, stmts["finish"], id, "running", attempt)
 }

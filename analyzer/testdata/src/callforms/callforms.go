@@ -62,9 +62,9 @@ func retry(ctx context.Context, attempts int, op func(ctx context.Context) error
 // 1. go and defer.
 
 func releaseOnExit(ctx context.Context, db *sql.DB, id int64) {
-	defer db.ExecContext(ctx, requeueSQL(id)) // want `query built at run time writes refund_jobs`
+	defer db.ExecContext(ctx, requeueSQL(id)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 	defer db.ExecContext(ctx, backoffSQL(30)+fencedWhere, id, 3)
-	go db.ExecContext(ctx, requeueSQL(id)) // want `query built at run time writes refund_jobs`
+	go db.ExecContext(ctx, requeueSQL(id)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 }
 
 func (w *worker) markWhere(ctx context.Context, where string, args ...any) error {
@@ -89,14 +89,14 @@ func (w *worker) deferredCleanup(ctx context.Context, id int64, attempt int) {
 
 func methodValue(ctx context.Context, db *sql.DB, id int64) {
 	exec := db.ExecContext
-	exec(ctx, requeueSQL(id)) // want `query built at run time writes refund_jobs`
+	exec(ctx, requeueSQL(id)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 	exec(ctx, backoffSQL(30)+fencedWhere)
 }
 
 func methodValueTx(ctx context.Context, db *sql.DB, id int64) error {
 	return withTx(ctx, db, func(tx *sql.Tx) error {
 		run := tx.ExecContext
-		_, err := run(ctx, requeueSQL(id)) // want `query built at run time writes refund_jobs`
+		_, err := run(ctx, requeueSQL(id)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 		return err
 	})
 }
@@ -111,7 +111,7 @@ func (w *worker) viaMethodValue(ctx context.Context, id int64, attempt int) {
 // failWhere escapes to another package as a value: its calls are not all
 // in sight, so what its parameter completes is judged here.
 func (w *worker) failWhere(ctx context.Context, where string) error {
-	_, err := w.db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'failed' WHERE "+where) // want `query built at run time writes refund_jobs`
+	_, err := w.db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'failed' WHERE "+where) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
 	return err
 }
 
@@ -127,7 +127,7 @@ func send(ctx context.Context, exec execFunc, q string) error {
 }
 
 func boundPassed(ctx context.Context, db *sql.DB, id int64) {
-	send(ctx, db.ExecContext, requeueSQL(id)) // want `query built at run time writes refund_jobs`
+	send(ctx, db.ExecContext, requeueSQL(id)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 	send(ctx, db.ExecContext, backoffSQL(30)+fencedWhere)
 }
 
@@ -136,7 +136,7 @@ func boundPassed(ctx context.Context, db *sql.DB, id int64) {
 // The query is in the closure: a transaction callback and a retry loop.
 func (w *worker) settle(ctx context.Context, id int64, attempt int) error {
 	return withTx(ctx, w.db, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, requeueSQL(id)); err != nil { // want `query built at run time writes refund_jobs`
+		if _, err := tx.ExecContext(ctx, requeueSQL(id)); err != nil { // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 			return err
 		}
 		return retry(ctx, 3, func(ctx context.Context) error {
@@ -187,7 +187,7 @@ func (w *worker) capturedCallback(ctx context.Context, id int64, attempt int) er
 // 4. Function-typed fields and package variables.
 
 func (w *worker) viaField(ctx context.Context, id int64, attempt int) {
-	w.exec(ctx, requeueSQL(id)) // want `query built at run time writes refund_jobs`
+	w.exec(ctx, requeueSQL(id)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 	w.exec(ctx, backoffSQL(30)+fencedWhere, id, attempt)
 }
 
@@ -202,7 +202,7 @@ var execHook = func(ctx context.Context, db *sql.DB, q string, args ...any) erro
 }
 
 func viaVar(ctx context.Context, db *sql.DB, id int64, attempt int) {
-	execHook(ctx, db, requeueSQL(id)) // want `query built at run time writes refund_jobs`
+	execHook(ctx, db, requeueSQL(id)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 	execHook(ctx, db, backoffSQL(30)+fencedWhere, id, attempt)
 }
 
@@ -236,7 +236,7 @@ type runner interface {
 }
 
 func viaDependency(ctx context.Context, r runner, id int64) {
-	r.Run(ctx, "requeue", requeueSQL(id)) // want `query built at run time writes refund_jobs`
+	r.Run(ctx, "requeue", requeueSQL(id)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 	r.Run(ctx, "requeue", backoffSQL(30)+fencedWhere)
 }
 

@@ -15,9 +15,9 @@ var where = os.Getenv("WHERE")
 func runSQL(ctx context.Context, q string) {}
 
 func calls(ctx context.Context, p *dbx.Pool) {
-	runSQL(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `query built at run time writes refund_jobs`
-	p.Do(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)   // want `query built at run time writes refund_jobs`
-	dbx.Send(1, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `query built at run time writes refund_jobs`
+	runSQL(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
+	p.Do(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)   // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
+	dbx.Send(1, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
 	p.Other(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)
 	runSQL(ctx, "SELECT * FROM refund_jobs WHERE "+where)
 }

@@ -19,11 +19,11 @@ import (
 var where = os.Getenv("WHERE")
 
 func sinks(ctx context.Context, db *sql.DB, tx *sql.Tx, conn *sql.Conn, id int) {
-	db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = " + strconv.Itoa(id))                                   // want `query built at run time writes refund_jobs \(UPDATE\): fencelint cannot prove it holds AND state = \? AND attempt = \?`
-	db.ExecContext(ctx, fmt.Sprintf("UPDATE refund_jobs SET state = 'ready' WHERE id = %v", strconv.Itoa(id)))         // want `query built at run time writes refund_jobs`
-	tx.Exec(fmt.Sprintf("UPDATE %s SET state = ? WHERE id = ? AND state = ? AND attempt = ?%s", "refund_jobs", where)) // want `query built at run time writes refund_jobs`
+	db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = " + strconv.Itoa(id))                                   // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.Itoa\(id\)`
+	db.ExecContext(ctx, fmt.Sprintf("UPDATE refund_jobs SET state = 'ready' WHERE id = %v", strconv.Itoa(id)))         // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.Itoa\(id\)`
+	tx.Exec(fmt.Sprintf("UPDATE %s SET state = ? WHERE id = ? AND state = ? AND attempt = ?%s", "refund_jobs", where)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
 	conn.ExecContext(ctx, "UPDATE refund_jobs SET "+where+" WHERE id = ?")                                             // want `unfenced UPDATE of refund_jobs: WHERE lacks state = \? and attempt = \?`
-	db.Prepare("UPDATE refund_jobs SET state = ? WHERE " + where)                                                      // want `query built at run time writes refund_jobs`
+	db.Prepare("UPDATE refund_jobs SET state = ? WHERE " + where)                                                      // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
 	db.PrepareContext(ctx, "REPLACE INTO refund_jobs VALUES "+where)                                                   // want `query built at run time writes refund_jobs \(REPLACE\)`
 
 	// Dynamic reads and inserts are fine.
@@ -41,7 +41,7 @@ func locals(db *sql.DB, id int, conds []string) {
 	for _, c := range conds {
 		q += " AND " + c
 	}
-	db.Exec(q) // want `query built at run time writes refund_jobs`
+	db.Exec(q) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from q`
 
 	s := "UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ?"
 	if id > 0 {
@@ -60,8 +60,8 @@ func helper(where string) string {
 }
 
 func helpers(db *sql.DB) {
-	db.Exec(helper(where))                                                  // want `query built at run time writes refund_jobs`
-	db.Exec(fmt.Sprintf("UPDATE %s SET state = ? WHERE %s", target, where)) // want `query built at run time writes refund_jobs`
+	db.Exec(helper(where))                                                  // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
+	db.Exec(fmt.Sprintf("UPDATE %s SET state = ? WHERE %s", target, where)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
 }
 
 // Other sinks: Ent's raw ExecContext, dialect.Driver and any interface of
@@ -75,10 +75,10 @@ type runner interface {
 }
 
 func others(ctx context.Context, client *ent.Client, tx *ent.Tx, drv dialect.Driver, e execer, r runner) {
-	client.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)         // want `query built at run time writes refund_jobs`
-	tx.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)             // want `query built at run time writes refund_jobs`
-	drv.Exec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where, []any{}, nil)     // want `query built at run time writes refund_jobs`
-	e.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)              // want `query built at run time writes refund_jobs`
+	client.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)         // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
+	tx.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)             // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
+	drv.Exec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where, []any{}, nil)     // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
+	e.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where)              // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
 	r.MustExec("INSERT INTO refund_jobs (id) VALUES (?) ON DUPLICATE KEY UPDATE " + where) // want `query built at run time writes refund_jobs \(INSERT … ON DUPLICATE KEY UPDATE\)`
 	// Constants reaching these sinks are judged like any constant.
 	drv.Exec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE id = ?", []any{1}, nil) // want `unfenced UPDATE of refund_jobs`
@@ -97,7 +97,7 @@ func builders(ctx context.Context, db *sql.DB, id int64, extra bool) {
 
 	buf := new(bytes.Buffer)
 	fmt.Fprintf(buf, "UPDATE %s SET state = ? WHERE id = %s", "refund_jobs", strconv.FormatInt(id, 10))
-	db.ExecContext(ctx, buf.String()) // want `query built at run time writes refund_jobs`
+	db.ExecContext(ctx, buf.String()) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.FormatInt\(id, 10\)`
 
 	var r strings.Builder
 	r.WriteString("SELECT * FROM refund_jobs WHERE id = ")

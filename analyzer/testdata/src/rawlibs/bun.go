@@ -49,7 +49,7 @@ func (r *bunRepo) Requeue(ctx context.Context, id int64) error {
 
 func (r *bunRepo) Filtered(ctx context.Context, state string) error {
 	q := "UPDATE refund_jobs SET state = 'held' WHERE " + extraWhere
-	_, err := r.db.NewRaw(q, state).Exec(ctx) // want `query built at run time writes refund_jobs \(UPDATE\)`
+	_, err := r.db.NewRaw(q, state).Exec(ctx) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from extraWhere`
 	return err
 }
 
@@ -73,7 +73,7 @@ func bunDirect(ctx context.Context, db *bun.DB, j RefundJob, age time.Duration) 
 	if err != nil {
 		return err
 	}
-	_, err = conn.NewRaw("UPDATE refund_jobs SET state = 'ready' WHERE " + extraWhere).Exec(ctx) // want `query built at run time writes refund_jobs`
+	_, err = conn.NewRaw("UPDATE refund_jobs SET state = 'ready' WHERE " + extraWhere).Exec(ctx) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from extraWhere`
 	return err
 }
 
@@ -82,7 +82,7 @@ func bunTx(ctx context.Context, db *bun.DB, j RefundJob, where string) error {
 		if _, err := tx.NewRaw(markSentFenced, time.Now(), j.ID, j.State, j.Attempt).Exec(ctx); err != nil {
 			return err
 		}
-		if _, err := tx.NewRaw("UPDATE refund_jobs SET attempt = attempt + 1 WHERE " + extraWhere).Exec(ctx); err != nil { // want `query built at run time writes refund_jobs`
+		if _, err := tx.NewRaw("UPDATE refund_jobs SET attempt = attempt + 1 WHERE " + extraWhere).Exec(ctx); err != nil { // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from extraWhere`
 			return err
 		}
 		_, err := tx.ExecContext(ctx, markSentUnfenced, time.Now(), j.ID) // want `unfenced UPDATE of refund_jobs`

@@ -27,7 +27,7 @@ func dbrSession(conn *dbr.Connection, j RefundJob) error {
 		return err
 	}
 	defer tx.RollbackUnlessCommitted()
-	if _, err := tx.UpdateBySql("UPDATE refund_jobs SET state = 'sent' WHERE " + extraWhere).Exec(); err != nil { // want `query built at run time writes refund_jobs`
+	if _, err := tx.UpdateBySql("UPDATE refund_jobs SET state = 'sent' WHERE " + extraWhere).Exec(); err != nil { // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from extraWhere`
 		return err
 	}
 	if _, err := tx.InsertBySql("INSERT INTO refund_jobs (id, state) VALUES (?, 'ready') ON DUPLICATE KEY UPDATE attempt = attempt + 1", j.ID).Exec(); err != nil { // want `INSERT … ON DUPLICATE KEY UPDATE writes existing refund_jobs rows`
@@ -40,7 +40,7 @@ func dbrSession(conn *dbr.Connection, j RefundJob) error {
 	if err := sess.SelectBySql("SELECT COUNT(*) FROM refund_jobs WHERE " + extraWhere).LoadOne(&n); err != nil {
 		return err
 	}
-	if _, err := dbr.UpdateBySql("UPDATE refund_jobs SET state = ? WHERE "+extraWhere, "x").Exec(); err != nil { // want `query built at run time writes refund_jobs`
+	if _, err := dbr.UpdateBySql("UPDATE refund_jobs SET state = ? WHERE "+extraWhere, "x").Exec(); err != nil { // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from extraWhere`
 		return err
 	}
 	return tx.Commit()

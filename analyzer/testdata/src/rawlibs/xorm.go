@@ -25,7 +25,7 @@ func (s *xormStore) Release(id int64) error {
 func (s *xormStore) Fail(j RefundJob, reason string) error {
 	// sqlOrArgs ...any: the query is the first element.
 	q := "UPDATE refund_jobs SET state = 'failed', reason = ? WHERE id = ? AND " + extraWhere
-	_, err := s.engine.Exec(q, reason, j.ID) // want `query built at run time writes refund_jobs \(UPDATE\)`
+	_, err := s.engine.Exec(q, reason, j.ID) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from extraWhere`
 	return err
 }
 
@@ -48,14 +48,14 @@ func (s *xormStore) Settle(ctx context.Context, j RefundJob) error {
 	if _, err := sess.Exec("UPDATE refund_jobs SET state = 'settled' WHERE id = ? AND state = ? AND attempt = ?", j.ID, j.State, j.Attempt); err != nil {
 		return err
 	}
-	if _, err := sess.Exec("UPDATE refund_jobs SET settled_at = NOW() WHERE " + extraWhere); err != nil { // want `query built at run time writes refund_jobs`
+	if _, err := sess.Exec("UPDATE refund_jobs SET settled_at = NOW() WHERE " + extraWhere); err != nil { // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from extraWhere`
 		return err
 	}
 	// SQL(query any, args ...any) then Exec() with no arguments.
 	if _, err := sess.SQL("UPDATE refund_jobs SET state = ? WHERE id = ?", "settled", j.ID).Exec(); err != nil { // want `unfenced UPDATE of refund_jobs`
 		return err
 	}
-	if _, err := s.engine.SQL("UPDATE refund_jobs SET note = ? WHERE " + extraWhere).Exec(); err != nil { // want `query built at run time writes refund_jobs`
+	if _, err := s.engine.SQL("UPDATE refund_jobs SET note = ? WHERE " + extraWhere).Exec(); err != nil { // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from extraWhere`
 		return err
 	}
 	if _, err := sess.Context(ctx).SQL("UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ?", "settled", j.ID, j.State, j.Attempt).Exec(); err != nil {
@@ -73,9 +73,9 @@ func xormIface(db xorm.Interface, ids []any) error {
 	if _, err := db.Exec("UPDATE refund_jobs SET state = 'ready' WHERE id = ? AND state = 'failed' AND attempt = ?", 1, 2); err != nil {
 		return err
 	}
-	// A spread argument list is not seen: the query is in the slice.
+	// A spread argument list: the query is the slice's first element.
 	args := append([]any{"UPDATE refund_jobs SET state = 'x' WHERE " + extraWhere}, ids...)
-	if _, err := db.Exec(args...); err != nil {
+	if _, err := db.Exec(args...); err != nil { // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from extraWhere`
 		return err
 	}
 	_, err := db.Exec("INSERT INTO refund_jobs (id, state) VALUES (?, 'ready') ON DUPLICATE KEY UPDATE state = 'ready'", 1) // want `INSERT … ON DUPLICATE KEY UPDATE writes existing refund_jobs rows`

@@ -51,7 +51,7 @@ func Build(where string, args ...any) (string, []any) { // want Build:`returns\(
 // UpdateSet writes refund_jobs with the caller's WHERE clause: it is
 // exported, so the unproven write is reported here as well as at each call.
 func UpdateSet(ctx context.Context, db *sql.DB, where string) error { // want UpdateSet:`sink\(.*\)`
-	_, err := db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `query built at run time writes refund_jobs`
+	_, err := db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
 	return err
 }
 

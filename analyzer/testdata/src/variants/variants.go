@@ -55,7 +55,7 @@ func loops(ctx context.Context, db *sql.DB, conds []string) {
 	for range conds {
 		b.WriteString(" AND state = ? AND attempt = ?")
 	}
-	db.ExecContext(ctx, b.String()) // want `query built at run time writes refund_jobs`
+	db.ExecContext(ctx, b.String()) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from b\.String\(\)`
 }
 
 // fmt.Sprintf with integer verbs: the integer is a literal.
@@ -65,7 +65,7 @@ func sprintfInts(ctx context.Context, db *sql.DB, delay time.Duration, n int64) 
 	db.ExecContext(ctx, fmt.Sprintf("UPDATE refund_jobs SET state = 'ready' WHERE id = %d", n)) // want `unfenced UPDATE of refund_jobs: WHERE lacks state = \? and attempt = \?`
 	db.ExecContext(ctx, fmt.Sprintf("UPDATE refund_jobs SET state = 'ready' WHERE id = %v AND state = 'running' AND attempt = %5d", n, n))
 	// A duration has a String method: %v prints text, not digits.
-	db.ExecContext(ctx, fmt.Sprintf("UPDATE refund_jobs SET state = 'ready' WHERE id = 1 AND state = 'running' AND attempt = %v", delay)) // want `query built at run time writes refund_jobs`
+	db.ExecContext(ctx, fmt.Sprintf("UPDATE refund_jobs SET state = 'ready' WHERE id = 1 AND state = 'running' AND attempt = %v", delay)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from fmt\.Sprintf\(…\)`
 }
 
 // A range over a literal of constants: each element is an alternative.

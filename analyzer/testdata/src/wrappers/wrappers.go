@@ -49,12 +49,12 @@ func (r *repo) execRetry(ctx context.Context, q string) error {
 func wrapped(ctx context.Context, r *repo, id int) {
 	r.exec(ctx, fenced, id)
 	r.exec(ctx, unfenced, id)                                                          // want `unfenced UPDATE of refund_jobs`
-	r.exec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE id = "+strconv.Itoa(id)) // want `query built at run time writes refund_jobs`
+	r.exec(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE id = "+strconv.Itoa(id)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.Itoa\(id\)`
 	r.exec(ctx, "SELECT state FROM refund_jobs WHERE id = "+strconv.Itoa(id))          // a read
 	r.execLimited(ctx, fenced)
 	r.execLimited(ctx, "UPDATE refund_jobs SET state = 'x' WHERE id = ?")                 // want `unfenced UPDATE of refund_jobs`
-	r.execLimited(ctx, "UPDATE refund_jobs SET state = 'x' WHERE id = "+strconv.Itoa(id)) // want `query built at run time writes refund_jobs`
-	r.execRetry(ctx, "UPDATE refund_jobs SET state = 'x' WHERE "+dynamic)                 // want `query built at run time writes refund_jobs`
+	r.execLimited(ctx, "UPDATE refund_jobs SET state = 'x' WHERE id = "+strconv.Itoa(id)) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from strconv\.Itoa\(id\)`
+	r.execRetry(ctx, "UPDATE refund_jobs SET state = 'x' WHERE "+dynamic)                 // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from dynamic`
 	r.execRetry(ctx, fenced)
 }
 
@@ -66,7 +66,7 @@ func updateSQL(where string) string {
 func helpers(ctx context.Context, db *sql.DB, r *repo) {
 	db.Exec(updateSQL("id = ? AND state = ? AND attempt = ?"))
 	db.Exec(updateSQL("id = ?"))     // want `unfenced UPDATE of refund_jobs`
-	db.Exec(updateSQL(dynamic))      // want `query built at run time writes refund_jobs`
+	db.Exec(updateSQL(dynamic))      // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from dynamic`
 	r.exec(ctx, updateSQL("id = ?")) // want `unfenced UPDATE of refund_jobs`
 	q := updateSQL("id = ? AND state = ? AND attempt = ?")
 	db.Exec(q + " LIMIT 1")
@@ -75,13 +75,13 @@ func helpers(ctx context.Context, db *sql.DB, r *repo) {
 // Across packages, through facts.
 func across(ctx context.Context, db *sql.DB, s *sqlhelp.Store) {
 	sqlhelp.Exec(ctx, db, fenced)
-	sqlhelp.Exec(ctx, db, "UPDATE refund_jobs SET state = 'x' WHERE id = "+dynamic) // want `query built at run time writes refund_jobs`
+	sqlhelp.Exec(ctx, db, "UPDATE refund_jobs SET state = 'x' WHERE id = "+dynamic) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from dynamic`
 	s.Run(ctx, "job", fenced)
 	s.Run(ctx, "job", "UPDATE refund_jobs SET state = 'x' WHERE id = ?") // want `unfenced UPDATE of refund_jobs`
 	s.Run(ctx, dynamic, fenced)                                          // want `query built at run time writes refund_jobs`
 	db.Exec(sqlhelp.UpdateWhere("id = ? AND state = ? AND attempt = ?"))
 	db.Exec(sqlhelp.UpdateWhere("id = ?")) // want `unfenced UPDATE of refund_jobs`
-	db.Exec(sqlhelp.UpdateWhere(dynamic))  // want `query built at run time writes refund_jobs`
+	db.Exec(sqlhelp.UpdateWhere(dynamic))  // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from dynamic`
 	db.Exec(sqlhelp.Reset())               // judged at its return, in sqlhelp
 	db.Exec(sqlhelp.Complete())
 	q, args := sqlhelp.Build("id = ?") // want `unfenced UPDATE of refund_jobs`
@@ -102,12 +102,12 @@ func reschedule(ctx context.Context, db *sql.DB, where string) {
 func deferred(ctx context.Context, db *sql.DB) {
 	reschedule(ctx, db, "id = ? AND state = 'running' AND attempt = ?")
 	reschedule(ctx, db, "id = ?") // want `unfenced UPDATE of refund_jobs`
-	reschedule(ctx, db, dynamic)  // want `query built at run time writes refund_jobs`
+	reschedule(ctx, db, dynamic)  // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from dynamic`
 }
 
 // Used as a value, a function's calls are not all visible: judged inside.
 func escaping(ctx context.Context, db *sql.DB, where string) {
-	db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `query built at run time writes refund_jobs`
+	db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
 }
 
 var hooks = []func(context.Context, *sql.DB, string){escaping}
@@ -128,11 +128,11 @@ func closures(ctx context.Context, db *sql.DB) {
 	}
 	reset("id = ? AND state = 'running' AND attempt = ?")
 	reset("id = ?") // want `unfenced UPDATE of refund_jobs`
-	reset(dynamic)  // want `query built at run time writes refund_jobs`
+	reset(dynamic)  // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from dynamic`
 
 	// Used as a value: its calls are not all visible, so judged inside.
 	run := func(where string) {
-		db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `query built at run time writes refund_jobs`
+		db.ExecContext(ctx, "UPDATE refund_jobs SET state = 'ready' WHERE "+where) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from where`
 	}
 	runners = append(runners, run)
 
@@ -143,6 +143,6 @@ func closures(ctx context.Context, db *sql.DB) {
 
 // A method expression passes the receiver first.
 func methodExpr(ctx context.Context, r *repo) {
-	(*repo).exec(r, ctx, "UPDATE refund_jobs SET state = 'x' WHERE id = "+dynamic) // want `query built at run time writes refund_jobs`
+	(*repo).exec(r, ctx, "UPDATE refund_jobs SET state = 'x' WHERE id = "+dynamic) // want `the fence of this UPDATE cannot be proven: its WHERE is built at run time from dynamic`
 	(*repo).exec(r, ctx, fenced)
 }
