@@ -23,6 +23,8 @@ import (
 // what the workers can ask (the same lookups, the same key window). Errors
 // name the flag, or the variable the value came from.
 type providerConfig struct {
+	// kind is -provider: http or stripe (providerchoice.go).
+	kind                                string
 	providerURL, providerLookups        string
 	safeResend                          bool
 	keyRetention, lookupLag, skewMargin time.Duration
@@ -35,10 +37,14 @@ type providerConfig struct {
 	// the flag was given.
 	fromEnv   map[string]string
 	envChecks []func() error
+	// fs is the flag set the configuration was registered on, to tell a
+	// flag given from its default.
+	fs *flag.FlagSet
 }
 
 // The provider's variables, by flag.
 var providerEnv = map[string]string{
+	"provider":               "FENCEKIT_PROVIDER",
 	"provider-url":           "FENCEKIT_PROVIDER_URL",
 	"provider-lookups":       "FENCEKIT_PROVIDER_LOOKUPS",
 	"provider-safe-resend":   "FENCEKIT_PROVIDER_SAFE_RESEND",
@@ -72,7 +78,7 @@ func (e *envValue) IsBoolFlag() bool {
 }
 
 func (p *providerConfig) register(fs *flag.FlagSet) {
-	p.fromEnv = map[string]string{}
+	p.fromEnv, p.fs = map[string]string{}, fs
 	vars := func(name, usage string, v flag.Value) {
 		env := providerEnv[name]
 		ev := &envValue{Value: v}
@@ -90,8 +96,9 @@ func (p *providerConfig) register(fs *flag.FlagSet) {
 			return ev.bad
 		})
 	}
-	p.providerLookups, p.safeResend, p.keyRetention = "reference,payment,refund-id", true, 24*time.Hour
+	p.kind, p.providerLookups, p.safeResend, p.keyRetention = providerHTTP, "reference,payment,refund-id", true, 24*time.Hour
 	p.skewMargin, p.timeout = fencedwrite.DefaultSkewMargin, worker.DefaultProviderTimeout
+	vars("provider", providerUsage, (*stringValue)(&p.kind))
 	vars("provider-url", "base URL of the payment provider's refund API, an absolute http(s) URL", (*stringValue)(&p.providerURL))
 	vars("provider-lookups", "the lookups the provider offers, comma-separated: reference (by merchant reference), payment (list the payment's refunds), refund-id; a reconcile asks them in that order (with refund-id alone, a send whose answer was lost goes to manual review)",
 		(*stringValue)(&p.providerLookups))
@@ -104,7 +111,7 @@ func (p *providerConfig) register(fs *flag.FlagSet) {
 
 // source names where a flag's value came from, for errors.
 func (p providerConfig) source(name string) string {
-	if env, ok := p.fromEnv[name]; ok {
+	if env, ok := p.fromEnv[name]; ok && !p.given(name) {
 		return "-" + name + " (from $" + env + ")"
 	}
 	return "-" + name
@@ -114,7 +121,7 @@ func (p providerConfig) source(name string) string {
 // the variable: a missing URL (when required), one that is not an absolute
 // http(s) URL, an unknown lookup, negative durations.
 func (p providerConfig) check(urlRequired bool) error {
-	var errs []error
+	errs := []error{p.checkKind()}
 	for _, e := range p.envChecks {
 		if err := e(); err != nil {
 			errs = append(errs, err)
@@ -167,6 +174,9 @@ func (p providerConfig) capabilities() (provider.Capabilities, error) {
 func (p providerConfig) client() (provider.Client, error) {
 	if err := p.check(false); err != nil {
 		return nil, err
+	}
+	if p.kind == providerStripe {
+		return p.stripeClient()
 	}
 	if p.providerURL == "" {
 		return nil, nil

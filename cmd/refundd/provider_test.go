@@ -81,3 +81,50 @@ func TestOneProviderConfiguration(t *testing.T) {
 		t.Errorf("-provider-key-retention 12h over a bad variable: %v, %v", err, r.provider.keyRetention)
 	}
 }
+
+// Stripe is part of the one configuration: -provider stripe (or
+// $FENCEKIT_PROVIDER=stripe) gives run, resolve, approve and jobs the same
+// Stripe client, whose key only $STRIPE_API_KEY gives (refused by name
+// without it, in every command), and no -provider-url is required.
+func TestStripeIsOneProviderConfigurationToo(t *testing.T) {
+	t.Setenv("FENCEKIT_PROVIDER", "stripe")
+	t.Setenv("FENCEKIT_PROVIDER_URL", "")
+	t.Setenv(stripeKeyEnv, "")
+	var run runFlags
+	var res resolveFlags
+	var app approveFlags
+	var jobs jobsFlags
+	for name, c := range map[string]struct {
+		register func(*flag.FlagSet)
+		p        *providerConfig
+	}{"run": {run.register, &run.providerConfig}, "resolve": {res.register, &res.provider}, "approve": {app.register, &app.provider}, "jobs": {jobs.register, &jobs.provider}} {
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		c.register(fs)
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.p.client(); err == nil || !strings.Contains(err.Error(), "$"+stripeKeyEnv+" is empty") {
+			t.Errorf("%s with -provider stripe and no key: %v, want $%s named", name, err, stripeKeyEnv)
+		}
+	}
+	t.Setenv(stripeKeyEnv, "sk_test_one_configuration")
+	fs := flag.NewFlagSet("resolve", flag.ContinueOnError)
+	var r resolveFlags
+	r.register(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.provider.client()
+	if err != nil || c == nil || !c.Capabilities().LookupByRefundID || c.Capabilities().KeyRetention != 24*time.Hour {
+		t.Fatalf("resolve with -provider stripe: %T %v; want Stripe's client and contract", c, err)
+	}
+	fs = flag.NewFlagSet("resolve", flag.ContinueOnError)
+	r = resolveFlags{}
+	r.register(fs)
+	if err := fs.Parse([]string{"-provider", "adyen"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.provider.check(false); err == nil || !strings.Contains(err.Error(), `-provider "adyen": must be http or stripe`) {
+		t.Fatalf("-provider adyen: %v", err)
+	}
+}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 
@@ -12,7 +10,9 @@ import (
 	"github.com/fencekit/fencekit/provider/stripe"
 )
 
-// The providers refundd run speaks to (-provider).
+// The providers refundd speaks to (-provider, or $FENCEKIT_PROVIDER), in
+// run (its workers and its console) and in the operators' commands alike:
+// they are part of the one provider configuration (provider.go).
 const (
 	// providerHTTP is an API as provider.HTTPClient speaks it, at
 	// -provider-url, with the contract the -provider-* flags declare: the
@@ -30,72 +30,74 @@ const (
 	stripeSecretsEnv = "STRIPE_WEBHOOK_SECRET"
 )
 
-// providerChoice is refundd run's -provider, with the flag set it was
-// registered on, to tell the -provider-* flags given from their defaults.
-type providerChoice struct {
-	kind string
-	fs   *flag.FlagSet
-}
-
-func (p *providerChoice) register(fs *flag.FlagSet) {
-	p.fs = fs
-	fs.StringVar(&p.kind, "provider", providerHTTP, "the payment provider: http (the API provider.HTTPClient speaks, at -provider-url, with the -provider-* contract), "+
-		"or stripe (Stripe's API: the key from $"+stripeKeyEnv+", the webhook signing secrets from $"+stripeSecretsEnv+", comma-separated during a roll; "+
-		"-provider-url only for stripe-mock or refundd fakeprovider -api stripe; Stripe's contract is declared in code, and -provider-key-retention and -provider-lookup-lag may only make it stricter or fit a test double)")
-}
+// providerUsage is -provider's.
+const providerUsage = "the payment provider: http (the API provider.HTTPClient speaks, at -provider-url, with the -provider-* contract), " +
+	"or stripe (Stripe's API: the key from $" + stripeKeyEnv + ", the webhook signing secrets from $" + stripeSecretsEnv + ", comma-separated during a roll; " +
+	"-provider-url only for stripe-mock or refundd fakeprovider -api stripe; Stripe's contract is declared in code, and -provider-key-retention and -provider-lookup-lag may only make it stricter or fit a test double)"
 
 // given reports whether the flag name was given on the command line.
-func (p providerChoice) given(name string) bool {
+func (p providerConfig) given(name string) bool {
 	return p.fs != nil && flagSet(p.fs, name)
 }
 
-// secretEnv names the environment variable the webhook secret comes from.
-func (p providerChoice) secretEnv() string {
+// secretEnv names the environment variable refundd run's webhook secret
+// comes from.
+func (p providerConfig) secretEnv() string {
 	if p.kind == providerStripe {
 		return stripeSecretsEnv
 	}
 	return "FENCEKIT_WEBHOOK_SECRET"
 }
 
-// checkProvider refuses a provider refundd run must not start with, naming
-// each flag and variable: an unknown -provider; for http, a -provider-url
-// that is not an absolute http(s) URL, bad -provider-lookups, no webhook
-// secret; for stripe, no key, no webhook secret, a -provider-url that is not
-// an http(s) URL, a -provider-lookups or -provider-safe-resend given (the
-// contract is Stripe's), a -provider-key-retention longer than Stripe's.
-func (f runFlags) checkProvider(secret string) error {
+// checkKind refuses, naming each flag and variable: an unknown -provider;
+// for stripe, no key, a -provider-lookups or -provider-safe-resend given
+// (the contract is Stripe's), a -provider-key-retention longer than
+// Stripe's.
+func (p providerConfig) checkKind() error {
 	var errs []error
-	if secret == "" && !f.noWebhooks {
-		errs = append(errs, fmt.Errorf("$%s is empty: set it to the provider's webhook signing secret, or pass -no-webhooks to run without the webhook endpoint", f.prov.secretEnv()))
-	}
-	switch f.prov.kind {
+	switch p.kind {
 	case providerHTTP:
-		// The one provider configuration (provider.go): the URL, the
-		// lookups and the durations, naming the flag or its variable.
-		if err := f.providerConfig.check(true); err != nil {
-			errs = append(errs, err)
-		}
 	case providerStripe:
 		if os.Getenv(stripeKeyEnv) == "" {
 			errs = append(errs, fmt.Errorf("$%s is empty: set it to the Stripe secret key (sk_…) or a restricted key with write access to refunds and read access to payment intents and charges", stripeKeyEnv))
 		}
-		// -provider-url only for stripe-mock or the fake's Stripe API.
-		if err := f.providerConfig.check(false); err != nil {
-			errs = append(errs, err)
-		}
 		for _, name := range []string{"provider-lookups", "provider-safe-resend"} {
-			if f.prov.given(name) {
+			if p.given(name) {
 				errs = append(errs, fmt.Errorf("-%s with -provider stripe: Stripe's lookups and its idempotency are its contract, declared in provider/stripe", name))
 			}
 		}
-		if f.prov.given("provider-key-retention") && (f.keyRetention <= 0 || f.keyRetention > stripe.KeyRetention) {
-			errs = append(errs, fmt.Errorf("-provider-key-retention %v with -provider stripe: must be positive and at most Stripe's %v", f.keyRetention, stripe.KeyRetention))
-		}
-		if f.lookupLag < 0 {
-			errs = append(errs, fmt.Errorf("-provider-lookup-lag %v: must not be negative", f.lookupLag))
+		if p.given("provider-key-retention") && (p.keyRetention <= 0 || p.keyRetention > stripe.KeyRetention) {
+			errs = append(errs, fmt.Errorf("-provider-key-retention %v with -provider stripe: must be positive and at most Stripe's %v", p.keyRetention, stripe.KeyRetention))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("-provider %q: must be %s or %s", f.prov.kind, providerHTTP, providerStripe))
+		errs = append(errs, fmt.Errorf("%s %q: must be %s or %s", p.source("provider"), p.kind, providerHTTP, providerStripe))
+	}
+	return errors.Join(errs...)
+}
+
+// stripeClient is Stripe's client of the configuration; checkKind has
+// passed.
+func (p providerConfig) stripeClient() (provider.Client, error) {
+	cfg := stripe.Config{Key: os.Getenv(stripeKeyEnv), URL: p.providerURL}
+	if p.given("provider-key-retention") {
+		cfg.KeyRetention = p.keyRetention
+	}
+	if p.given("provider-lookup-lag") {
+		cfg.LookupLag = p.lookupLag
+	}
+	return stripe.New(cfg)
+}
+
+// checkProvider refuses a provider refundd run must not start with, naming
+// each flag and variable: the one configuration's checks (a -provider-url
+// required for http), and no webhook secret.
+func (f runFlags) checkProvider(secret string) error {
+	var errs []error
+	if secret == "" && !f.noWebhooks {
+		errs = append(errs, fmt.Errorf("$%s is empty: set it to the provider's webhook signing secret, or pass -no-webhooks to run without the webhook endpoint", f.secretEnv()))
+	}
+	if err := f.providerConfig.check(f.kind != providerStripe); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -104,23 +106,9 @@ func (f runFlags) checkProvider(secret string) error {
 // its webhooks (nil: fencekit's scheme with the worker's WebhookSecret).
 // checkProvider has passed.
 func (f runFlags) newProvider(secret string) (provider.Client, provider.WebhookVerifier, error) {
-	if f.prov.kind != providerStripe {
-		caps, err := f.capabilities()
-		if err != nil {
-			return nil, nil, err
-		}
-		return provider.NewHTTPClient(f.providerURL, &http.Client{}, caps), nil, nil
-	}
-	cfg := stripe.Config{Key: os.Getenv(stripeKeyEnv), URL: f.providerURL}
-	if f.prov.given("provider-key-retention") {
-		cfg.KeyRetention = f.keyRetention
-	}
-	if f.prov.given("provider-lookup-lag") {
-		cfg.LookupLag = f.lookupLag
-	}
-	c, err := stripe.New(cfg)
-	if err != nil {
-		return nil, nil, err
+	c, err := f.client()
+	if err != nil || f.kind != providerStripe {
+		return c, nil, err
 	}
 	var secrets []string
 	for s := range strings.SplitSeq(secret, ",") {

@@ -39,7 +39,7 @@ func TestRunWithStripe(t *testing.T) {
 	c.must("enqueue", "-key", "st-run-1", "-payment", "pi_run1", "-amount", "12.50", "-currency", "EUR")
 	deadline := time.Now().Add(time.Minute)
 	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
-		if strings.Contains(c.must("jobs", "-json"), `"state":"succeeded"`) {
+		if strings.Contains(c.must("jobs", "-json"), `"state": "succeeded"`) {
 			break
 		}
 		s := c.must("jobs", "-id", "1")

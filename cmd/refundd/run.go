@@ -44,8 +44,6 @@ type runFlags struct {
 	console consoleFlags
 	// dispatch: the scan alone, or RabbitMQ (-dispatch, -amqp-url).
 	dispatch dispatchFlags
-	// prov: the provider's kind (-provider: http, stripe).
-	prov providerChoice
 	// listening, when set, is told the listeners' addresses once they
 	// serve and the worker started (tests listen on port 0): the webhook
 	// endpoint's, empty with -no-webhooks, and the operators'.
@@ -83,7 +81,6 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.holder, "holder", fencedwrite.DefaultHolder(), "this process's name in the attempts log (which process held each attempt it claims or takes over): printable ASCII, at most 255 characters")
 	f.console.register(fs)
 	f.dispatch.register(fs, true)
-	f.prov.register(fs)
 }
 
 // check refuses settings refundd run must not start with, naming each flag:
@@ -129,7 +126,7 @@ func server(h http.Handler, timeout time.Duration, maxBody int64) *http.Server {
 // webhook secret comes from $FENCEKIT_WEBHOOK_SECRET ($STRIPE_WEBHOOK_SECRET
 // with -provider stripe), never from a flag.
 func runWorker(ctx context.Context, f runFlags, logOut io.Writer) error {
-	secret := os.Getenv(f.prov.secretEnv())
+	secret := os.Getenv(f.secretEnv())
 	if err := f.check(secret); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
