@@ -64,19 +64,7 @@ var (
 // edit, when it is not nil, runs on it), and returns a raw pool on it.
 func legacyDB(t *testing.T, edit func(db *sql.DB)) *sql.DB {
 	t.Helper()
-	cfg, err := devdb.ServerConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	name, drop, err := devdb.Create(context.Background(), cfg, "adopt")
-	if err != nil {
-		t.Fatalf("no usable server (%s): %v", devdb.EnvDSN, err)
-	}
-	t.Cleanup(func() { _ = drop(context.Background()) })
-	c := cfg.Clone()
-	c.DBName = name
-	c.ParseTime = true
-	db := dbtest.OpenDSN(t, c.FormatDSN())
+	db := emptyDB(t)
 	exec(t, db, legacyTable)
 	exec(t, db, "INSERT INTO refund_jobs (operation_key, payment_ref, amount_minor, currency, attempt, state, lease_until, next_action, provider_refund_id, merchant_note, legacy_flag) VALUES "+strings.Join(legacyRows, ", "))
 	if edit != nil {

@@ -249,11 +249,16 @@ func (pl *planner) plan() error {
 	if err != nil {
 		return err
 	}
-	for _, step := range []func() (Step, error){
-		pl.recordStep, pl.addColumns, pl.widenColumns, func() (Step, error) { return mapValues, nil }, pl.modifyColumns, pl.mirrorColumns, pl.backfillTimes, pl.dropDefaults, pl.addIndexes,
-		pl.createTables, pl.backfillKeys, pl.backfillLedger, pl.observeMode, pl.fence, pl.catchUp, pl.baseline,
-	} {
-		s, err := step()
+	return pl.steps(pl.recordStep, pl.addColumns, pl.widenColumns, func() (Step, error) { return mapValues, nil }, pl.modifyColumns, pl.mirrorColumns, pl.backfillTimes,
+		pl.dropDefaults, pl.addIndexes, pl.createTables, pl.backfillKeys, pl.backfillLedger, pl.observeMode, pl.fence, pl.catchUp, pl.baseline)
+}
+
+// steps builds the plan's steps in order (an empty one is left out), then
+// runs the checks that read what the steps change: the foreign keys on
+// changed columns, and what the online copy cannot carry over.
+func (pl *planner) steps(builders ...func() (Step, error)) error {
+	for _, build := range builders {
+		s, err := build()
 		if err != nil {
 			return err
 		}

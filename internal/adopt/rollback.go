@@ -91,21 +91,8 @@ func (pl *planner) planRollback() error {
 	if err := pl.conn.QueryRowContext(pl.ctx, "SELECT COUNT(*), COALESCE(MIN(id), 0), COALESCE(MAX(id), 0) FROM "+quote(Table)).Scan(&pl.p.Rows, &pl.p.MinID, &pl.p.MaxID); err != nil {
 		return fmt.Errorf("adopt: count rows: %w", err)
 	}
-	for _, step := range []func() (Step, error){
-		pl.dropFence, pl.dropBaseline, pl.unarchive, pl.setAsideTables, pl.dropIndexes, pl.saveColumns, pl.restoreColumns, pl.dropColumns, pl.tableDefault, pl.dropRecord,
-	} {
-		s, err := step()
-		if err != nil {
-			return err
-		}
-		if !s.Empty() {
-			pl.p.Steps = append(pl.p.Steps, s)
-		}
-	}
-	if err := pl.foreignKeys(); err != nil {
-		return err
-	}
-	return pl.copyChecks()
+	return pl.steps(pl.dropFence, pl.dropBaseline, pl.unarchive, pl.setAsideTables, pl.dropIndexes, pl.saveColumns, pl.restoreColumns, pl.dropColumns,
+		pl.tableDefault, pl.dropRecord)
 }
 
 // added are fencekit's columns of refund_jobs that the table did not have
