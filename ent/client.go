@@ -19,6 +19,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
+	"github.com/fencekit/fencekit/ent/refundjobcall"
 	"github.com/fencekit/fencekit/ent/reviewassignment"
 
 	"github.com/fencekit/fencekit/fencedwrite/fencedrt"
@@ -41,6 +42,8 @@ type Client struct {
 	RefundJob *RefundJobClient
 	// RefundJobAttempt is the client for interacting with the RefundJobAttempt builders.
 	RefundJobAttempt *RefundJobAttemptClient
+	// RefundJobCall is the client for interacting with the RefundJobCall builders.
+	RefundJobCall *RefundJobCallClient
 	// ReviewAssignment is the client for interacting with the ReviewAssignment builders.
 	ReviewAssignment *ReviewAssignmentClient
 }
@@ -59,6 +62,7 @@ func (c *Client) init() {
 	c.Refund = NewRefundClient(c.config)
 	c.RefundJob = NewRefundJobClient(c.config)
 	c.RefundJobAttempt = NewRefundJobAttemptClient(c.config)
+	c.RefundJobCall = NewRefundJobCallClient(c.config)
 	c.ReviewAssignment = NewReviewAssignmentClient(c.config)
 }
 
@@ -91,6 +95,8 @@ func newConfig(opts ...Option) config {
 	cfg.hooks.RefundJob = append(cfg.hooks.RefundJob, fencedrt.Backstop("RefundJob", RefundJobFencedTable))
 	// Ent's generic builders may create RefundJobAttempt rows but never change them.
 	cfg.hooks.RefundJobAttempt = append(cfg.hooks.RefundJobAttempt, fencedrt.CreateOnly("RefundJobAttempt", "refund_job_attempts", "the attempts log is append-only and written by the fenced claims and resolutions only"))
+	// Ent's generic builders may create RefundJobCall rows but never change them.
+	cfg.hooks.RefundJobCall = append(cfg.hooks.RefundJobCall, fencedrt.CreateOnly("RefundJobCall", "refund_job_calls", "the calls log is append-only and written by the worker's write-backs only"))
 
 	cfg.options(opts...)
 	return cfg
@@ -166,6 +172,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Refund:           NewRefundClient(cfg),
 		RefundJob:        NewRefundJobClient(cfg),
 		RefundJobAttempt: NewRefundJobAttemptClient(cfg),
+		RefundJobCall:    NewRefundJobCallClient(cfg),
 		ReviewAssignment: NewReviewAssignmentClient(cfg),
 	}, nil
 }
@@ -191,6 +198,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Refund:           NewRefundClient(cfg),
 		RefundJob:        NewRefundJobClient(cfg),
 		RefundJobAttempt: NewRefundJobAttemptClient(cfg),
+		RefundJobCall:    NewRefundJobCallClient(cfg),
 		ReviewAssignment: NewReviewAssignmentClient(cfg),
 	}, nil
 }
@@ -222,7 +230,7 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.ConsoleSession, c.Observation, c.Refund, c.RefundJob, c.RefundJobAttempt,
-		c.ReviewAssignment,
+		c.RefundJobCall, c.ReviewAssignment,
 	} {
 		n.Use(hooks...)
 	}
@@ -233,7 +241,7 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.ConsoleSession, c.Observation, c.Refund, c.RefundJob, c.RefundJobAttempt,
-		c.ReviewAssignment,
+		c.RefundJobCall, c.ReviewAssignment,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -252,6 +260,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.RefundJob.mutate(ctx, m)
 	case *RefundJobAttemptMutation:
 		return c.RefundJobAttempt.mutate(ctx, m)
+	case *RefundJobCallMutation:
+		return c.RefundJobCall.mutate(ctx, m)
 	case *ReviewAssignmentMutation:
 		return c.ReviewAssignment.mutate(ctx, m)
 	default:
@@ -924,6 +934,139 @@ func (c *RefundJobAttemptClient) mutate(ctx context.Context, m *RefundJobAttempt
 	}
 }
 
+// RefundJobCallClient is a client for the RefundJobCall schema.
+type RefundJobCallClient struct {
+	config
+}
+
+// NewRefundJobCallClient returns a client for the RefundJobCall from the given config.
+func NewRefundJobCallClient(c config) *RefundJobCallClient {
+	return &RefundJobCallClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `refundjobcall.Hooks(f(g(h())))`.
+func (c *RefundJobCallClient) Use(hooks ...Hook) {
+	c.hooks.RefundJobCall = append(c.hooks.RefundJobCall, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `refundjobcall.Intercept(f(g(h())))`.
+func (c *RefundJobCallClient) Intercept(interceptors ...Interceptor) {
+	c.inters.RefundJobCall = append(c.inters.RefundJobCall, interceptors...)
+}
+
+// Create returns a builder for creating a RefundJobCall entity.
+func (c *RefundJobCallClient) Create() *RefundJobCallCreate {
+	mutation := newRefundJobCallMutation(c.config, OpCreate)
+	return &RefundJobCallCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of RefundJobCall entities.
+func (c *RefundJobCallClient) CreateBulk(builders ...*RefundJobCallCreate) *RefundJobCallCreateBulk {
+	return &RefundJobCallCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RefundJobCallClient) MapCreateBulk(slice any, setFunc func(*RefundJobCallCreate, int)) *RefundJobCallCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RefundJobCallCreateBulk{err: fmt.Errorf("calling to RefundJobCallClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RefundJobCallCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RefundJobCallCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for RefundJobCall.
+func (c *RefundJobCallClient) Update() *RefundJobCallUpdate {
+	mutation := newRefundJobCallMutation(c.config, OpUpdate)
+	return &RefundJobCallUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RefundJobCallClient) UpdateOne(_m *RefundJobCall) *RefundJobCallUpdateOne {
+	mutation := newRefundJobCallMutation(c.config, OpUpdateOne, withRefundJobCall(_m))
+	return &RefundJobCallUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RefundJobCallClient) UpdateOneID(id int64) *RefundJobCallUpdateOne {
+	mutation := newRefundJobCallMutation(c.config, OpUpdateOne, withRefundJobCallID(id))
+	return &RefundJobCallUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for RefundJobCall.
+func (c *RefundJobCallClient) Delete() *RefundJobCallDelete {
+	mutation := newRefundJobCallMutation(c.config, OpDelete)
+	return &RefundJobCallDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RefundJobCallClient) DeleteOne(_m *RefundJobCall) *RefundJobCallDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RefundJobCallClient) DeleteOneID(id int64) *RefundJobCallDeleteOne {
+	builder := c.Delete().Where(refundjobcall.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RefundJobCallDeleteOne{builder}
+}
+
+// Query returns a query builder for RefundJobCall.
+func (c *RefundJobCallClient) Query() *RefundJobCallQuery {
+	return &RefundJobCallQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRefundJobCall},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a RefundJobCall entity by its id.
+func (c *RefundJobCallClient) Get(ctx context.Context, id int64) (*RefundJobCall, error) {
+	return c.Query().Where(refundjobcall.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RefundJobCallClient) GetX(ctx context.Context, id int64) *RefundJobCall {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *RefundJobCallClient) Hooks() []Hook {
+	return c.hooks.RefundJobCall
+}
+
+// Interceptors returns the client interceptors.
+func (c *RefundJobCallClient) Interceptors() []Interceptor {
+	return c.inters.RefundJobCall
+}
+
+func (c *RefundJobCallClient) mutate(ctx context.Context, m *RefundJobCallMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RefundJobCallCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RefundJobCallUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RefundJobCallUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RefundJobCallDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown RefundJobCall mutation op: %q", m.Op())
+	}
+}
+
 // ReviewAssignmentClient is a client for the ReviewAssignment schema.
 type ReviewAssignmentClient struct {
 	config
@@ -1060,11 +1203,11 @@ func (c *ReviewAssignmentClient) mutate(ctx context.Context, m *ReviewAssignment
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		ConsoleSession, Observation, Refund, RefundJob, RefundJobAttempt,
+		ConsoleSession, Observation, Refund, RefundJob, RefundJobAttempt, RefundJobCall,
 		ReviewAssignment []ent.Hook
 	}
 	inters struct {
-		ConsoleSession, Observation, Refund, RefundJob, RefundJobAttempt,
+		ConsoleSession, Observation, Refund, RefundJob, RefundJobAttempt, RefundJobCall,
 		ReviewAssignment []ent.Interceptor
 	}
 )

@@ -17,6 +17,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
+	"github.com/fencekit/fencekit/ent/refundjobcall"
 	"github.com/fencekit/fencekit/ent/reviewassignment"
 )
 
@@ -83,6 +84,7 @@ func checkColumn(t, c string) error {
 			refund.Table:           refund.ValidColumn,
 			refundjob.Table:        refundjob.ValidColumn,
 			refundjobattempt.Table: refundjobattempt.ValidColumn,
+			refundjobcall.Table:    refundjobcall.ValidColumn,
 			reviewassignment.Table: reviewassignment.ValidColumn,
 		})
 	})

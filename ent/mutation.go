@@ -17,6 +17,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
+	"github.com/fencekit/fencekit/ent/refundjobcall"
 	"github.com/fencekit/fencekit/ent/reviewassignment"
 )
 
@@ -34,6 +35,7 @@ const (
 	TypeRefund           = "Refund"
 	TypeRefundJob        = "RefundJob"
 	TypeRefundJobAttempt = "RefundJobAttempt"
+	TypeRefundJobCall    = "RefundJobCall"
 	TypeReviewAssignment = "ReviewAssignment"
 )
 
@@ -4796,6 +4798,753 @@ func (m *RefundJobAttemptMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *RefundJobAttemptMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown RefundJobAttempt edge %s", name)
+}
+
+// RefundJobCallMutation represents an operation that mutates the RefundJobCall nodes in the graph.
+type RefundJobCallMutation struct {
+	config
+	op                 Op
+	typ                string
+	id                 *int64
+	job_id             *int64
+	addjob_id          *int64
+	attempt            *int64
+	addattempt         *int64
+	kind               *refundjobcall.Kind
+	outcome            *string
+	provider_refund_id *string
+	detail             *string
+	answered_at        *time.Time
+	clearedFields      map[string]struct{}
+	done               bool
+	oldValue           func(context.Context) (*RefundJobCall, error)
+	predicates         []predicate.RefundJobCall
+}
+
+var _ ent.Mutation = (*RefundJobCallMutation)(nil)
+
+// refundjobcallOption allows management of the mutation configuration using functional options.
+type refundjobcallOption func(*RefundJobCallMutation)
+
+// newRefundJobCallMutation creates new mutation for the RefundJobCall entity.
+func newRefundJobCallMutation(c config, op Op, opts ...refundjobcallOption) *RefundJobCallMutation {
+	m := &RefundJobCallMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRefundJobCall,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRefundJobCallID sets the ID field of the mutation.
+func withRefundJobCallID(id int64) refundjobcallOption {
+	return func(m *RefundJobCallMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *RefundJobCall
+		)
+		m.oldValue = func(ctx context.Context) (*RefundJobCall, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().RefundJobCall.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRefundJobCall sets the old RefundJobCall of the mutation.
+func withRefundJobCall(node *RefundJobCall) refundjobcallOption {
+	return func(m *RefundJobCallMutation) {
+		m.oldValue = func(context.Context) (*RefundJobCall, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RefundJobCallMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RefundJobCallMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of RefundJobCall entities.
+func (m *RefundJobCallMutation) SetID(id int64) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RefundJobCallMutation) ID() (id int64, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RefundJobCallMutation) IDs(ctx context.Context) ([]int64, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int64{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().RefundJobCall.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetJobID sets the "job_id" field.
+func (m *RefundJobCallMutation) SetJobID(i int64) {
+	m.job_id = &i
+	m.addjob_id = nil
+}
+
+// JobID returns the value of the "job_id" field in the mutation.
+func (m *RefundJobCallMutation) JobID() (r int64, exists bool) {
+	v := m.job_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldJobID returns the old "job_id" field's value of the RefundJobCall entity.
+// If the RefundJobCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobCallMutation) OldJobID(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldJobID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldJobID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldJobID: %w", err)
+	}
+	return oldValue.JobID, nil
+}
+
+// AddJobID adds i to the "job_id" field.
+func (m *RefundJobCallMutation) AddJobID(i int64) {
+	if m.addjob_id != nil {
+		*m.addjob_id += i
+	} else {
+		m.addjob_id = &i
+	}
+}
+
+// AddedJobID returns the value that was added to the "job_id" field in this mutation.
+func (m *RefundJobCallMutation) AddedJobID() (r int64, exists bool) {
+	v := m.addjob_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetJobID resets all changes to the "job_id" field.
+func (m *RefundJobCallMutation) ResetJobID() {
+	m.job_id = nil
+	m.addjob_id = nil
+}
+
+// SetAttempt sets the "attempt" field.
+func (m *RefundJobCallMutation) SetAttempt(i int64) {
+	m.attempt = &i
+	m.addattempt = nil
+}
+
+// Attempt returns the value of the "attempt" field in the mutation.
+func (m *RefundJobCallMutation) Attempt() (r int64, exists bool) {
+	v := m.attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAttempt returns the old "attempt" field's value of the RefundJobCall entity.
+// If the RefundJobCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobCallMutation) OldAttempt(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAttempt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAttempt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAttempt: %w", err)
+	}
+	return oldValue.Attempt, nil
+}
+
+// AddAttempt adds i to the "attempt" field.
+func (m *RefundJobCallMutation) AddAttempt(i int64) {
+	if m.addattempt != nil {
+		*m.addattempt += i
+	} else {
+		m.addattempt = &i
+	}
+}
+
+// AddedAttempt returns the value that was added to the "attempt" field in this mutation.
+func (m *RefundJobCallMutation) AddedAttempt() (r int64, exists bool) {
+	v := m.addattempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAttempt resets all changes to the "attempt" field.
+func (m *RefundJobCallMutation) ResetAttempt() {
+	m.attempt = nil
+	m.addattempt = nil
+}
+
+// SetKind sets the "kind" field.
+func (m *RefundJobCallMutation) SetKind(r refundjobcall.Kind) {
+	m.kind = &r
+}
+
+// Kind returns the value of the "kind" field in the mutation.
+func (m *RefundJobCallMutation) Kind() (r refundjobcall.Kind, exists bool) {
+	v := m.kind
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldKind returns the old "kind" field's value of the RefundJobCall entity.
+// If the RefundJobCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobCallMutation) OldKind(ctx context.Context) (v refundjobcall.Kind, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldKind is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldKind requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldKind: %w", err)
+	}
+	return oldValue.Kind, nil
+}
+
+// ResetKind resets all changes to the "kind" field.
+func (m *RefundJobCallMutation) ResetKind() {
+	m.kind = nil
+}
+
+// SetOutcome sets the "outcome" field.
+func (m *RefundJobCallMutation) SetOutcome(s string) {
+	m.outcome = &s
+}
+
+// Outcome returns the value of the "outcome" field in the mutation.
+func (m *RefundJobCallMutation) Outcome() (r string, exists bool) {
+	v := m.outcome
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldOutcome returns the old "outcome" field's value of the RefundJobCall entity.
+// If the RefundJobCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobCallMutation) OldOutcome(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldOutcome is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldOutcome requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldOutcome: %w", err)
+	}
+	return oldValue.Outcome, nil
+}
+
+// ResetOutcome resets all changes to the "outcome" field.
+func (m *RefundJobCallMutation) ResetOutcome() {
+	m.outcome = nil
+}
+
+// SetProviderRefundID sets the "provider_refund_id" field.
+func (m *RefundJobCallMutation) SetProviderRefundID(s string) {
+	m.provider_refund_id = &s
+}
+
+// ProviderRefundID returns the value of the "provider_refund_id" field in the mutation.
+func (m *RefundJobCallMutation) ProviderRefundID() (r string, exists bool) {
+	v := m.provider_refund_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldProviderRefundID returns the old "provider_refund_id" field's value of the RefundJobCall entity.
+// If the RefundJobCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobCallMutation) OldProviderRefundID(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldProviderRefundID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldProviderRefundID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldProviderRefundID: %w", err)
+	}
+	return oldValue.ProviderRefundID, nil
+}
+
+// ClearProviderRefundID clears the value of the "provider_refund_id" field.
+func (m *RefundJobCallMutation) ClearProviderRefundID() {
+	m.provider_refund_id = nil
+	m.clearedFields[refundjobcall.FieldProviderRefundID] = struct{}{}
+}
+
+// ProviderRefundIDCleared returns if the "provider_refund_id" field was cleared in this mutation.
+func (m *RefundJobCallMutation) ProviderRefundIDCleared() bool {
+	_, ok := m.clearedFields[refundjobcall.FieldProviderRefundID]
+	return ok
+}
+
+// ResetProviderRefundID resets all changes to the "provider_refund_id" field.
+func (m *RefundJobCallMutation) ResetProviderRefundID() {
+	m.provider_refund_id = nil
+	delete(m.clearedFields, refundjobcall.FieldProviderRefundID)
+}
+
+// SetDetail sets the "detail" field.
+func (m *RefundJobCallMutation) SetDetail(s string) {
+	m.detail = &s
+}
+
+// Detail returns the value of the "detail" field in the mutation.
+func (m *RefundJobCallMutation) Detail() (r string, exists bool) {
+	v := m.detail
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDetail returns the old "detail" field's value of the RefundJobCall entity.
+// If the RefundJobCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobCallMutation) OldDetail(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDetail is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDetail requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDetail: %w", err)
+	}
+	return oldValue.Detail, nil
+}
+
+// ResetDetail resets all changes to the "detail" field.
+func (m *RefundJobCallMutation) ResetDetail() {
+	m.detail = nil
+}
+
+// SetAnsweredAt sets the "answered_at" field.
+func (m *RefundJobCallMutation) SetAnsweredAt(t time.Time) {
+	m.answered_at = &t
+}
+
+// AnsweredAt returns the value of the "answered_at" field in the mutation.
+func (m *RefundJobCallMutation) AnsweredAt() (r time.Time, exists bool) {
+	v := m.answered_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAnsweredAt returns the old "answered_at" field's value of the RefundJobCall entity.
+// If the RefundJobCall object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundJobCallMutation) OldAnsweredAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAnsweredAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAnsweredAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAnsweredAt: %w", err)
+	}
+	return oldValue.AnsweredAt, nil
+}
+
+// ResetAnsweredAt resets all changes to the "answered_at" field.
+func (m *RefundJobCallMutation) ResetAnsweredAt() {
+	m.answered_at = nil
+}
+
+// Where appends a list predicates to the RefundJobCallMutation builder.
+func (m *RefundJobCallMutation) Where(ps ...predicate.RefundJobCall) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RefundJobCallMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RefundJobCallMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.RefundJobCall, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RefundJobCallMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RefundJobCallMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (RefundJobCall).
+func (m *RefundJobCallMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RefundJobCallMutation) Fields() []string {
+	fields := make([]string, 0, 7)
+	if m.job_id != nil {
+		fields = append(fields, refundjobcall.FieldJobID)
+	}
+	if m.attempt != nil {
+		fields = append(fields, refundjobcall.FieldAttempt)
+	}
+	if m.kind != nil {
+		fields = append(fields, refundjobcall.FieldKind)
+	}
+	if m.outcome != nil {
+		fields = append(fields, refundjobcall.FieldOutcome)
+	}
+	if m.provider_refund_id != nil {
+		fields = append(fields, refundjobcall.FieldProviderRefundID)
+	}
+	if m.detail != nil {
+		fields = append(fields, refundjobcall.FieldDetail)
+	}
+	if m.answered_at != nil {
+		fields = append(fields, refundjobcall.FieldAnsweredAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RefundJobCallMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case refundjobcall.FieldJobID:
+		return m.JobID()
+	case refundjobcall.FieldAttempt:
+		return m.Attempt()
+	case refundjobcall.FieldKind:
+		return m.Kind()
+	case refundjobcall.FieldOutcome:
+		return m.Outcome()
+	case refundjobcall.FieldProviderRefundID:
+		return m.ProviderRefundID()
+	case refundjobcall.FieldDetail:
+		return m.Detail()
+	case refundjobcall.FieldAnsweredAt:
+		return m.AnsweredAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RefundJobCallMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case refundjobcall.FieldJobID:
+		return m.OldJobID(ctx)
+	case refundjobcall.FieldAttempt:
+		return m.OldAttempt(ctx)
+	case refundjobcall.FieldKind:
+		return m.OldKind(ctx)
+	case refundjobcall.FieldOutcome:
+		return m.OldOutcome(ctx)
+	case refundjobcall.FieldProviderRefundID:
+		return m.OldProviderRefundID(ctx)
+	case refundjobcall.FieldDetail:
+		return m.OldDetail(ctx)
+	case refundjobcall.FieldAnsweredAt:
+		return m.OldAnsweredAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown RefundJobCall field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RefundJobCallMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case refundjobcall.FieldJobID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetJobID(v)
+		return nil
+	case refundjobcall.FieldAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAttempt(v)
+		return nil
+	case refundjobcall.FieldKind:
+		v, ok := value.(refundjobcall.Kind)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetKind(v)
+		return nil
+	case refundjobcall.FieldOutcome:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetOutcome(v)
+		return nil
+	case refundjobcall.FieldProviderRefundID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetProviderRefundID(v)
+		return nil
+	case refundjobcall.FieldDetail:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDetail(v)
+		return nil
+	case refundjobcall.FieldAnsweredAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAnsweredAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RefundJobCall field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RefundJobCallMutation) AddedFields() []string {
+	var fields []string
+	if m.addjob_id != nil {
+		fields = append(fields, refundjobcall.FieldJobID)
+	}
+	if m.addattempt != nil {
+		fields = append(fields, refundjobcall.FieldAttempt)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RefundJobCallMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case refundjobcall.FieldJobID:
+		return m.AddedJobID()
+	case refundjobcall.FieldAttempt:
+		return m.AddedAttempt()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RefundJobCallMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case refundjobcall.FieldJobID:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddJobID(v)
+		return nil
+	case refundjobcall.FieldAttempt:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAttempt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RefundJobCall numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RefundJobCallMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(refundjobcall.FieldProviderRefundID) {
+		fields = append(fields, refundjobcall.FieldProviderRefundID)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RefundJobCallMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RefundJobCallMutation) ClearField(name string) error {
+	switch name {
+	case refundjobcall.FieldProviderRefundID:
+		m.ClearProviderRefundID()
+		return nil
+	}
+	return fmt.Errorf("unknown RefundJobCall nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RefundJobCallMutation) ResetField(name string) error {
+	switch name {
+	case refundjobcall.FieldJobID:
+		m.ResetJobID()
+		return nil
+	case refundjobcall.FieldAttempt:
+		m.ResetAttempt()
+		return nil
+	case refundjobcall.FieldKind:
+		m.ResetKind()
+		return nil
+	case refundjobcall.FieldOutcome:
+		m.ResetOutcome()
+		return nil
+	case refundjobcall.FieldProviderRefundID:
+		m.ResetProviderRefundID()
+		return nil
+	case refundjobcall.FieldDetail:
+		m.ResetDetail()
+		return nil
+	case refundjobcall.FieldAnsweredAt:
+		m.ResetAnsweredAt()
+		return nil
+	}
+	return fmt.Errorf("unknown RefundJobCall field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RefundJobCallMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RefundJobCallMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RefundJobCallMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RefundJobCallMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RefundJobCallMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RefundJobCallMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RefundJobCallMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown RefundJobCall unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RefundJobCallMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown RefundJobCall edge %s", name)
 }
 
 // ReviewAssignmentMutation represents an operation that mutates the ReviewAssignment nodes in the graph.

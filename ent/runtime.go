@@ -10,6 +10,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
+	"github.com/fencekit/fencekit/ent/refundjobcall"
 	"github.com/fencekit/fencekit/ent/reviewassignment"
 	"github.com/fencekit/fencekit/ent/schema"
 )
@@ -138,6 +139,16 @@ func init() {
 	refundjobattemptDescID := refundjobattemptFields[0].Descriptor()
 	// refundjobattempt.IDValidator is a validator for the "id" field. It is called by the builders before save.
 	refundjobattempt.IDValidator = refundjobattemptDescID.Validators[0].(func(int64) error)
+	refundjobcallFields := schema.RefundJobCall{}.Fields()
+	_ = refundjobcallFields
+	// refundjobcallDescAttempt is the schema descriptor for attempt field.
+	refundjobcallDescAttempt := refundjobcallFields[2].Descriptor()
+	// refundjobcall.AttemptValidator is a validator for the "attempt" field. It is called by the builders before save.
+	refundjobcall.AttemptValidator = refundjobcallDescAttempt.Validators[0].(func(int64) error)
+	// refundjobcallDescID is the schema descriptor for id field.
+	refundjobcallDescID := refundjobcallFields[0].Descriptor()
+	// refundjobcall.IDValidator is a validator for the "id" field. It is called by the builders before save.
+	refundjobcall.IDValidator = refundjobcallDescID.Validators[0].(func(int64) error)
 	reviewassignmentFields := schema.ReviewAssignment{}.Fields()
 	_ = reviewassignmentFields
 	// reviewassignmentDescID is the schema descriptor for id field.

@@ -24,6 +24,8 @@ type Tx struct {
 	RefundJob *RefundJobClient
 	// RefundJobAttempt is the client for interacting with the RefundJobAttempt builders.
 	RefundJobAttempt *RefundJobAttemptClient
+	// RefundJobCall is the client for interacting with the RefundJobCall builders.
+	RefundJobCall *RefundJobCallClient
 	// ReviewAssignment is the client for interacting with the ReviewAssignment builders.
 	ReviewAssignment *ReviewAssignmentClient
 
@@ -162,6 +164,7 @@ func (tx *Tx) init() {
 	tx.Refund = NewRefundClient(tx.config)
 	tx.RefundJob = NewRefundJobClient(tx.config)
 	tx.RefundJobAttempt = NewRefundJobAttemptClient(tx.config)
+	tx.RefundJobCall = NewRefundJobCallClient(tx.config)
 	tx.ReviewAssignment = NewReviewAssignmentClient(tx.config)
 }
 

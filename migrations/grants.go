@@ -49,6 +49,9 @@ func AppGrants(db, account string) []string {
 		// resolutions add their rows; nobody changes or removes one (the
 		// triggers refuse that even to the migration account).
 		fmt.Sprintf("GRANT SELECT, INSERT ON %s.`%s` TO %s", q, ent.RefundJobAttemptsTable, account),
+		// The calls log, append-only likewise: each write-back adds its
+		// attempt's provider call.
+		fmt.Sprintf("GRANT SELECT, INSERT ON %s.`refund_job_calls` TO %s", q, account),
 		// The console's sessions and the operators' "I'm on it" marks:
 		// created, used and ended (a session) or taken over and released
 		// (a mark) by UPDATE; never deleted.

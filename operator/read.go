@@ -15,6 +15,7 @@ import (
 	"github.com/fencekit/fencekit/ent/refund"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/ent/refundjobattempt"
+	"github.com/fencekit/fencekit/ent/refundjobcall"
 	"github.com/fencekit/fencekit/evidence"
 	"github.com/fencekit/fencekit/fencedwrite"
 )
@@ -728,6 +729,9 @@ func (s *Service) Job(ctx context.Context, id int64) (*JobView, error) {
 		return nil, fmt.Errorf("read attempts of job %d: %w", id, err)
 	}
 	v.Attempts = attempts(v, logged)
+	if v.Calls, err = s.calls(ctx, id); err != nil {
+		return nil, err
+	}
 	v.Detail = sit.status()
 	v.Status = v.Detail.StatusLine
 	v.Facts = facts(v)
@@ -841,4 +845,18 @@ func (s *Service) QueueSummary(ctx context.Context) (QueueSummary, error) {
 		sum.More = true
 	}
 	return sum, nil
+}
+
+// calls reads the calls log of job id, in the order of its attempts.
+func (s *Service) calls(ctx context.Context, id int64) ([]Call, error) {
+	logged, err := s.c.RefundJobCall.Query().Where(refundjobcall.JobID(id)).Order(refundjobcall.ByAttempt()).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the provider calls of job %d: %w", id, err)
+	}
+	out := make([]Call, 0, len(logged))
+	for _, c := range logged {
+		out = append(out, Call{Attempt: c.Attempt, Kind: string(c.Kind), Outcome: c.Outcome, ProviderRefundID: deref(c.ProviderRefundID),
+			Detail: c.Detail, AnsweredAt: c.AnsweredAt.UTC()})
+	}
+	return out, nil
 }

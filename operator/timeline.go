@@ -150,6 +150,9 @@ func timeline(v *JobView) []Event {
 					e.Attempt, Visible(v.Attempts[e.Attempt-1].Holder), by.Attempt, by.Op, Visible(by.Holder), Stamp(*by.ClaimedAt))})
 		}
 	}
+	for _, c := range v.Calls {
+		evs = append(evs, Event{At: c.AnsweredAt, Kind: EventCall, Attempt: c.Attempt, Text: callText(v, c)})
+	}
 	for _, a := range v.Audit {
 		kind := EventAudit
 		if a.Action == audit.ActionWake {
@@ -164,8 +167,8 @@ func timeline(v *JobView) []Event {
 		evs = append(evs, Event{At: *v.Ledger.SettledAt, Kind: EventSettled,
 			Text: fmt.Sprintf("The ledger row settled: %s%s.", v.Ledger.Status, refundNamed(Visible(v.Ledger.ProviderRefundID)))})
 	}
-	rank := map[EventKind]int{EventEnqueued: 0, EventClaimed: 1, EventTakenOver: 2, EventEvidence: 3, EventWebhook: 4, EventFence: 5,
-		EventWorker: 6, EventAudit: 7, EventWoken: 8, EventSettled: 9}
+	rank := map[EventKind]int{EventEnqueued: 0, EventClaimed: 1, EventTakenOver: 2, EventCall: 3, EventEvidence: 4, EventWebhook: 5, EventFence: 6,
+		EventWorker: 7, EventAudit: 8, EventWoken: 9, EventSettled: 10}
 	slices.SortStableFunc(evs, func(a, b Event) int {
 		if c := a.At.Compare(b.At); c != 0 {
 			return c
@@ -176,6 +179,46 @@ func timeline(v *JobView) []Event {
 		return cmp.Compare(a.Ref, b.Ref)
 	})
 	return evs
+}
+
+// callText says what a worker's provider call asked and what came back,
+// in plain words; the provider's own words (its reason, its refund id) are
+// shown visible.
+func callText(v *JobView, c Call) string {
+	who := fmt.Sprintf("attempt %d", c.Attempt)
+	if int(c.Attempt) <= len(v.Attempts) && v.Attempts[c.Attempt-1].Holder != "" {
+		who = fmt.Sprintf("%s (attempt %d)", Visible(v.Attempts[c.Attempt-1].Holder), c.Attempt)
+	}
+	asked := who + " sent the refund request"
+	if c.Kind == "lookup" {
+		asked = who + " asked the provider what became of the refund"
+	}
+	refund := ""
+	if c.ProviderRefundID != "" {
+		refund = " (refund " + Visible(c.ProviderRefundID) + ")"
+	}
+	var came string
+	switch c.Outcome {
+	case "succeeded":
+		came = "it answered: refunded" + refund + ", the money moved"
+	case "pending":
+		came = "it answered: accepted, not paid yet" + refund
+	case "rejected":
+		came = "it answered: rejected" + refund + ", it will not pay"
+	case "not_found":
+		came = "it found no refund for this reference"
+	case "conflict":
+		came = "it answered with a conflict on the idempotency key"
+	case "rate_limited":
+		came = "it refused for now (rate limited); nothing was done"
+	case "already_refunded":
+		came = "it answered that the payment is already refunded"
+	case "refused":
+		came = "it was not sent: the request failed the client's own checks"
+	default:
+		came = "no answer came back (" + oneLine(Visible(c.Detail)) + "): the outcome is unknown, the provider may have paid"
+	}
+	return asked + "; " + came + "."
 }
 
 // supersededBy returns the attempt that had replaced e's when e (an answer

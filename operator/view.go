@@ -366,6 +366,7 @@ const (
 	EventFence     EventKind = "fence"   // the fence refused a write of a superseded attempt
 	EventAudit     EventKind = "audit"   // an operator's action, a request, an approval, a refusal
 	EventWoken     EventKind = "woken"   // new evidence took the job out of manual review
+	EventCall      EventKind = "call"    // a worker's provider call and its answer or fault (the calls log)
 	EventWorker    EventKind = "worker"  // the worker's last write-back: where the job went, and why
 	EventSettled   EventKind = "settled" // the ledger row settled
 )
@@ -410,7 +411,26 @@ type JobView struct {
 	// Attempts lists every attempt from 1 to the job's, with what started
 	// it and the evidence seen at it.
 	Attempts []Attempt `json:"attempts"`
-	Timeline []Event   `json:"timeline"`
+	// Calls are the provider calls the workers wrote back, one per
+	// attempt whose write-back landed (the calls log), in order.
+	Calls    []Call  `json:"calls"`
+	Timeline []Event `json:"timeline"`
+}
+
+// Call is one provider call of an attempt, as its worker wrote it back:
+// what it asked (a send or a lookup), what came back or the fault, when the
+// answer was in (the database clock).
+type Call struct {
+	Attempt int64 `json:"attempt"`
+	// Kind is send or lookup.
+	Kind string `json:"kind"`
+	// Outcome is succeeded, pending, rejected, not_found, conflict,
+	// rate_limited, already_refunded, unknown (a fault: nobody knows what
+	// happened) or refused (the client's own checks: nothing was sent).
+	Outcome          string    `json:"outcome"`
+	ProviderRefundID string    `json:"provider_refund_id,omitempty"`
+	Detail           string    `json:"detail"`
+	AnsweredAt       time.Time `json:"answered_at"`
 }
 
 // Attempt is one fencing token of a job: what started it (the attempts

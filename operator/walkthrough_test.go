@@ -93,7 +93,31 @@ func TestStatusOfJobsTheWorkerDecided(t *testing.T) {
 			t.Errorf("the timeline lacks %q:\n%s", want, strings.Join(texts, "\n"))
 		}
 	}
+	// Every provider call with its answer or fault, in order after the
+	// claim that made it (the calls log): the lost send, then the lookup.
+	if len(lost.Calls) != 2 || lost.Calls[0].Kind != "send" || lost.Calls[0].Outcome != "unknown" || lost.Calls[1].Kind != "lookup" {
+		t.Errorf("the lost answer's calls: %+v, want the send (unknown) and the lookup", lost.Calls)
+	}
+	order := []string{"worker-a.test/1 claimed it (attempt 1)", "worker-a.test/1 (attempt 1) sent the refund request; no answer came back",
+		"the outcome is unknown, the provider may have paid", "worker-a.test/1 claimed it (attempt 2)", "worker-a.test/1 (attempt 2) asked the provider what became of the refund"}
+	joined, at := strings.Join(texts, "\n"), 0
+	for _, want := range order {
+		i := strings.Index(joined[at:], want)
+		if i < 0 {
+			t.Errorf("the timeline lacks %q after position %d, in order:\n%s", want, at, joined)
+			break
+		}
+		at += i
+	}
 	paid, line := status("try-paid")
+	var pt []string
+	for _, e := range paid.Timeline {
+		pt = append(pt, e.Text)
+	}
+	if len(paid.Calls) != 1 || paid.Calls[0].Outcome != "succeeded" || paid.Calls[0].ProviderRefundID != paid.ProviderRefundID ||
+		!strings.Contains(strings.Join(pt, "\n"), "worker-a.test/1 (attempt 1) sent the refund request; it answered: refunded (refund "+paid.ProviderRefundID+"), the money moved") {
+		t.Errorf("the paid refund's call: %+v\n%s", paid.Calls, strings.Join(pt, "\n"))
+	}
 	if want := "Refunded: 11.50 EUR to pay-try-paid, refund " + paid.ProviderRefundID + ", confirmed by the provider."; line != want {
 		t.Errorf("the verified refund's status: %s, want %s", line, want)
 	}

@@ -123,6 +123,8 @@ func transition(l *ent.RefundJobLease, d decide.Decision) (*ent.RefundJobTransit
 // not land keeps what the provider said as evidence.
 func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d decide.Decision, log *slog.Logger) error {
 	tr, fn := transition(l, d)
+	provCall := callOf(l, in)
+	fn = withCall(provCall, fn)
 	job.Transition, job.To = tr.Op(), string(tr.To())
 	if c.hooks.BeforeWriteBack != nil {
 		c.hooks.BeforeWriteBack(*job)
@@ -184,14 +186,14 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d d
 		if c.hooks.BeforeWriteBack != nil {
 			c.hooks.BeforeWriteBack(*job)
 		}
-		err = c.ent.RefundJob.Apply(ctx, tr, func(ctx context.Context, tx *ent.Tx) error {
+		err = c.ent.RefundJob.Apply(ctx, tr, withCall(provCall, func(ctx context.Context, tx *ent.Tx) error {
 			for _, id := range ids {
 				if err := evidence.MarkProcessed(ctx, tx, id); err != nil && !errors.Is(err, evidence.ErrAlreadyProcessed) {
 					return err
 				}
 			}
 			return nil
-		})
+		}))
 	}
 	switch {
 	case err == nil, errors.Is(err, fencedwrite.ErrAlreadySettled):

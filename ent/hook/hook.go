@@ -69,6 +69,18 @@ func (f RefundJobAttemptFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.V
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RefundJobAttemptMutation", m)
 }
 
+// The RefundJobCallFunc type is an adapter to allow the use of ordinary
+// function as RefundJobCall mutator.
+type RefundJobCallFunc func(context.Context, *ent.RefundJobCallMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RefundJobCallFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RefundJobCallMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RefundJobCallMutation", m)
+}
+
 // The ReviewAssignmentFunc type is an adapter to allow the use of ordinary
 // function as ReviewAssignment mutator.
 type ReviewAssignmentFunc func(context.Context, *ent.ReviewAssignmentMutation) (ent.Value, error)

@@ -173,6 +173,30 @@ var (
 			},
 		},
 	}
+	// RefundJobCallsColumns holds the columns for the "refund_job_calls" table.
+	RefundJobCallsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt64, Increment: true},
+		{Name: "job_id", Type: field.TypeInt64},
+		{Name: "attempt", Type: field.TypeInt64},
+		{Name: "kind", Type: field.TypeEnum, Enums: []string{"send", "lookup"}},
+		{Name: "outcome", Type: field.TypeString, SchemaType: map[string]string{"mysql": "varchar(32)"}},
+		{Name: "provider_refund_id", Type: field.TypeString, Nullable: true, SchemaType: map[string]string{"mysql": "varchar(255)"}},
+		{Name: "detail", Type: field.TypeString, SchemaType: map[string]string{"mysql": "varchar(1024)"}},
+		{Name: "answered_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// RefundJobCallsTable holds the schema information for the "refund_job_calls" table.
+	RefundJobCallsTable = &schema.Table{
+		Name:       "refund_job_calls",
+		Columns:    RefundJobCallsColumns,
+		PrimaryKey: []*schema.Column{RefundJobCallsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "refund_job_calls_job",
+				Unique:  true,
+				Columns: []*schema.Column{RefundJobCallsColumns[1], RefundJobCallsColumns[2]},
+			},
+		},
+	}
 	// ReviewAssignmentsColumns holds the columns for the "review_assignments" table.
 	ReviewAssignmentsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt64, Increment: true},
@@ -195,6 +219,7 @@ var (
 		RefundsTable,
 		RefundJobsTable,
 		RefundJobAttemptsTable,
+		RefundJobCallsTable,
 		ReviewAssignmentsTable,
 	}
 )
@@ -214,6 +239,9 @@ func init() {
 	}
 	RefundJobAttemptsTable.Annotation = &entsql.Annotation{
 		Table: "refund_job_attempts",
+	}
+	RefundJobCallsTable.Annotation = &entsql.Annotation{
+		Table: "refund_job_calls",
 	}
 	ReviewAssignmentsTable.Annotation = &entsql.Annotation{
 		Table: "review_assignments",

@@ -21,5 +21,8 @@ type RefundJob func(*sql.Selector)
 // RefundJobAttempt is the predicate function for refundjobattempt builders.
 type RefundJobAttempt func(*sql.Selector)
 
+// RefundJobCall is the predicate function for refundjobcall builders.
+type RefundJobCall func(*sql.Selector)
+
 // ReviewAssignment is the predicate function for reviewassignment builders.
 type ReviewAssignment func(*sql.Selector)

@@ -1,0 +1,2 @@
+-- Create "refund_job_calls" table
+CREATE TABLE `refund_job_calls` (`id` bigint NOT NULL AUTO_INCREMENT, `job_id` bigint NOT NULL, `attempt` bigint NOT NULL, `kind` enum('send','lookup') NOT NULL, `outcome` varchar(32) NOT NULL, `provider_refund_id` varchar(255) NULL, `detail` varchar(1024) NOT NULL, `answered_at` datetime(6) NOT NULL, PRIMARY KEY (`id`), UNIQUE INDEX `refund_job_calls_job` (`job_id`, `attempt`)) CHARSET utf8mb4 COLLATE utf8mb4_bin;
