@@ -124,9 +124,16 @@ func inputErr(field, format string, args ...any) *fencedwrite.FieldError {
 // job's operation. It matches ErrRefundMismatch.
 type MismatchError struct {
 	RefundID string
-	Field    string // the first that differs, in this order: "payment", "reference" (the operation key), "currency", "amount"
-	Got      string // what the provider reports
+	Field    string // the first that differs, in this order: "payment", "reference" (the operation key), "currency", "amount"; or "refund id"
+	Got      string // what the provider reports (or fencekit's records, with Recorded)
 	Want     string // what the job holds
+	// Recorded, when set, says that fencekit's own records, not the
+	// provider, show the refund is not this job's: another job holds it
+	// ("another job"), or the provider named another refund for this very
+	// request ("this job"). The provider need not be asked.
+	Recorded string
+	// Payment is, with Recorded "another job", that job's payment.
+	Payment string
 }
 
 func (e *MismatchError) Error() string {
@@ -138,6 +145,12 @@ func (e *MismatchError) Is(target error) bool { return target == ErrRefundMismat
 
 // whose says whose refund the provider says it is.
 func (e *MismatchError) whose() string {
+	switch {
+	case e.Recorded == "another job":
+		return fmt.Sprintf("fencekit's own records give refund %s to request %s (payment %s), not to this job's %s", e.RefundID, e.Got, e.Payment, e.Want)
+	case e.Recorded == "this job":
+		return fmt.Sprintf("the provider named refund %s for this request, not %s", e.Got, e.RefundID)
+	}
 	switch e.Field {
 	case "payment":
 		return fmt.Sprintf("the provider says refund %s belongs to payment %s, not this job's payment %s", e.RefundID, e.Got, e.Want)

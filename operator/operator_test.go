@@ -684,6 +684,11 @@ func TestResendOnlyInsideTheKeyWindow(t *testing.T) {
 	if _, err := with(unsafe).RequestApproval(ctx, r); !errors.Is(err, operator.ErrOutsideWindow) {
 		t.Fatalf("a resend request to a provider without safe resends: %v, want ErrOutsideWindow", err)
 	}
+	// The refusal's sentence says the audit entry was written: it was.
+	var refusals int
+	if err := e.d.RawDB().QueryRowContext(ctx, "SELECT COUNT(*) FROM refund_audit WHERE job_id = ? AND outcome = 'refused' AND operator = 'alice'", j.ID).Scan(&refusals); err != nil || refusals != 1 {
+		t.Fatalf("audited refusals of the resend request: %d (%v), want 1", refusals, err)
+	}
 	req, err := e.ops.RequestApproval(ctx, r)
 	if err != nil {
 		t.Fatalf("a resend request inside the window: %v", err)

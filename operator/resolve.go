@@ -338,6 +338,23 @@ func (v *Verification) Overridable() bool {
 	return v != nil && (v.Outcome == VerifyUnknown || v.Outcome == VerifyCannotAsk)
 }
 
+// heldElsewhere says whether fencekit's own records show that refundID is
+// not j's: another job holds it (its provider refund id, indexed), or the
+// provider named another refund for j's own request.
+func (s *Service) heldElsewhere(ctx context.Context, j *ent.RefundJob, refundID string) (*MismatchError, error) {
+	if j.ProviderRefundID != nil && *j.ProviderRefundID != "" && *j.ProviderRefundID != refundID {
+		return &MismatchError{RefundID: refundID, Field: "refund id", Got: *j.ProviderRefundID, Want: refundID, Recorded: "this job"}, nil
+	}
+	other, err := s.c.RefundJob.Query().Where(refundjob.ProviderRefundID(refundID), refundjob.IDNEQ(j.ID)).First(ctx)
+	switch {
+	case ent.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("verify refund %s: read the jobs that hold it: %w", refundID, err)
+	}
+	return &MismatchError{RefundID: refundID, Field: "reference", Got: other.OperationKey, Want: j.OperationKey, Recorded: "another job", Payment: other.PaymentRef}, nil
+}
+
 // ProviderRefund is the provider's refund as a verification read it.
 type ProviderRefund struct {
 	ID        string `json:"id"`
@@ -364,6 +381,17 @@ type FieldCheck struct {
 func (s *Service) verify(ctx context.Context, j *ent.RefundJob, refundID string) (*Verification, provider.Refund, error) {
 	if s.prov == nil {
 		return nil, provider.Refund{}, fmt.Errorf("verify refund %s: no provider configured: %w", refundID, ErrProviderUnavailable)
+	}
+	// fencekit's own records first: a refund id another job holds, or
+	// another than the one the provider named for this request, is never
+	// this job's, whatever a provider that cannot be asked about it (or
+	// whose lookups lag) says.
+	if m, err := s.heldElsewhere(ctx, j, refundID); err != nil || m != nil {
+		if err != nil {
+			return nil, provider.Refund{}, err
+		}
+		v := &Verification{RefundID: refundID, Outcome: VerifyMismatch, Said: capitalize(m.whose())}
+		return v, provider.Refund{}, fmt.Errorf("verify refund: %w", m)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -458,6 +486,10 @@ func (s *Service) RequestApproval(ctx context.Context, r Resolution) (Approval, 
 	switch r.As {
 	case AsRefund:
 		if err := s.inWindow(ctx, j); err != nil {
+			if errors.Is(err, ErrOutsideWindow) {
+				// A refusal the operator reads as audited is audited.
+				s.refused(ctx, j, r, Approval{}, shown(j, nil, nil, "a resend was asked for").refusedBecause(err))
+			}
 			return Approval{}, fmt.Errorf("request approval: %w", err)
 		}
 		rec = shown(j, nil, nil, "requests approval to send the refund again with the same key")

@@ -91,8 +91,12 @@ func (s situation) status() Status {
 	case s.said != nil && s.said.Status == string(evidence.Pending) || strings.Contains(s.lastError, "pending at the provider"):
 		st.Money, st.Headline = MoneyPending, "Pending"
 		st.Text = fmt.Sprintf("the provider accepted %s to %s%s and has not paid yet. %s", amount, pay, refundNamed(refund), s.nextText())
-	case answer != "" && !mayHavePaid && (s.firstSent == nil || s.lastSent == nil || s.firstSent.Equal(*s.lastSent)):
-		// Sent once, and that send's answer says it paid nothing.
+	case answer != "" && !mayHavePaid && s.NextAction == fencedwrite.ActionRefund && (s.firstSent == nil || s.lastSent == nil || s.firstSent.Equal(*s.lastSent)):
+		// Sent once, and that send's answer says it paid nothing: the
+		// worker sends again (its next action is a send only when the
+		// provider certainly did not execute). An answer that paid
+		// nothing to a lookup (a reconcile turned away, rate limited) says
+		// nothing of the send before it: that falls to Unknown.
 		st.Money, st.Headline = MoneyNotSent, "Not paid yet"
 		st.Text = fmt.Sprintf("%s, tried %s: %s. No money has moved. %s", amount, s.sentShort(), answer, s.nextText())
 	default:

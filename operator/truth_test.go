@@ -2,14 +2,17 @@ package operator_test
 
 import (
 	"errors"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencekit/fencekit/ent"
 	"github.com/fencekit/fencekit/ent/refundjob"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/internal/dbtest"
+	"github.com/fencekit/fencekit/ledger"
 	"github.com/fencekit/fencekit/migrations"
 	"github.com/fencekit/fencekit/operator"
 	"github.com/fencekit/fencekit/provider"
@@ -220,4 +223,50 @@ func nextRefundID(t *testing.T, last string) string {
 		t.Fatalf("refund id %q: %v", last, err)
 	}
 	return "re_" + strconv.Itoa(n+1)
+}
+
+// A refund id another job of fencekit's holds is never this job's, even
+// when the provider cannot be asked about it (no lookup by refund id: the
+// job's own lookups list only its own refunds, where it is missing, which
+// alone would count as "unknown" and allow an override). fencekit's own
+// records refuse it, the request and the approval alike; and an id other
+// than the one the provider named for this very request is refused too.
+func TestARefundIDAnotherJobHoldsIsNeverApprovable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	noByID := provider.NewHTTPClient(e.fp.URL(), &http.Client{}, provider.Capabilities{SafeResend: true, KeyRetention: 24 * time.Hour, LookupByReference: true, ListByPayment: true})
+	ops, err := operator.New(operator.Config{Client: e.c, Provider: noByID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fp.AddPayment("pay-1", 10_000, "EUR")
+	e.fp.AddPayment("pay-5", 10_000, "EUR")
+	// Job 5's refund, settled: fencekit holds re_… for request k-five.
+	five := ent.RefundJobEnqueue{OperationKey: "k-five", PaymentRef: "pay-5", AmountMinor: 1150, Currency: "EUR"}
+	j5, _, err := e.c.RefundJob.Enqueue(ctx, five, ledger.Open(five))
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := e.refundAt(t, provider.RefundRequest{OperationKey: "k-five", PaymentRef: "pay-5", AmountMinor: 1150, Currency: "EUR"})
+	l, err := e.c.RefundJob.Claim(ctx, j5.ID, fencedwrite.ClaimOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.RefundJob.Apply(ctx, l.Complete(theirs), ledger.Refunded("k-five", theirs)); err != nil {
+		t.Fatal(err)
+	}
+	mine := e.review(t, ent.RefundJobEnqueue{OperationKey: "k-mine", PaymentRef: "pay-1", AmountMinor: 1150, Currency: "EUR"}, "the answer was lost", "ev")
+	r := operator.Resolution{JobID: mine.ID, As: operator.AsSucceeded, RefundID: theirs, Override: true, Reason: "looks right", Operator: "alice", SeenAttempt: mine.Attempt}
+	req, err := ops.RequestApproval(ctx, r)
+	if _, sentence := operator.Explain(err); !errors.Is(err, operator.ErrRefundMismatch) || !strings.Contains(sentence, "fencekit's own records give refund "+theirs+" to request k-five (payment pay-5)") ||
+		strings.Contains(sentence, "ask a second operator") {
+		t.Fatalf("an override of another job's refund id, the provider unable to tell: %+v, %v (%q); want fencekit's records to refuse it", req, err, sentence)
+	}
+	if _, err := ops.Resolve(ctx, operator.Resolution{JobID: mine.ID, As: operator.AsSucceeded, RefundID: theirs, Reason: "looks right", Operator: "alice", SeenAttempt: mine.Attempt}); !errors.Is(err, operator.ErrRefundMismatch) {
+		t.Fatalf("resolving with another job's refund id: %v, want ErrRefundMismatch", err)
+	}
+	if got := e.job(t, mine.ID); got.State != refundjob.StateManualReview || got.Attempt != mine.Attempt {
+		t.Fatalf("the refusals moved the job to %s@%d", got.State, got.Attempt)
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -491,7 +490,7 @@ func resolve(ctx context.Context, dsn string, f resolveFlags, w io.Writer) error
 		return errors.New("resolve: -as is required: succeeded, reconcile or refund")
 	case strings.TrimSpace(f.reason) == "":
 		return errors.New("resolve: -reason is required: say why")
-	case f.as == string(operator.AsSucceeded) && f.provider.providerURL == "":
+	case f.as == string(operator.AsSucceeded) && f.provider.kind != providerStripe && f.provider.providerURL == "":
 		return errors.New("resolve: -as succeeded verifies the refund id with the provider: -provider-url (or $FENCEKIT_PROVIDER_URL) is required, as for refundd run")
 	}
 	ops, done, err := openOperator(dsn, f.provider)
@@ -590,7 +589,7 @@ func approve(ctx context.Context, dsn string, f approveFlags, vout io.Writer) er
 		w.printf("approve: request %d declined: %s\n", a.ID, a.Closed)
 		return w.err
 	}
-	if f.provider.providerURL == "" {
+	if f.provider.kind != providerStripe && f.provider.providerURL == "" {
 		return errors.New("approve: an approval checks the provider again: -provider-url (or $FENCEKIT_PROVIDER_URL) is required, as for refundd run")
 	}
 	res, err := ops.Approve(ctx, f.id, f.operator, f.confirm)
@@ -654,7 +653,7 @@ func visibleBytes(b []byte) []byte {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			out = fmt.Appendf(out, `\x%02x`, b[i])
-		case r != '\n' && r != '\t' && (unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)):
+		case r != '\n' && r != '\t' && term.Hides(r):
 			if r > 0xFFFF {
 				r1, r2 := utf16.EncodeRune(r)
 				out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)

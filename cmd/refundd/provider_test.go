@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -90,14 +91,14 @@ func TestStripeIsOneProviderConfigurationToo(t *testing.T) {
 	t.Setenv("FENCEKIT_PROVIDER", "stripe")
 	t.Setenv("FENCEKIT_PROVIDER_URL", "")
 	t.Setenv(stripeKeyEnv, "")
-	var run runFlags
+	var rf runFlags
 	var res resolveFlags
 	var app approveFlags
 	var jobs jobsFlags
 	for name, c := range map[string]struct {
 		register func(*flag.FlagSet)
 		p        *providerConfig
-	}{"run": {run.register, &run.providerConfig}, "resolve": {res.register, &res.provider}, "approve": {app.register, &app.provider}, "jobs": {jobs.register, &jobs.provider}} {
+	}{"run": {rf.register, &rf.providerConfig}, "resolve": {res.register, &res.provider}, "approve": {app.register, &app.provider}, "jobs": {jobs.register, &jobs.provider}} {
 		fs := flag.NewFlagSet(name, flag.ContinueOnError)
 		c.register(fs)
 		if err := fs.Parse(nil); err != nil {
@@ -117,6 +118,18 @@ func TestStripeIsOneProviderConfigurationToo(t *testing.T) {
 	c, err := r.provider.client()
 	if err != nil || c == nil || !c.Capabilities().LookupByRefundID || c.Capabilities().KeyRetention != 24*time.Hour {
 		t.Fatalf("resolve with -provider stripe: %T %v; want Stripe's client and contract", c, err)
+	}
+	// The commands themselves go on to the database with -provider stripe
+	// and no URL (Stripe's own API), instead of asking for -provider-url.
+	dsn := migratedDSN(t)
+	for _, args := range [][]string{
+		{"resolve", "-dsn", dsn, "-id", "1", "-as", "succeeded", "-refund-id", "re_1", "-reason", "r"},
+		{"approve", "-dsn", dsn, "-id", "1", "-confirm", "re_1"},
+	} {
+		err := run(t.Context(), args, io.Discard)
+		if err == nil || strings.Contains(err.Error(), "provider-url") {
+			t.Errorf("refundd %s with -provider stripe: %v, want it to reach the job (none), not to ask for -provider-url", args[0], err)
+		}
 	}
 	fs = flag.NewFlagSet("resolve", flag.ContinueOnError)
 	r = resolveFlags{}

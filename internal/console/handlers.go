@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/fencekit/fencekit/internal/term"
 )
 
 type ctxKey struct{}
@@ -295,8 +296,7 @@ func visible(page []byte) []byte {
 		case r == utf8.RuneError && size == 1:
 			out = fmt.Appendf(out, `\x%02x`, page[i])
 		case hides(r):
-			q := strconv.QuoteRune(r)
-			out = append(out, q[1:len(q)-1]...)
+			out = append(out, term.Escape(r)...)
 		default:
 			out = append(out, page[i:i+size]...)
 		}
@@ -310,7 +310,7 @@ func hides(r rune) bool {
 	if r == '\n' || r == '\r' || r == '\t' {
 		return false
 	}
-	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+	return term.Hides(r)
 }
 
 // refuse answers with an error page and status.

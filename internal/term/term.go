@@ -25,8 +25,7 @@ func Inert(s string) string {
 		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case unsafe(r):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
+			b.WriteString(Escape(r))
 		default:
 			b.WriteRune(r)
 		}
@@ -34,6 +33,31 @@ func Inert(s string) string {
 	return b.String()
 }
 
-func unsafe(r rune) bool {
-	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+func unsafe(r rune) bool { return Hides(r) }
+
+// Escape writes r as Go quotes it in a string ("\n", "\x1b", "\u202e"), and
+// a character Go would print as itself (a Hangul filler, the braille blank)
+// as its code point all the same.
+func Escape(r rune) string {
+	q := strconv.QuoteRune(r)
+	if q = q[1 : len(q)-1]; q != string(r) {
+		return q
+	}
+	if r > 0xFFFF {
+		return fmt.Sprintf(`\U%08x`, r)
+	}
+	return fmt.Sprintf(`\u%04x`, r)
+}
+
+// Hides reports whether r can hide, fake or reorder text where a person
+// reads it: control characters, format characters (the bidirectional
+// overrides and isolates, zero-width joiners), line and paragraph
+// separators, the default-ignorable characters that draw nothing (the
+// Hangul fillers, the combining grapheme joiner, the variation
+// selectors), and the braille blank, which draws a space that is not one.
+// The terminal, the console's pages and the CLI's JSON all show such a
+// character escaped, by this one rule.
+func Hides(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2800' ||
+		unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector)
 }
