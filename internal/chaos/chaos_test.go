@@ -253,13 +253,11 @@ func TestChaosExercisesEveryZombieWriteBack(t *testing.T) {
 			t.Fatalf("chaos: %v\n%s", err, out.String())
 		}
 		s := wantBrokerRun(t, c, out.String())
-		for _, kind := range []string{faultKafkaLeaderMoved, faultKafkaRebalance} {
+		// At least one broker fault of each kind (issue 33's "Done").
+		for _, kind := range []string{faultKafkaLeaderMoved, faultKafkaRebalance, faultBrokerDuplicate, faultBrokerStale} {
 			if s.FaultsByKind[kind] == 0 {
 				t.Errorf("no %s: %v", kind, s.FaultsByKind)
 			}
-		}
-		if s.FaultsByKind[faultBrokerDuplicate]+s.FaultsByKind[faultBrokerStale] == 0 {
-			t.Errorf("no duplicate publish: %v", s.FaultsByKind)
 		}
 		t.Logf("%+v", s)
 	})
