@@ -144,6 +144,20 @@ func (c *Client) writeBack(l *ent.RefundJobLease, job *Job, in decide.Input, d d
 	if c.hooks.WriteBackContext != nil {
 		ctx = c.hooks.WriteBackContext(ctx, *job)
 	}
+	if in.Action == decide.Refund && errors.Is(in.SendErr, provider.ErrAlreadyRefunded) {
+		// "Already refunded" (or "exceeds the refundable amount") to a send
+		// that may follow an executed one is evidence, not a failure
+		// (DESIGN.md); it goes into the observation log, where a later
+		// reconcile that finds nothing reads it and hands the job to an
+		// operator instead of resending: without it, a payment refunded
+		// outside fencekit made the job send, be told so, look, find
+		// nothing and send again until its key's window closed.
+		o := evidence.Observation{OperationKey: in.Request.OperationKey, JobID: l.ID(), Attempt: l.Attempt(), Source: evidence.ProviderResponse,
+			Status: evidence.Conflict, Payload: []byte(cut(in.SendErr.Error(), maxCallDetail))}
+		if _, _, err := c.record(ctx, o, log); err != nil {
+			log.Error("record the already-refunded answer: given up", "err", err)
+		}
+	}
 	log = log.With("transition", tr.Op(), "rule", d.Rule)
 	if d.Alert != "" {
 		c.m.Alert(d.Alert)
