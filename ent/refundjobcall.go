@@ -23,7 +23,7 @@ type RefundJobCall struct {
 	Attempt int64 `json:"attempt,omitempty"`
 	// send: the refund request (the operation key as its idempotency key); lookup: a reconcile.
 	Kind refundjobcall.Kind `json:"kind,omitempty"`
-	// What came back, in one word: succeeded, pending, rejected, not_found, conflict, rate_limited, unknown (a fault: the outcome is not known), refused (the client's own checks; nothing sent).
+	// What came back, in one word: succeeded, pending, rejected, not_found, conflict, rate_limited, already_refunded, unknown (a fault: the outcome is not known), refused (the client's own checks), no_lookup (nothing could be asked).
 	Outcome string `json:"outcome,omitempty"`
 	// ProviderRefundID holds the value of the "provider_refund_id" field.
 	ProviderRefundID *string `json:"provider_refund_id,omitempty"`

@@ -605,6 +605,9 @@ func (s *Service) approvalFacts(ctx context.Context, list []Approval) error {
 			a.Asks = fmt.Sprintf("Settle %s to payment %s as refunded on refund %s, which the provider does not confirm (an override: the job stays marked unverified).",
 				a.Amount, Visible(a.PaymentRef), Visible(a.RefundID))
 		}
+		if a.LastAnswer, err = s.lastAnswerOf(ctx, a.JobID); err != nil {
+			return fmt.Errorf("read approvals: %w", err)
+		}
 		for _, e := range entries {
 			switch {
 			case e.ApprovalID != a.ID:
@@ -616,6 +619,17 @@ func (s *Service) approvalFacts(ctx context.Context, list []Approval) error {
 		}
 	}
 	return nil
+}
+
+// lastAnswerOf says, in the timeline's words, what the provider answered to
+// job id's last recorded call ("" when none was).
+func (s *Service) lastAnswerOf(ctx context.Context, id int64) (string, error) {
+	calls, err := s.calls(ctx, id)
+	if err != nil || len(calls) == 0 {
+		return "", err
+	}
+	last := calls[len(calls)-1]
+	return callText(&JobView{}, last) + " (" + Stamp(last.AnsweredAt) + ")", nil
 }
 
 // Approvals returns one page of approval requests, oldest first, each with

@@ -215,6 +215,11 @@ func callText(v *JobView, c Call) string {
 		came = "it answered that the payment is already refunded"
 	case "refused":
 		came = "it was not sent: the request failed the client's own checks"
+		if c.Kind == "lookup" {
+			came = "the answer failed the client's own checks (it did not match the request)"
+		}
+	case "no_lookup":
+		came = "the provider offers no lookup that can find this refund: nothing could be asked"
 	default:
 		came = "no answer came back (" + oneLine(Visible(c.Detail)) + "): the outcome is unknown, the provider may have paid"
 	}

@@ -333,6 +333,10 @@ type Approval struct {
 	JobStatus    StatusLine    `json:"job_status"`
 	JobMoved     bool          `json:"job_moved"`
 	Verification *Verification `json:"verification,omitempty"`
+	// LastAnswer is what the provider answered to the job's last call (the
+	// calls log), in plain words: for a resend, what the provider last
+	// said about the key; empty when no call was recorded.
+	LastAnswer string `json:"last_answer,omitempty"`
 	// Asks says what the request asks for, in a sentence.
 	Asks string `json:"asks"`
 	// Closed says how a closed request was closed: by whom, and why (the
@@ -426,7 +430,8 @@ type Call struct {
 	Kind string `json:"kind"`
 	// Outcome is succeeded, pending, rejected, not_found, conflict,
 	// rate_limited, already_refunded, unknown (a fault: nobody knows what
-	// happened) or refused (the client's own checks: nothing was sent).
+	// happened), refused (the client's own checks: nothing was sent, or
+	// the answer did not match) or no_lookup (nothing could be asked).
 	Outcome          string    `json:"outcome"`
 	ProviderRefundID string    `json:"provider_refund_id,omitempty"`
 	Detail           string    `json:"detail"`

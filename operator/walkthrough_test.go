@@ -135,4 +135,13 @@ func TestStatusOfJobsTheWorkerDecided(t *testing.T) {
 	if !strings.Contains(lost.ReviewEvidence, "amount 11.50 EUR") {
 		t.Errorf("the worker's notes do not say the amount in major units:\n%s", lost.ReviewEvidence)
 	}
+	// A resend's approver sees what the provider last answered (the calls
+	// log), beside the amount, the payment and the job's status.
+	if _, err := ops.RequestApproval(ctx, operator.Resolution{JobID: lost.ID, As: operator.AsRefund, Reason: "the send was lost; send again", Operator: "rita", SeenAttempt: lost.Attempt}); err != nil {
+		t.Fatalf("request a resend: %v", err)
+	}
+	page, err := ops.Approvals(ctx, true, operator.Page{})
+	if err != nil || len(page.Approvals) != 1 || !strings.Contains(page.Approvals[0].LastAnswer, "attempt 2 asked the provider what became of the refund; the provider offers no lookup that can find this refund") {
+		t.Fatalf("the resend's approval: %+v, %v; want the provider's last answer", page.Approvals, err)
+	}
 }

@@ -28,7 +28,7 @@ type call struct {
 	jobID, attempt int64
 	key            string
 	kind           string // send or lookup
-	outcome        string // succeeded, pending, rejected, not_found, conflict, rate_limited, unknown, refused
+	outcome        string // succeeded, pending, rejected, not_found, conflict, rate_limited, already_refunded, unknown, refused, no_lookup
 	refundID       string
 	detail         string
 }
@@ -80,7 +80,9 @@ func faultOf(err error) string {
 		return string(provider.StatusRejected)
 	case errors.Is(err, provider.ErrKeyParamsMismatch), errors.Is(err, provider.ErrKeyInUse):
 		return "conflict"
-	case errors.Is(err, provider.ErrInvalidRequest), errors.Is(err, provider.ErrNoLookup), errors.Is(err, provider.ErrMismatch):
+	case errors.Is(err, provider.ErrNoLookup):
+		return "no_lookup"
+	case errors.Is(err, provider.ErrInvalidRequest), errors.Is(err, provider.ErrMismatch):
 		return "refused"
 	case errors.Is(err, provider.ErrAlreadyRefunded):
 		return "already_refunded"

@@ -424,6 +424,9 @@ func printApproval(w *errWriter, a operator.Approval) {
 	w.printf("  asked by  %s, %s, seeing attempt %d\n", term.Inert(a.RequestedBy), tf(a.RequestedAt), a.SeenAttempt)
 	w.printf("  reason    %s\n", oneLine(a.Reason))
 	w.printf("  the job   %s\n", a.JobStatus)
+	if a.LastAnswer != "" {
+		w.printf("  answered  %s\n", a.LastAnswer)
+	}
 	if a.JobMoved {
 		w.printf("  MOVED     the job moved since the request: approving it will be refused\n")
 	}

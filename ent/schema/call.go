@@ -44,7 +44,7 @@ func (RefundJobCall) Fields() []ent.Field {
 		field.String("outcome").
 			Immutable().
 			SchemaType(map[string]string{dialect.MySQL: "varchar(32)"}).
-			Comment("What came back, in one word: succeeded, pending, rejected, not_found, conflict, rate_limited, unknown (a fault: the outcome is not known), refused (the client's own checks; nothing sent)."),
+			Comment("What came back, in one word: succeeded, pending, rejected, not_found, conflict, rate_limited, already_refunded, unknown (a fault: the outcome is not known), refused (the client's own checks), no_lookup (nothing could be asked)."),
 		field.String("provider_refund_id").
 			Optional().
 			Nillable().
