@@ -477,6 +477,9 @@ func (r *chaosRun) run(ctx context.Context) (Summary, error) {
 	settleCtx, cancel := context.WithTimeout(ctx, r.settleTime())
 	<-r.settled(settleCtx, 1)
 	cancel()
+	if r.kafka != nil {
+		r.kafkaStaleAtTheEnd(ctx)
+	}
 	r.stopAll()
 	sum, err := r.check(ctx)
 	sum.FaultPhaseSeconds, sum.FaultPhaseEnd = faultPhase.Seconds(), ended

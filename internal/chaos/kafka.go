@@ -154,6 +154,37 @@ func (r *chaosRun) kafkaFault(ctx context.Context, kind int) {
 	}
 }
 
+// kafkaStaleAtTheEnd makes sure a run publishes at least one stale hint:
+// when the random republishes of the fault phase hit no settled job (a
+// short run whose jobs all settled early), every job, settled by now, is
+// published once more. The fleet, still running, drops each as not
+// claimable; the invariants checked after (no settled job claimed again)
+// cover them.
+func (r *chaosRun) kafkaStaleAtTheEnd(ctx context.Context) {
+	r.faultMu.Lock()
+	stale := r.faults[faultBrokerStale]
+	r.faultMu.Unlock()
+	if stale > 0 {
+		return
+	}
+	k := r.kafka
+	k.mu.Lock()
+	all := append([]kafka.Due(nil), k.jobs...)
+	k.mu.Unlock()
+	if len(all) == 0 {
+		return
+	}
+	ids := make([]int64, len(all))
+	for i, j := range all {
+		ids[i] = j.ID
+	}
+	var settled int
+	_ = r.lockDB.QueryRowContext(ctx, "SELECT COUNT(*) FROM refund_jobs WHERE state NOT IN ('ready', 'running') AND id IN ("+placeholders(len(ids))+")", anys(ids)...).Scan(&settled)
+	if k.publish(ctx, all) == nil {
+		r.count(faultBrokerStale, settled)
+	}
+}
+
 // transientMember joins the fleet's group, holds what it is assigned for
 // hold (or until ctx, the fault phase, ends) without judging or committing
 // anything, and leaves: what a process that starts and stops again does to
