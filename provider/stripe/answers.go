@@ -77,7 +77,12 @@ func readError(err error, what string) error {
 	case se.HTTPStatusCode == http.StatusTooManyRequests:
 		return fmt.Errorf("%s: %w", describe(se), provider.ErrRateLimited)
 	case what == "payment" && missing(err):
-		return &provider.RejectedError{Code: string(se.Code), Reason: se.Msg}
+		// Not a rejection of the refund: the key sent nothing, and on a
+		// resend an earlier send may have executed (a key of another
+		// account, a test key for a live payment): an operator looks, the
+		// job is not failed.
+		return fmt.Errorf("the payment is not known to this Stripe account (%s), so nothing was sent: check the account of the key and the payment: %w",
+			describe(se), provider.ErrInvalidRequest)
 	case strings.HasPrefix(string(se.Code), "parameter_"):
 		return fmt.Errorf("%s: %w", describe(se), provider.ErrInvalidRequest)
 	}

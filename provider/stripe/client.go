@@ -178,10 +178,13 @@ func check(req provider.RefundRequest) (paymentKind, error) {
 // creates the refund with the operation key as the Idempotency-Key and as
 // metadata[fencekit_operation_key], and classifies Stripe's answer (see the
 // package documentation). A payment check that fails sends nothing: it is
-// *provider.RejectedError when the payment is another currency, holds less
-// than the amount, or does not exist (facts that never change, so a resend
-// meets them exactly as the first send did), ErrRateLimited on a 429, and
-// ErrOutcomeUnknown when the payment could not be read.
+// *provider.RejectedError when the payment is another currency or holds
+// less than the amount (facts that never change, so a resend meets them
+// exactly as the first send did), ErrInvalidRequest when the account does
+// not know the payment (a key of another account: an earlier send may have
+// executed under the right one, so it is an operator's to look, never a
+// failure), ErrRateLimited on a 429, and ErrOutcomeUnknown when the payment
+// could not be read.
 func (c *Client) Refund(ctx context.Context, req provider.RefundRequest) (provider.Refund, error) {
 	kind, err := check(req)
 	if err != nil {

@@ -142,7 +142,6 @@ func TestPaymentIsCheckedBeforeTheFirstSend(t *testing.T) {
 		// the job says: only this check keeps a USD job from refunding EUR.
 		{"another currency is refused, never sent", stripe.CodeCurrencyMismatch, func(r *provider.RefundRequest) { r.Currency = "USD" }},
 		{"more than the payment captured is refused, never sent", stripe.CodeAmountExceedsPayment, func(r *provider.RefundRequest) { r.AmountMinor = 1001 }},
-		{"a payment Stripe does not have is refused, never sent", "resource_missing", func(r *provider.RefundRequest) { r.PaymentRef = "pi_nobody" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,6 +159,21 @@ func TestPaymentIsCheckedBeforeTheFirstSend(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a payment the account does not know is never sent, and never a rejection", func(t *testing.T) {
+		// A key of another account on a resend: the first send may have
+		// executed under the right one, so the job must not be failed.
+		s := fake(t, fakeprovider.Config{}, "op-1")
+		req := request("op-1")
+		req.PaymentRef = "pi_nobody"
+		_, err := client(t, s.URL()).Refund(context.Background(), req)
+		wantOnly(t, err, provider.ErrInvalidRequest)
+		if !strings.Contains(err.Error(), "not known to this Stripe account") {
+			t.Fatalf("error %v does not say the account does not know the payment", err)
+		}
+		if p := posts(s, "op-1"); len(p) != 0 || s.Executions("op-1") != 0 {
+			t.Fatalf("%d refunds sent, %d executed; want none", len(p), s.Executions("op-1"))
+		}
+	})
 	t.Run("the currency's case does not matter", func(t *testing.T) {
 		s := fake(t, fakeprovider.Config{}, "op-1")
 		req := request("op-1")
