@@ -7,13 +7,15 @@
 -- log keeps its grants only (INSERT and SELECT for the application).
 --
 -- The rules:
---   1. A row is written only for an attempt the job has reached (a locking
---      read, in share mode: the write-back holds the row already). It is a
---      log, not a fence: the job's own fence decides whether the write-back
---      lands, and a write-back it refuses rolls its call back with it (the
---      answer is then kept as evidence in refund_observations). Checking
---      the attempt here too would hide a broken job fence from the chaos
---      run's history check, which must see one (TestChaosCatchesABrokenFence).
+--   1. A call's time is the database's real clock, whatever the writer says
+--      (SET timestamp moves nothing). The row names its job and attempt; the
+--      job's own fence decides whether the write-back that records it lands
+--      (a write-back it refuses rolls its call back with it, and the answer
+--      is kept as evidence in refund_observations). No read of the job here:
+--      a locking read per call would add to every write-back's cost, and a
+--      log is not a fence (checking the attempt here would also hide a
+--      broken job fence from the chaos run's history check,
+--      TestChaosCatchesABrokenFence).
 --   2. Rows never change and are never deleted, whoever writes (the
 --      migration account too).
 
@@ -25,11 +27,6 @@ DELIMITER //
 
 CREATE TRIGGER `refund_job_calls_held` BEFORE INSERT ON `refund_job_calls` FOR EACH ROW
 BEGIN
-  DECLARE job_attempt BIGINT DEFAULT NULL;
-  SELECT `attempt` INTO job_attempt FROM `refund_jobs` WHERE `id` = NEW.`job_id` LOCK IN SHARE MODE;
-  IF job_attempt IS NULL OR job_attempt < NEW.`attempt` THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refund_job_calls: a call is recorded for an attempt the job has reached';
-  END IF;
   SET NEW.`answered_at` = TIMESTAMPADD(MICROSECOND, CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED), TIMESTAMP'1970-01-01 00:00:00');
 END//
 
