@@ -487,7 +487,7 @@ func TestApplyFailsRecoverablyAndContinues(t *testing.T) {
 	// The failed copy dropped its triggers and its shadow table: a legacy
 	// write of a team name goes on working until apply runs again.
 	var leftovers int
-	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()) + " +
+	if err := db.QueryRow("SELECT (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE <> '" + adopt.RecordTable + "') + " +
 		"(SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '_refund_jobs_new')").Scan(&leftovers); err != nil || leftovers != 0 {
 		t.Fatalf("the failed copy left %d triggers or shadow tables (%v)", leftovers, err)
 	}
@@ -727,5 +727,46 @@ func TestApplyKeepsDefaultsForLegacyInserts(t *testing.T) {
 	}
 	if extra := schemaDiff(t, db); len(extra) > 0 {
 		t.Fatalf("the schema after dropping the defaults differs: %v", extra)
+	}
+}
+
+// The adoption record is read back into DDL by rollback: a legacy account
+// with every privilege on the database cannot add a row to it, nobody
+// changes or deletes one, and a record changed behind its triggers' back
+// (an account that dropped them) is refused, not run.
+func TestTheAdoptionRecordIsTheMigrationAccounts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := legacyDB(t, nil)
+	if _, err := adopt.Apply(ctx, db, options()); err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	if err := db.QueryRow("SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	cfg := dbtest.Account(t, db, name, func(db, account string) []string {
+		return []string{fmt.Sprintf("GRANT ALL PRIVILEGES ON `%s`.* TO %s", db, account)}
+	})
+	team := dbtest.OpenDSN(t, cfg.FormatDSN())
+	_, err := team.Exec("INSERT INTO " + adopt.RecordTable + " (`event`, `detail`, `at`) VALUES ('started', '{}', NOW())")
+	if !dbtest.IsTriggerRefusal(err, "only the migration account writes the adoption record") {
+		t.Errorf("the team's account adds to the record: %v", err)
+	}
+	for _, q := range []string{
+		"UPDATE " + adopt.RecordTable + " SET `detail` = '{}'",
+		"DELETE FROM " + adopt.RecordTable,
+	} {
+		for _, conn := range []*sql.DB{team, db} {
+			if _, err := conn.Exec(q); !dbtest.IsTriggerRefusal(err, "the adoption record") {
+				t.Errorf("%s: %v, want the record's refusal", q, err)
+			}
+		}
+	}
+	// Behind the triggers' back: a default that is a statement.
+	exec(t, db, "DROP TRIGGER "+adopt.RecordTable+"_append_only")
+	exec(t, db, "UPDATE "+adopt.RecordTable+" SET `detail` = JSON_SET(`detail`, '$.columns[0].default', '0; DROP TABLE refunds') WHERE `event` = 'started'")
+	if _, err := adopt.NewRollbackPlan(ctx, db, options()); !errors.Is(err, adopt.ErrRefused) || !strings.Contains(err.Error(), "DROP TABLE refunds") || !strings.Contains(err.Error(), "not a literal") {
+		t.Fatalf("rollback of a tampered record: %v, want a refusal naming the default", err)
 	}
 }

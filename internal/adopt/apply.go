@@ -21,11 +21,17 @@ type StepError struct {
 	Step string
 	SQL  string
 	Err  error
+	// Kind is the plan's ("adopt", or "adopt rollback"): what to run again.
+	Kind string
 }
 
 func (e *StepError) Error() string {
-	return fmt.Sprintf("adopt: step %s failed (%s): %v; the steps before it are done and each is safe to run again: "+
-		"fix the cause, then run `refundd adopt apply` again with the same flags, which plans from where it stopped", e.Step, abbreviate(e.SQL, 200), e.Err)
+	kind := e.Kind
+	if kind == "" {
+		kind = "adopt"
+	}
+	return fmt.Sprintf("%s: step %s failed (%s): %v; the steps before it are done and each is safe to run again: "+
+		"fix the cause, then run `refundd %s apply` again with the same flags, which plans from where it stopped", kind, e.Step, abbreviate(e.SQL, 200), e.Err, kind)
 }
 
 func (e *StepError) Unwrap() error { return e.Err }
@@ -69,8 +75,23 @@ func setSession(ctx context.Context, conn *sql.Conn) error {
 			return fmt.Errorf("adopt: %s: %w", q, err)
 		}
 	}
+	// MySQL 8 caches information_schema.TABLES.AUTO_INCREMENT, which the
+	// online copy carries over; MariaDB has no such cache (no variable).
+	if _, err := conn.ExecContext(ctx, "SET SESSION information_schema_stats_expiry = 0"); err != nil && !unknownVariable(err) {
+		return fmt.Errorf("adopt: set information_schema_stats_expiry: %w", err)
+	}
 	return sessionMode(ctx, conn)
 }
+
+func unknownVariable(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1193
+}
+
+// runLock is the advisory lock one apply or rollback holds on its database
+// for its whole run: a second run at the same moment would take the first
+// one's live shadow table for a leftover and drop it under the copy.
+func runLock(db string) string { return "fencekit_adopt:" + db }
 
 func runStep(ctx context.Context, db *sql.DB, conn *sql.Conn, p *Plan, s Step, o Options) error {
 	for i, q := range s.SQL {
@@ -170,8 +191,12 @@ func sessionMode(ctx context.Context, conn *sql.Conn) error {
 	strict := false
 	for _, m := range strings.Split(mode, ",") {
 		switch m {
-		case "", "NO_BACKSLASH_ESCAPES":
+		case "", "NO_BACKSLASH_ESCAPES", "PAD_CHAR_TO_FULL_LENGTH":
+			// PAD_CHAR_TO_FULL_LENGTH would copy a CHAR's value with its
+			// padding into a VARCHAR: 'abc     ', another idempotency key.
 			continue
+		case "NO_AUTO_VALUE_ON_ZERO":
+			continue // added below, once
 		case "STRICT_TRANS_TABLES", "STRICT_ALL_TABLES":
 			strict = true
 		}
@@ -180,6 +205,9 @@ func sessionMode(ctx context.Context, conn *sql.Conn) error {
 	if !strict {
 		modes = append(modes, "STRICT_TRANS_TABLES")
 	}
+	// An id of 0 is kept as 0 wherever adopt copies a row (the online copy,
+	// rollback's archived jobs back), not given the next AUTO_INCREMENT.
+	modes = append(modes, "NO_AUTO_VALUE_ON_ZERO")
 	if _, err := conn.ExecContext(ctx, "SET SESSION sql_mode = ?", strings.Join(modes, ",")); err != nil {
 		return fmt.Errorf("adopt: set sql_mode: %w", err)
 	}

@@ -205,6 +205,11 @@ func (pl *planner) columns() error {
 			pl.refuse("%s has no column %s (the article's columns %s are required)", Table, c.Name, strings.Join(ArticleColumns, ", "))
 		case !ok:
 			pl.added[c.Name], pl.pending[c.Name] = true, true
+		case generated(l):
+			// fencekit writes its columns itself; a value the server
+			// computes would change under the fence, unchecked, and the
+			// online copy cannot write it.
+			pl.refuse("%s.%s is a generated column, and fencekit writes its own %s: make it a plain column the team's way, or rename it if it is not fencekit's", Table, c.Name, c.Name)
 		default:
 			if d := tempDefault(c); d != nil && l.Default != nil && sameDefault(l.Default, d) {
 				pl.pending[c.Name] = true

@@ -131,9 +131,21 @@ func (c *onlineCopy) prepare() []string {
 // newest, whether or not the copy has reached it.
 func (c *onlineCopy) triggers() []string {
 	replace := "REPLACE INTO " + quote(ShadowTable) + " (" + c.list("") + ") VALUES (" + c.values("NEW.") + ")"
+	// A zero TIMESTAMP has no instant: the DATETIME it becomes would read
+	// 1970-01-01 (or NULL: UNIX_TIMESTAMP of one is 0, or NULL under the
+	// strict mode a trigger keeps from its creation). A legacy write of one fails while the copy runs, as a
+	// value the new type cannot hold does (the plan refused the rows that
+	// held one before).
+	guard := ""
+	for _, col := range c.cols {
+		if c.utc[col] {
+			guard += "IF NEW." + quote(col) + " IS NOT NULL AND IFNULL(UNIX_TIMESTAMP(NEW." + quote(col) + "), 0) = 0 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = " +
+				sqlString(messageText(Table+": a zero timestamp in "+col+" has no instant")) + "; END IF; "
+		}
+	}
 	return []string{
-		"CREATE TRIGGER " + quote(copyTriggers[0]) + " AFTER INSERT ON " + quote(Table) + " FOR EACH ROW " + replace,
-		"CREATE TRIGGER " + quote(copyTriggers[1]) + " AFTER UPDATE ON " + quote(Table) + " FOR EACH ROW BEGIN " +
+		"CREATE TRIGGER " + quote(copyTriggers[0]) + " AFTER INSERT ON " + quote(Table) + " FOR EACH ROW BEGIN " + guard + replace + "; END",
+		"CREATE TRIGGER " + quote(copyTriggers[1]) + " AFTER UPDATE ON " + quote(Table) + " FOR EACH ROW BEGIN " + guard +
 			"DELETE FROM " + quote(ShadowTable) + " WHERE `id` = OLD.`id` AND NOT (OLD.`id` <=> NEW.`id`); " + replace + "; END",
 		"CREATE TRIGGER " + quote(copyTriggers[2]) + " AFTER DELETE ON " + quote(Table) + " FOR EACH ROW DELETE FROM " + quote(ShadowTable) + " WHERE `id` = OLD.`id`",
 	}
@@ -150,16 +162,25 @@ func (c *onlineCopy) chunk() string {
 
 // differ finds rows that are not the same in both tables.
 func (c *onlineCopy) differ() string {
-	var same []string
+	var same, zero []string
 	for _, col := range c.cols {
+		if c.utc[col] {
+			// Converted alike on both sides, a zero TIMESTAMP would compare
+			// equal to the 1970 it became.
+			zero = append(zero, "(o."+quote(col)+" IS NOT NULL AND IFNULL(UNIX_TIMESTAMP(o."+quote(col)+"), 0) = 0)")
+		}
 		o, n := c.value("o.", col), "n."+quote(col)
 		if c.text[col] {
 			o, n = "CAST(CONVERT("+o+" USING utf8mb4) AS BINARY)", "CAST(CONVERT("+n+" USING utf8mb4) AS BINARY)"
 		}
 		same = append(same, o+" <=> "+n)
 	}
+	orZero := ""
+	if len(zero) > 0 {
+		orZero = " OR " + strings.Join(zero, " OR ")
+	}
 	return "SELECT o.`id` FROM " + quote(Table) + " o LEFT JOIN " + quote(ShadowTable) + " n ON n.`id` = o.`id` WHERE n.`id` IS NULL OR NOT (" +
-		strings.Join(same, " AND ") + ") ORDER BY o.`id` LIMIT 10"
+		strings.Join(same, " AND ") + ")" + orZero + " ORDER BY o.`id` LIMIT 10"
 }
 
 func (c *onlineCopy) swap() string {
@@ -404,4 +425,13 @@ func check(ctx context.Context, conn *sql.Conn, c *onlineCopy) (err error) {
 		return fmt.Errorf("the copy differs from %s in rows with id %s: nothing was swapped", Table, strings.Join(ids, ", "))
 	}
 	return nil
+}
+
+// messageText shortens a message to MySQL's 128-character MESSAGE_TEXT limit
+// (with room), on a rune boundary.
+func messageText(s string) string {
+	if len([]rune(s)) <= 120 {
+		return s
+	}
+	return string([]rune(s)[:120])
 }

@@ -135,14 +135,14 @@ func (pl *planner) checkGrants() error {
 // tables (their rows): the legacy writers the fence will hold, none of
 // which may change its mode.
 func (pl *planner) checkAccounts(self string) error {
-	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT GRANTEE, PRIVILEGE_TYPE, '*' FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE IN ('INSERT', 'UPDATE', 'DELETE') "+
-		"UNION ALL SELECT GRANTEE, PRIVILEGE_TYPE, TABLE_SCHEMA FROM information_schema.SCHEMA_PRIVILEGES WHERE PRIVILEGE_TYPE IN ('INSERT', 'UPDATE', 'DELETE') AND DATABASE() LIKE TABLE_SCHEMA "+
-		"UNION ALL SELECT GRANTEE, PRIVILEGE_TYPE, CONCAT(TABLE_SCHEMA, '.', TABLE_NAME) FROM information_schema.TABLE_PRIVILEGES WHERE PRIVILEGE_TYPE IN ('INSERT', 'UPDATE', 'DELETE') AND TABLE_SCHEMA = DATABASE()")
+	rows, err := pl.conn.QueryContext(pl.ctx, "SELECT GRANTEE, PRIVILEGE_TYPE, '*' FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE IN ("+accountPrivileges+") "+
+		"UNION ALL SELECT GRANTEE, PRIVILEGE_TYPE, TABLE_SCHEMA FROM information_schema.SCHEMA_PRIVILEGES WHERE PRIVILEGE_TYPE IN ("+accountPrivileges+") AND DATABASE() LIKE TABLE_SCHEMA "+
+		"UNION ALL SELECT GRANTEE, PRIVILEGE_TYPE, CONCAT(TABLE_SCHEMA, '.', TABLE_NAME) FROM information_schema.TABLE_PRIVILEGES WHERE PRIVILEGE_TYPE IN ("+accountPrivileges+") AND TABLE_SCHEMA = DATABASE()")
 	if err != nil {
 		return fmt.Errorf("adopt: read the accounts' grants: %w", err)
 	}
 	defer rows.Close()
-	grants := map[string][]string{}
+	grants, undo := map[string][]string{}, map[string][]string{}
 	for rows.Next() {
 		var grantee, priv, on string
 		if err := rows.Scan(&grantee, &priv, &on); err != nil {
@@ -151,26 +151,45 @@ func (pl *planner) checkAccounts(self string) error {
 		if grantee == self {
 			continue
 		}
+		into := grants
+		if !slices.Contains([]string{"INSERT", "UPDATE", "DELETE"}, priv) {
+			into = undo
+		}
 		g := priv + " on " + on
-		if !slices.Contains(grants[grantee], g) {
-			grants[grantee] = append(grants[grantee], g)
+		if !slices.Contains(into[grantee], g) {
+			into[grantee] = append(into[grantee], g)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	var list []string
-	for _, g := range slices.Sorted(maps.Keys(grants)) {
-		list = append(list, g+" ("+strings.Join(grants[g], ", ")+")")
+	list := func(m map[string][]string) string {
+		var out []string
+		for _, g := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, g+" ("+strings.Join(m[g], ", ")+")")
+		}
+		return strings.Join(out, "; ")
 	}
 	found := "no other account's grants that this account can see reach the tables"
-	if len(list) > 0 {
-		found = "accounts whose grants reach refund_jobs and fencekit's tables: " + strings.Join(list, "; ")
+	if len(grants) > 0 {
+		found = "accounts whose grants reach refund_jobs and fencekit's tables: " + list(grants)
 	}
 	pl.check(Check{Name: "the accounts that write the tables", Status: CheckOK, Found: found + ". Each is held by the fence; none may change its mode (the database refuses any account but the migration account). " +
 		"information_schema shows another account's grants only to an account that may read the mysql schema"})
+	if len(undo) > 0 {
+		pl.check(Check{Name: "the accounts that can undo the fence", Status: CheckWarn,
+			Found: "other accounts hold privileges that remove or get round the fence for their own writes: " + list(undo) + ". " +
+				"TRIGGER, DROP, ALTER and the routine privileges drop or replace its triggers and procedures; CREATE TEMPORARY TABLES lets a session " +
+				"shadow refund_jobs_fence_mode with a table of its own, whose mode the fence then reads for that session's writes",
+			Fix: "give the applications' accounts their data privileges only (REVOKE the others; migrations.AppGrants lists what fencekit's workers need); " +
+				"the fence guards against a writer's bug, not against an account that sets out to remove it"})
+	}
 	return nil
 }
+
+// accountPrivileges are the grants checkAccounts looks for: those that
+// write the tables, and those that can remove the fence or get round it.
+const accountPrivileges = "'INSERT', 'UPDATE', 'DELETE', 'TRIGGER', 'DROP', 'ALTER', 'CREATE TEMPORARY TABLES', 'CREATE ROUTINE', 'ALTER ROUTINE', 'SUPER'"
 
 // checkBinlog: with the binary log on, creating a trigger needs SUPER (or
 // log_bin_trust_function_creators = 1), on MySQL and MariaDB alike: most

@@ -53,6 +53,30 @@ func TestPlanOpensWithStepZero(t *testing.T) {
 	if t.Failed() {
 		t.Fatal(out)
 	}
+	// A legacy account granted everything on the database can drop the
+	// fence's triggers, or shadow its mode table for its own session with a
+	// temporary table: step 0 names it, and not the data-only account.
+	all := dbtest.Account(t, db, name, func(db, account string) []string {
+		return []string{fmt.Sprintf("GRANT ALL PRIVILEGES ON `%s`.* TO %s", db, account)}
+	})
+	p, err = adopt.NewPlan(ctx, db, options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text.Reset()
+	if err := p.Format(&text, 2); err != nil {
+		t.Fatal(err)
+	}
+	undo := ""
+	for _, line := range strings.Split(text.String(), "\n") {
+		if strings.Contains(line, "[warn] the accounts that can undo the fence") {
+			undo = line
+		}
+	}
+	if !strings.Contains(undo, "'"+all.User+"'@'%' (") || !strings.Contains(undo, "CREATE TEMPORARY TABLES on "+name) || !strings.Contains(undo, "TRIGGER on "+name) ||
+		strings.Contains(undo, legacy.User) {
+		t.Errorf("step 0's line on the accounts that can undo the fence: %q", undo)
+	}
 
 	// An account without TRIGGER (nor the routines' privileges).
 	weak := dbtest.Account(t, db, name, func(db, account string) []string {

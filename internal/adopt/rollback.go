@@ -3,6 +3,7 @@ package adopt
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -266,16 +267,20 @@ func (pl *planner) dropIndexes() (Step, error) {
 }
 
 // savedColumns is the table that keeps the values of the columns rollback
-// drops, by job id.
-const savedColumns = SetAsidePrefix + "refund_jobs_columns"
+// drops, by job id: one per adoption rolled back, named after the time its
+// record was written, so that a second adoption's rollback does not write
+// over the first's values.
+func (pl *planner) savedColumns() string {
+	return SetAsidePrefix + "refund_jobs_columns_" + strings.Replace(pl.record.at.Format("20060102150405.000000"), ".", "", 1)
+}
 
 func (pl *planner) saveColumns() (Step, error) {
 	s := Step{
 		Name: "save-columns",
 		What: "copies the values of the columns adopt added (fencekit's: the attempt a writer declared, the key's window, the review's reason and evidence, …) into " +
-			savedColumns + ", by job id, before they are dropped",
+			pl.savedColumns() + ", by job id, before they are dropped",
 		Locks:    "shared row locks on one batch of refund_jobs rows for one short transaction each",
-		Rollback: "nothing to roll back: " + savedColumns + " is kept for the operator to drop",
+		Rollback: "nothing to roll back: " + pl.savedColumns() + " is kept for the operator to drop",
 		Online:   true,
 	}
 	added := pl.addedColumns()
@@ -294,9 +299,9 @@ func (pl *planner) saveColumns() (Step, error) {
 		cols = append(cols, quote(name))
 		sets = append(sets, quote(name)+" = VALUES("+quote(name)+")")
 	}
-	s.SQL = append(s.SQL, "CREATE TABLE IF NOT EXISTS "+quote(savedColumns)+" ("+strings.Join(defs, ", ")+", PRIMARY KEY (`id`)) CHARSET utf8mb4 COLLATE utf8mb4_bin")
+	s.SQL = append(s.SQL, "CREATE TABLE IF NOT EXISTS "+quote(pl.savedColumns())+" ("+strings.Join(defs, ", ")+", PRIMARY KEY (`id`)) CHARSET utf8mb4 COLLATE utf8mb4_bin")
 	list := strings.Join(cols, ", ")
-	s.Batched = append(s.Batched, "INSERT INTO "+quote(savedColumns)+" (`id`, "+list+") SELECT `id`, "+list+" FROM "+quote(Table)+
+	s.Batched = append(s.Batched, "INSERT INTO "+quote(pl.savedColumns())+" (`id`, "+list+") SELECT `id`, "+list+" FROM "+quote(Table)+
 		" WHERE `id` BETWEEN ? AND ? ON DUPLICATE KEY UPDATE "+strings.Join(sets, ", "))
 	s.What += ": " + strings.Join(added, ", ")
 	return s, nil
@@ -305,7 +310,7 @@ func (pl *planner) saveColumns() (Step, error) {
 func (pl *planner) dropColumns() (Step, error) {
 	s := Step{
 		Name: "drop-columns",
-		What: "drops the columns adopt added (their values are in " + savedColumns + "): a legacy INSERT that does not name them works again",
+		What: "drops the columns adopt added (their values are in " + pl.savedColumns() + "): a legacy INSERT that does not name them works again",
 		Locks: "ALGORITHM=INSTANT where the server can (MariaDB 10.4+, MySQL 8.0.29+: metadata only); else INPLACE, LOCK=NONE (the table is rebuilt while reads and " +
 			"writes go on; metadata locks at the start and end wait for open transactions)",
 		Rollback: "refundd adopt apply again (it adds them and backfills them; the saved values can be copied back by id)",
@@ -341,7 +346,7 @@ func (pl *planner) restoreColumns() (Step, error) {
 	if err != nil {
 		return s, err
 	}
-	var widened, clauses, names []string
+	var widened, collated, clauses, names []string
 	for _, was := range pl.record.Columns {
 		cur, ok := now.column(was.Name)
 		if !ok {
@@ -350,7 +355,27 @@ func (pl *planner) restoreColumns() (Step, error) {
 		if !strings.EqualFold(cur.Type, was.Type) {
 			widened = append(widened, fmt.Sprintf("%s stays %s (was %s)", was.Name, cur.Type, was.Type))
 		}
-		if cur.Null == was.Null && cur.OnUpdate == was.OnUpdate {
+		if !strings.EqualFold(cur.Collation, was.Collation) && was.Collation != "" {
+			collated = append(collated, fmt.Sprintf("%s stays %s (was %s)", was.Name, cur.Collation, was.Collation))
+		}
+		if cur.Null && !was.Null {
+			// Made NOT NULL again, a column whose rows hold NULL would fail
+			// the copy's ALTER (strict) or turn each into '' or 0 (not).
+			ids, err := pl.ids(quote(was.Name) + " IS NULL")
+			if err != nil {
+				return s, err
+			}
+			if ids != "" {
+				pl.refuse("%s.%s was NOT NULL before the adoption and is NULL in rows with id %s (written since): fill them in first, the team's way", Table, was.Name, ids)
+				continue
+			}
+		}
+		// ALTER COLUMN … SET DEFAULT takes a literal only on MySQL (an
+		// expression needs parentheses, and CURRENT_TIMESTAMP is neither):
+		// such a default is restored by MODIFY, with the column's whole
+		// definition.
+		simple := !strings.HasPrefix(strings.ToLower(was.Default), "current_timestamp") && cur.Comment == was.Comment
+		if cur.Null == was.Null && cur.OnUpdate == was.OnUpdate && simple {
 			if cur.Default != was.Default {
 				if was.Default == "" {
 					s.SQL = append(s.SQL, "ALTER TABLE "+quote(Table)+" ALTER COLUMN "+quote(was.Name)+" DROP DEFAULT")
@@ -379,17 +404,44 @@ func (pl *planner) restoreColumns() (Step, error) {
 		if hasAutoIncrement(mustColumn(pl.legacy, was.Name)) {
 			def += " AUTO_INCREMENT"
 		}
+		if was.Comment != "" {
+			def += " COMMENT " + sqlString(was.Comment)
+		}
+		if cur.Null == was.Null && cur.OnUpdate == was.OnUpdate {
+			// A CURRENT_TIMESTAMP default or a comment: the same
+			// definition with another default or comment, metadata only on
+			// both servers.
+			q := "ALTER TABLE " + quote(Table) + " " + def
+			s.SQL = append(s.SQL, q+", ALGORITHM=INSTANT")
+			for len(s.alt) < len(s.SQL)-1 {
+				s.alt = append(s.alt, "")
+			}
+			s.alt = append(s.alt, q+", ALGORITHM=INPLACE, LOCK=NONE")
+			names = append(names, was.Name)
+			continue
+		}
 		clauses = append(clauses, def)
 		names = append(names, was.Name)
 	}
 	if len(widened) > 0 {
-		pl.p.Notes = append(pl.p.Notes, "the columns adopt widened stay widened (every value fits both types; narrowing one back is the team's call, by its own ALTER): "+strings.Join(widened, "; "))
+		pl.p.Notes = append(pl.p.Notes, "the columns adopt widened keep their wider types (narrowing one back is the team's call, by its own ALTER, once every value "+
+			"fits the old type: state and next_action hold fencekit's names, which the team's ENUM or shorter type may not): "+strings.Join(widened, "; "))
+	}
+	if len(collated) > 0 {
+		pl.p.Notes = append(pl.p.Notes, "the columns adopt gave fencekit's collation keep it (a legacy query that compared them case-insensitively now compares bytes): "+
+			strings.Join(collated, "; "))
 	}
 	if m := mappedNames(pl.record); m != "" {
 		pl.p.Notes = append(pl.p.Notes, "the rows keep fencekit's state and action names ("+m+"); a legacy writer that reads the team's names needs the reverse mapping, "+
 			"which cannot tell the rows the team wrote from those fencekit's workers wrote: decide it per row")
 	}
-	if len(clauses) > 0 {
+	switch {
+	case len(clauses) == 0:
+	case pl.o.BlockingCopy:
+		s.SQL = append(s.SQL, "ALTER TABLE "+quote(Table)+" "+strings.Join(clauses, ", ")+", ALGORITHM=COPY, LOCK=SHARED")
+		s.Locks = "a table copy (ALGORITHM=COPY, LOCK=SHARED): reads go on, writes to refund_jobs wait for the copy"
+		s.Online = false
+	default:
 		s.copy = newOnlineCopy(pl.legacy, pl.legacy, clauses, OldTableRollback)
 		s.Locks = onlineLocks
 		pl.copying = append(pl.copying, s.Name)
@@ -411,6 +463,17 @@ func atPrecision(expr, typ string) string {
 		return "CURRENT_TIMESTAMP" + typ[i:]
 	}
 	return "CURRENT_TIMESTAMP"
+}
+
+// comment is the column's COMMENT clause ("" without one): a MODIFY that
+// leaves it out drops it.
+func comment(c *schema.Column) string {
+	for _, a := range c.Attrs {
+		if cm, ok := a.(*schema.Comment); ok && cm.Text != "" {
+			return " COMMENT " + sqlString(cm.Text)
+		}
+	}
+	return ""
 }
 
 func mustColumn(t *schema.Table, name string) *schema.Column {
@@ -470,6 +533,16 @@ func run(ctx context.Context, db *sql.DB, p *Plan, o Options) (*Result, error) {
 	if err := setSession(ctx, conn); err != nil {
 		return nil, err
 	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", runLock(p.Database)).Scan(&got); err != nil {
+		return nil, fmt.Errorf("adopt: take the run's lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		return nil, fmt.Errorf("%w: another `refundd %s apply` (or apply and rollback) runs on %s now: one at a time (nothing was changed)", ErrRefused, p.Kind, p.Database)
+	}
+	defer func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(?)", runLock(p.Database))
+	}()
 	res := &Result{Plan: p, Durations: map[string]time.Duration{}}
 	for _, s := range p.Steps {
 		if o.Hooks.BeforeStep != nil {
@@ -477,6 +550,10 @@ func run(ctx context.Context, db *sql.DB, p *Plan, o Options) (*Result, error) {
 		}
 		start := time.Now()
 		if err := runStep(ctx, db, conn, p, s, o); err != nil {
+			var se *StepError
+			if errors.As(err, &se) {
+				se.Kind = p.Kind
+			}
 			return res, err
 		}
 		res.Durations[s.Name] = time.Since(start)

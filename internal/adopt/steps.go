@@ -184,7 +184,7 @@ func (pl *planner) widenColumns() (Step, error) {
 		case *schema.RawExpr:
 			def += " DEFAULT " + sqlString(unquote(d.X))
 		}
-		mods = append(mods, def)
+		mods = append(mods, def+comment(l))
 		names = append(names, fmt.Sprintf("%s to varchar(%d)", col, max(size, longest)))
 		pl.modified[col] = true
 	}

@@ -263,3 +263,208 @@ func TestPlanListsEveryRefusalAtOnce(t *testing.T) {
 		t.Fatalf("a refused plan changed the database: %v", diff)
 	}
 }
+
+// A legacy write of a zero TIMESTAMP while the online copy runs has no
+// instant to carry into the UTC DATETIME: the copy's trigger refuses the
+// write, as the plan refused the rows that held one before, and the copy
+// goes on.
+func TestAZeroTimestampWrittenDuringTheCopyIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := legacyDB(t, func(db *sql.DB) {
+		exec(t, db, "ALTER TABLE refund_jobs ADD COLUMN next_run_at TIMESTAMP NULL DEFAULT NULL")
+	})
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{"SET SESSION sql_mode = ''", "UPDATE refund_jobs SET next_run_at = '2026-06-01 15:00:00'"} { //fencelint:allow the team's own writes, before adoption
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var during error
+	o := options()
+	o.Hooks.AfterBatch = func(step string, lo, hi int64) {
+		if step != "modify-columns" || lo > 1 {
+			return
+		}
+		//fencelint:allow the team's own write of its own column, during adoption: the test's subject
+		_, during = conn.ExecContext(ctx, "UPDATE refund_jobs SET next_run_at = '0000-00-00 00:00:00' WHERE operation_key = 'k-pending'")
+	}
+	if _, err := adopt.Apply(ctx, db, o); err != nil {
+		t.Fatal(err)
+	}
+	if !dbtest.IsTriggerRefusal(during, "a zero timestamp in next_run_at has no instant") {
+		t.Fatalf("a zero TIMESTAMP written during the copy: %v, want the copy trigger's refusal", during)
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM refund_jobs WHERE next_run_at <> '2026-06-01 15:00:00'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows hold another next_run_at after the refused write (%v)", n, err)
+	}
+}
+
+// fencekit writes its own columns: a team's generated column of one of
+// their names is refused by the plan, with the others it finds.
+func TestAGeneratedColumnOfFencekitsNameIsRefused(t *testing.T) {
+	t.Parallel()
+	db := legacyDB(t, func(db *sql.DB) {
+		exec(t, db, "ALTER TABLE refund_jobs ADD COLUMN writer_attempt bigint AS (attempt) VIRTUAL")
+	})
+	_, err := adopt.NewPlan(context.Background(), db, options())
+	if !errors.Is(err, adopt.ErrRefused) || !strings.Contains(err.Error(), "refund_jobs.writer_attempt is a generated column") {
+		t.Fatalf("plan with a generated writer_attempt: %v", err)
+	}
+}
+
+// One apply or rollback at a time on a database: a second one, started
+// while the first holds its lock, is refused and changes nothing.
+func TestASecondApplyAtTheSameMomentIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := legacyDB(t, nil)
+	var name string
+	if err := db.QueryRow("SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	var got int
+	if err := holder.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", "fencekit_adopt:"+name).Scan(&got); err != nil || got != 1 {
+		t.Fatalf("take the lock as the first apply: %d, %v", got, err)
+	}
+	before := teamRows(t, db)
+	if _, err := adopt.Apply(ctx, db, options()); !errors.Is(err, adopt.ErrRefused) || !strings.Contains(err.Error(), "one at a time") {
+		t.Fatalf("a second apply: %v, want a refusal", err)
+	}
+	if got := teamRows(t, db); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Fatalf("rows after the refused apply: %+v, want %+v", got, before)
+	}
+	var tables int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", adopt.RecordTable).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("the refused apply wrote its record (%d, %v)", tables, err)
+	}
+	if _, err := holder.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", "fencekit_adopt:"+name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adopt.Apply(ctx, db, options()); err != nil {
+		t.Fatalf("apply once the first is done: %v", err)
+	}
+}
+
+// The commonest legacy shape, adopted and rolled back twice, with
+// -blocking-copy: a NOT NULL column the adoption made nullable and a row
+// has made NULL since is refused by the plan, naming the row; the
+// CURRENT_TIMESTAMP defaults and ON UPDATE come back (MODIFY, never
+// ALTER … SET DEFAULT CURRENT_TIMESTAMP, which MySQL refuses), the
+// restore is one ALTER with no shadow table, and each rollback keeps the
+// dropped columns' values in a table of its own.
+func TestTheCommonestShapeRolledBackTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := emptyDB(t)
+	exec(t, db, strings.Replace(commonestTable, "provider_refund_id VARCHAR(128) NULL", "provider_refund_id VARCHAR(128) NOT NULL DEFAULT '' COMMENT 'the PSP''s id'", 1))
+	insertRows(t, db, "operation_key, payment_ref, amount_minor, currency, state", 20, func(i int) string {
+		return fmt.Sprintf("('k-%d', 'pay-%d', %d, 'EUR', 'ready')", i, i, 100+i)
+	})
+	columns := func() map[string]string {
+		rows, err := db.Query("SELECT COLUMN_NAME, CONCAT_WS(' | ', COLUMN_TYPE, IS_NULLABLE, IFNULL(COLUMN_DEFAULT, '-'), EXTRA, COLUMN_COMMENT) FROM information_schema.COLUMNS " +
+			"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'refund_jobs'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]string{}
+		for rows.Next() {
+			var n, d string
+			if err := rows.Scan(&n, &d); err != nil {
+				t.Fatal(err)
+			}
+			out[n] = d
+		}
+		return out
+	}
+	o := adopt.Options{BlockingCopy: true}
+	var saved []string
+	for cycle := 1; cycle <= 2; cycle++ {
+		if _, err := adopt.Apply(ctx, db, o); err != nil {
+			t.Fatalf("cycle %d: apply: %v", cycle, err)
+		}
+		if got := columns()["provider_refund_id"]; !strings.Contains(got, "| YES |") {
+			t.Fatalf("cycle %d: provider_refund_id after adoption: %s (the test needs it nullable)", cycle, got)
+		}
+		//fencelint:allow a write made after the adoption, in observe mode: the test's subject
+		exec(t, db, "UPDATE refund_jobs SET provider_refund_id = NULL WHERE operation_key IN ('k-3', 'k-7')")
+		var ids string
+		if err := db.QueryRow("SELECT GROUP_CONCAT(id ORDER BY id SEPARATOR ', ') FROM refund_jobs WHERE operation_key IN ('k-3', 'k-7')").Scan(&ids); err != nil {
+			t.Fatal(err)
+		}
+		_, err := adopt.NewRollbackPlan(ctx, db, o)
+		if !errors.Is(err, adopt.ErrRefused) || !strings.Contains(err.Error(), "refund_jobs.provider_refund_id was NOT NULL before the adoption and is NULL in rows with id "+ids+" ") {
+			t.Fatalf("cycle %d: rollback plan with NULLs in a NOT NULL column: %v", cycle, err)
+		}
+		//fencelint:allow the team filling in its column before the rollback, as the refusal asks
+		exec(t, db, "UPDATE refund_jobs SET provider_refund_id = '' WHERE provider_refund_id IS NULL")
+		p, err := adopt.NewRollbackPlan(ctx, db, o)
+		if err != nil {
+			t.Fatalf("cycle %d: %v", cycle, err)
+		}
+		var text strings.Builder
+		if err := p.Format(&text, 100); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text.String(), "ALGORITHM=COPY, LOCK=SHARED") || strings.Contains(text.String(), adopt.ShadowTable) || strings.Contains(text.String(), "SET DEFAULT CURRENT_TIMESTAMP") {
+			t.Fatalf("cycle %d: the blocking rollback's plan:\n%s", cycle, text.String())
+		}
+		if _, err := adopt.Rollback(ctx, db, o); err != nil {
+			t.Fatalf("cycle %d: rollback: %v", cycle, err)
+		}
+		got := columns()
+		for col, want := range map[string][]string{
+			"created_at":         {"datetime(6) | NO | current_timestamp(6) |"},
+			"next_run_at":        {"datetime(6) | NO | current_timestamp(6) |"},
+			"updated_at":         {"datetime(6) | NO | current_timestamp(6) | on update current_timestamp(6)"},
+			"provider_refund_id": {"| NO | '' |", "the PSP's id"},
+		} {
+			for _, w := range want {
+				if !strings.Contains(strings.ToLower(got[col]), strings.ToLower(w)) {
+					t.Errorf("cycle %d: %s after rollback: %s, want %q", cycle, col, got[col], w)
+				}
+			}
+		}
+		if _, ok := got["writer_attempt"]; ok {
+			t.Errorf("cycle %d: fencekit's column writer_attempt survived the rollback", cycle)
+		}
+		saved = nil
+		rows, err := db.Query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ? ORDER BY TABLE_NAME", adopt.SetAsidePrefix+"refund_jobs_columns%")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			saved = append(saved, n)
+		}
+		rows.Close()
+		if len(saved) != cycle {
+			t.Fatalf("cycle %d: the saved columns' tables: %v, want one per rollback", cycle, saved)
+		}
+		// The next cycle's set-aside companions would take the same names.
+		for _, n := range []string{"refunds", "refund_audit", "refund_observations", "refund_jobs_keys", "refund_jobs_attempts", "refund_jobs_fence_violations", "refund_jobs_fence_mode_changes", "refund_job_calls"} {
+			exec(t, db, "DROP TABLE IF EXISTS "+adopt.SetAsidePrefix+n)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM " + saved[0]).Scan(&n); err != nil || n != 20 {
+		t.Fatalf("the first rollback's saved values: %d rows (%v), want 20", n, err)
+	}
+}
