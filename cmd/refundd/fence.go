@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -186,8 +185,8 @@ func printFenceReport(out io.Writer, mode migrations.FenceMode, groups []migrati
 // openMigrationDB opens the migration account's pool for the fence's
 // commands: a plain client, which changes no session setting.
 func openMigrationDB(dsn string) (*sql.DB, error) {
-	if strings.TrimSpace(dsn) == "" {
-		return nil, errors.New("required: name the database with -dsn DSN or $FENCEKIT_DSN (only refundd demo has a default)")
+	if err := namedDSN(dsn); err != nil {
+		return nil, err
 	}
 	cfg, err := fencedwrite.ParseDSN(dsn)
 	if err != nil {

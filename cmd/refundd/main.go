@@ -130,15 +130,19 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 		def, usage = envOr("FENCEKIT_DSN", defaultDSN), "go-sql-driver/mysql DSN of the database (default $FENCEKIT_DSN or "+defaultDSN+")"
 	}
 	dsn := fs.String("dsn", def, usage)
-	need := func() error { return requireDSN(args[0], *dsn) }
+	// parse reads the command's flags; a command that reaches a database
+	// then needs one named.
+	parse := func() error {
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return requireDSN(args[0], *dsn)
+	}
 	switch args[0] {
 	case "run":
 		var f runFlags
 		f.register(fs)
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if err := need(); err != nil {
+		if err := parse(); err != nil {
 			return err
 		}
 		f.dsn = *dsn
@@ -150,40 +154,28 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 		fs.StringVar(&f.amount, "amount", "", "amount in major units with the currency's decimals: 12.50 EUR, 1250 JPY, 1.250 KWD")
 		fs.StringVar(&f.currency, "currency", "", "ISO 4217 code")
 		f.dispatch.register(fs, false)
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if err := need(); err != nil {
+		if err := parse(); err != nil {
 			return err
 		}
 		return enqueue(ctx, *dsn, f, out)
 	case "jobs":
 		var f jobsFlags
 		f.register(fs)
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if err := need(); err != nil {
+		if err := parse(); err != nil {
 			return err
 		}
 		return jobs(ctx, *dsn, f, out)
 	case "resolve":
 		var f resolveFlags
 		f.register(fs)
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if err := need(); err != nil {
+		if err := parse(); err != nil {
 			return err
 		}
 		return resolve(ctx, *dsn, f, out)
 	case "approve":
 		var f approveFlags
 		f.register(fs)
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if err := need(); err != nil {
+		if err := parse(); err != nil {
 			return err
 		}
 		return approve(ctx, *dsn, f, out)
@@ -198,10 +190,7 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 		return consoleUser(fs, args[1:], os.Stdin, out)
 	case "migrate":
 		create := fs.Bool("create", false, "create the database first when it does not exist")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if err := need(); err != nil {
+		if err := parse(); err != nil {
 			return err
 		}
 		return migrate(ctx, *dsn, *create, out)
@@ -222,8 +211,16 @@ func command(ctx context.Context, args []string, out io.Writer) error {
 
 // requireDSN refuses a command that reaches a database without one named.
 func requireDSN(command, dsn string) error {
+	if err := namedDSN(dsn); err != nil {
+		return fmt.Errorf("%s: -dsn: %w", command, err)
+	}
+	return nil
+}
+
+// namedDSN refuses an empty DSN.
+func namedDSN(dsn string) error {
 	if strings.TrimSpace(dsn) == "" {
-		return fmt.Errorf("%s: -dsn: required: name the database with -dsn DSN or $FENCEKIT_DSN (only refundd demo has a default)", command)
+		return errors.New("required: name the database with -dsn DSN or $FENCEKIT_DSN (only refundd demo and chaos have a default)")
 	}
 	return nil
 }
