@@ -123,7 +123,7 @@ type hint struct {
 // Meanwhile the worker's scan goes on claiming due jobs. An error means
 // Run could not start (a second Run, or options franz-go refused).
 func (c *Consumer) Run(ctx context.Context) error {
-	opts := slices.Concat(c.cfg.clientOpts("consumer"), []kgo.Opt{
+	opts := c.cfg.clientOpts("consumer",
 		kgo.ConsumeTopics(c.cfg.Topic),
 		kgo.ConsumerGroup(c.cfg.Group),
 		// Commit only what was marked: a record is marked once judged.
@@ -143,8 +143,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		// at most the session timeout (closeWait): a rebalance does not
 		// wait a minute (franz-go's default) for a member that was frozen
 		// or killed mid-rebalance.
-		kgo.RebalanceTimeout(2 * c.cfg.SessionTimeout),
-	}, c.cfg.ClientOpts)
+		kgo.RebalanceTimeout(2*c.cfg.SessionTimeout),
+	)
 	c.mu.Lock()
 	if c.running {
 		c.mu.Unlock()

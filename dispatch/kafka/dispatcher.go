@@ -39,8 +39,7 @@ func NewDispatcher(cfg Config) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("new dispatcher: %w", err)
 	}
-	opts := append(cfg.clientOpts("dispatcher"), kgo.DefaultProduceTopic(cfg.Topic))
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(cfg.clientOpts("dispatcher", kgo.DefaultProduceTopic(cfg.Topic))...)
 	if err != nil {
 		return nil, fmt.Errorf("new dispatcher: %w", err)
 	}
