@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fencekit/fencekit/dispatch/internal/jobid"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -303,12 +303,12 @@ func (c *Consumer) deliver(r *kgo.Record) bool {
 		return false
 	}
 	h := &hint{e: e, m: Message{Key: string(r.Key), Partition: r.Partition, Offset: r.Offset}}
-	id, err := strconv.ParseInt(string(r.Value), 10, 64)
-	if err != nil || id <= 0 {
+	id, err := jobid.Decode(r.Value)
+	if err != nil {
 		// A message is a job id in decimal: anything else is not ours to
 		// guess at, and judged at once.
 		c.cfg.Logger.Error("kafka consumer: dropping a message that is not a job id", "partition", r.Partition, "offset", r.Offset,
-			"value", truncate(r.Value), "err", err)
+			"value", jobid.Quote(r.Value), "err", err)
 		c.mark(h)
 		return false
 	}
@@ -496,11 +496,4 @@ func offsetsOf(m map[int32]kgo.EpochOffset) map[int32]int64 {
 		out[p] = eo.Offset
 	}
 	return out
-}
-
-func truncate(b []byte) string {
-	if len(b) > 64 {
-		return strconv.Quote(string(b[:64])) + "…"
-	}
-	return strconv.Quote(string(b))
 }

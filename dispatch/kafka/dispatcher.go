@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/fencekit/fencekit/dispatch/internal/idlist"
+	"github.com/fencekit/fencekit/dispatch/internal/jobid"
 	"github.com/fencekit/fencekit/fencedwrite"
 )
 
@@ -102,7 +101,7 @@ func (d *Dispatcher) Publish(ctx context.Context, jobs ...Due) error {
 	for i, j := range failed {
 		unpublished[i] = j.ID
 	}
-	return fmt.Errorf("publish job ids %s to %s: %w: %w", idlist.Format(unpublished), d.cfg.Topic, ErrNotPublished, why)
+	return fmt.Errorf("publish job ids %s to %s: %w: %w", jobid.List(unpublished), d.cfg.Topic, ErrNotPublished, why)
 }
 
 // produce sends every job and waits for their acknowledgements until ctx
@@ -115,7 +114,7 @@ func (d *Dispatcher) produce(ctx context.Context, jobs []Due) ([]Due, error) {
 	}
 	results := make(chan result, len(jobs))
 	for i, j := range jobs {
-		r := &kgo.Record{Key: []byte(j.OperationKey), Value: strconv.AppendInt(nil, j.ID, 10)}
+		r := &kgo.Record{Key: []byte(j.OperationKey), Value: jobid.Encode(j.ID)}
 		d.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { results <- result{i, err} })
 	}
 	acked := make([]bool, len(jobs))

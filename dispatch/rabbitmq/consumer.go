@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/fencekit/fencekit/dispatch/internal/jobid"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -168,11 +168,11 @@ func (c *Consumer) session(ctx context.Context, n int, up func()) error {
 
 // deliver hands d's job id to the worker.
 func (c *Consumer) deliver(d amqp.Delivery) {
-	id, err := strconv.ParseInt(string(d.Body), 10, 64)
-	if err != nil || id <= 0 {
+	id, err := jobid.Decode(d.Body)
+	if err != nil {
 		// A message is a job id in decimal: anything else is not ours to
 		// guess at.
-		c.cfg.Logger.Error("broker consumer: dropping a message that is not a job id", "body", truncate(d.Body), "err", err)
+		c.cfg.Logger.Error("broker consumer: dropping a message that is not a job id", "body", jobid.Quote(d.Body), "err", err)
 		_ = d.Reject(false)
 		return
 	}
@@ -235,11 +235,4 @@ func (c *Consumer) Close() {
 	if conn != nil {
 		_ = conn.CloseDeadline(time.Now().Add(closeWait))
 	}
-}
-
-func truncate(b []byte) string {
-	if len(b) > 64 {
-		return strconv.Quote(string(b[:64])) + "…"
-	}
-	return strconv.Quote(string(b))
 }
