@@ -33,7 +33,6 @@ type Consumer struct {
 	verdicts []tried         // the worker's outcomes, not acted on yet
 	again    []*hint         // failed claims whose wait is over
 	ready    chan struct{}   // a verdict or a hint to try again is waiting
-	healed   time.Time       // when the topic was last purged and added again
 }
 
 // part names a partition.
@@ -217,8 +216,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 // poll polls at most n records each time the main loop asks (on want) and
-// hands them over, until ctx ends.
+// hands them over, until ctx ends. A topic found gone is healed at most
+// once per RetryMax.
 func (c *Consumer) poll(ctx context.Context, cl *kgo.Client, want <-chan int, out chan<- []*kgo.Record) {
+	var healed time.Time // when the topic was last healed
 	for {
 		var n int
 		select {
@@ -240,7 +241,8 @@ func (c *Consumer) poll(ctx context.Context, cl *kgo.Client, want <-chan int, ou
 				}
 				c.cfg.Logger.Warn("kafka consumer: fetch", "topic", topic, "partition", p, "err", err)
 			})
-			if gone {
+			if gone && time.Since(healed) >= c.cfg.RetryMax {
+				healed = time.Now()
 				c.heal(ctx, cl)
 			}
 			if recs := fs.Records(); len(recs) > 0 {
@@ -266,16 +268,8 @@ func (c *Consumer) poll(ctx context.Context, cl *kgo.Client, want <-chan int, ou
 // created again, under a new topic id that franz-go does not adopt by
 // itself): it creates the topic if it is still missing, forgets the old
 // one (its partitions are revoked, their judged offsets committed if the
-// brokers still take them) and consumes the topic anew from its start. At
-// most once per RetryMax.
+// brokers still take them) and consumes the topic anew from its start.
 func (c *Consumer) heal(ctx context.Context, cl *kgo.Client) {
-	c.mu.Lock()
-	if time.Since(c.healed) < c.cfg.RetryMax {
-		c.mu.Unlock()
-		return
-	}
-	c.healed = time.Now()
-	c.mu.Unlock()
 	c.cfg.Logger.Warn("kafka consumer: the topic is gone or was recreated; subscribing to it again", "topic", c.cfg.Topic)
 	ensure, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
 	c.cfg.ensureTopic(ensure, cl)
