@@ -225,6 +225,12 @@ func backoff(first, most time.Duration, n int) time.Duration {
 	return min(d, most)
 }
 
+// topicGone reports whether err says the topic is gone: deleted, and
+// perhaps created again under a new topic id.
+func topicGone(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
+}
+
 // ensureTopic creates the topic when it is missing, with Partitions
 // partitions and the brokers' default replication factor. A topic that
 // exists is left alone; an error (no right to create topics, say) is only

@@ -235,7 +235,7 @@ func (c *Consumer) poll(ctx context.Context, cl *kgo.Client, want <-chan int, ou
 			}
 			gone := false
 			fs.EachError(func(topic string, p int32, err error) {
-				if errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition) {
+				if topicGone(err) {
 					gone = true
 					return
 				}

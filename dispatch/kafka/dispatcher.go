@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencekit/fencekit/dispatch/internal/jobid"
@@ -85,7 +84,7 @@ func (d *Dispatcher) Publish(ctx context.Context, jobs ...Due) error {
 	}
 	d.mu.Unlock()
 	failed, why := d.produce(ctx, jobs)
-	if len(failed) > 0 && ctx.Err() == nil && (errors.Is(why, kerr.UnknownTopicID) || errors.Is(why, kerr.UnknownTopicOrPartition)) {
+	if len(failed) > 0 && ctx.Err() == nil && topicGone(why) {
 		// The topic was deleted (and perhaps created again under a new
 		// id): forget what the producer knew of it, create it if it is
 		// still missing, and send what failed once more.
