@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fencekit/fencekit/dispatch/internal/inbox"
 	"github.com/fencekit/fencekit/dispatch/internal/jobid"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/worker"
@@ -26,13 +27,13 @@ type Consumer struct {
 	w     *worker.Client
 	hooks Hooks
 
-	mu       sync.Mutex
-	running  bool
-	cl       *kgo.Client     // the client of the running Run
-	tracks   map[part]*track // the partitions assigned now
-	verdicts []tried         // the worker's outcomes, not acted on yet
-	again    []*hint         // failed claims whose wait is over
-	ready    chan struct{}   // a verdict or a hint to try again is waiting
+	verdicts *inbox.Inbox[tried] // the worker's outcomes, not acted on yet
+	again    *inbox.Inbox[*hint] // failed claims whose wait is over
+
+	mu      sync.Mutex
+	running bool
+	cl      *kgo.Client     // the client of the running Run
+	tracks  map[part]*track // the partitions assigned now
 }
 
 // part names a partition.
@@ -92,7 +93,7 @@ func NewConsumer(cfg Config, w *worker.Client, hooks Hooks) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new consumer: %w", err)
 	}
-	return &Consumer{cfg: cfg, w: w, hooks: hooks, ready: make(chan struct{}, 1)}, nil
+	return &Consumer{cfg: cfg, w: w, hooks: hooks, verdicts: inbox.New[tried](), again: inbox.New[*hint]()}, nil
 }
 
 // Capacity is how many records this consumer holds unjudged at most: the
@@ -196,17 +197,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 					inflight++
 				}
 			}
-		case <-c.ready:
-			c.mu.Lock()
-			verdicts, again := c.verdicts, c.again
-			c.verdicts, c.again = nil, nil
-			c.mu.Unlock()
-			for _, v := range verdicts {
+		case <-c.verdicts.Ready():
+			for _, v := range c.verdicts.Take() {
 				if c.settle(v) {
 					inflight--
 				}
 			}
-			for _, h := range again {
+		case <-c.again.Ready():
+			for _, h := range c.again.Take() {
 				if !c.hint(h) {
 					inflight--
 				}
@@ -325,18 +323,8 @@ func (c *Consumer) hint(h *hint) bool {
 	// Done runs on the worker's scheduler, which it must not block: the
 	// verdict is acted on by the consumer's goroutine.
 	return c.w.Hint(worker.Hint{ID: h.m.ID, Done: func(claimed bool, err error) {
-		c.mu.Lock()
-		c.verdicts = append(c.verdicts, tried{h, claimed, err})
-		c.mu.Unlock()
-		c.wake()
+		c.verdicts.Put(tried{h, claimed, err})
 	}})
-}
-
-func (c *Consumer) wake() {
-	select {
-	case c.ready <- struct{}{}:
-	default:
-	}
 }
 
 // settle acts on a worker's verdict; it reports whether the hint left the
@@ -362,12 +350,7 @@ func (c *Consumer) settle(v tried) bool {
 		h.tries++
 		wait := backoff(c.cfg.RetryDelay, c.cfg.RetryMax, h.tries)
 		c.cfg.Logger.Debug("kafka consumer: the hint's claim failed; trying it again", "job", h.m.ID, "in", wait, "err", v.err)
-		time.AfterFunc(wait, func() {
-			c.mu.Lock()
-			c.again = append(c.again, h)
-			c.mu.Unlock()
-			c.wake()
-		})
+		time.AfterFunc(wait, func() { c.again.Put(h) })
 		return false
 	}
 }
