@@ -25,8 +25,7 @@ type Dispatcher struct {
 	cfg Config
 	cl  *kgo.Client
 
-	mu      sync.Mutex
-	ensured bool // the topic was looked for (and created if missing)
+	ensure sync.Once // looks for the topic (and creates it if missing) on the first Publish
 }
 
 // NewDispatcher validates cfg (an error names every bad field and matches
@@ -77,12 +76,7 @@ func (d *Dispatcher) Publish(ctx context.Context, jobs ...Due) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.PublishTimeout)
 	defer cancel()
-	d.mu.Lock()
-	if !d.ensured {
-		d.cfg.ensureTopic(ctx, d.cl)
-		d.ensured = true
-	}
-	d.mu.Unlock()
+	d.ensure.Do(func() { d.cfg.ensureTopic(ctx, d.cl) })
 	failed, why := d.produce(ctx, jobs)
 	if len(failed) > 0 && ctx.Err() == nil && topicGone(why) {
 		// The topic was deleted (and perhaps created again under a new
