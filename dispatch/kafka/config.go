@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -197,8 +198,9 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// clientOpts are both clients' options; role says which side.
-func (c Config) clientOpts(role string) []kgo.Opt {
+// clientOpts are a client's options: both clients' own, then role's
+// (which side it is, and its own options), then ClientOpts, once.
+func (c Config) clientOpts(role string, roleOpts ...kgo.Opt) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ClientID(c.Name + "/" + role),
@@ -210,7 +212,7 @@ func (c Config) clientOpts(role string) []kgo.Opt {
 	if c.Dial != nil {
 		opts = append(opts, kgo.Dialer(c.Dial))
 	}
-	return append(opts, c.ClientOpts...)
+	return slices.Concat(opts, roleOpts, c.ClientOpts)
 }
 
 // backoff is the wait before try n (1 the first retry): from first,
@@ -221,6 +223,12 @@ func backoff(first, most time.Duration, n int) time.Duration {
 		d *= 2
 	}
 	return min(d, most)
+}
+
+// topicGone reports whether err says the topic is gone: deleted, and
+// perhaps created again under a new topic id.
+func topicGone(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
 }
 
 // ensureTopic creates the topic when it is missing, with Partitions

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fencekit/fencekit/dispatch/internal/inbox"
+	"github.com/fencekit/fencekit/dispatch/internal/jobid"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -26,14 +27,13 @@ type Consumer struct {
 	w     *worker.Client
 	hooks Hooks
 
-	mu       sync.Mutex
-	running  bool
-	cl       *kgo.Client     // the client of the running Run
-	tracks   map[part]*track // the partitions assigned now
-	verdicts []tried         // the worker's outcomes, not acted on yet
-	again    []*hint         // failed claims whose wait is over
-	ready    chan struct{}   // a verdict or a hint to try again is waiting
-	healed   time.Time       // when the topic was last purged and added again
+	verdicts *inbox.Inbox[tried] // the worker's outcomes, not acted on yet
+	again    *inbox.Inbox[*hint] // failed claims whose wait is over
+
+	mu      sync.Mutex
+	running bool
+	cl      *kgo.Client     // the client of the running Run
+	tracks  map[part]*track // the partitions assigned now
 }
 
 // part names a partition.
@@ -93,7 +93,7 @@ func NewConsumer(cfg Config, w *worker.Client, hooks Hooks) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new consumer: %w", err)
 	}
-	return &Consumer{cfg: cfg, w: w, hooks: hooks, ready: make(chan struct{}, 1)}, nil
+	return &Consumer{cfg: cfg, w: w, hooks: hooks, verdicts: inbox.New[tried](), again: inbox.New[*hint]()}, nil
 }
 
 // Capacity is how many records this consumer holds unjudged at most: the
@@ -123,7 +123,7 @@ type hint struct {
 // Meanwhile the worker's scan goes on claiming due jobs. An error means
 // Run could not start (a second Run, or options franz-go refused).
 func (c *Consumer) Run(ctx context.Context) error {
-	opts := slices.Concat(c.cfg.clientOpts("consumer"), []kgo.Opt{
+	opts := c.cfg.clientOpts("consumer",
 		kgo.ConsumeTopics(c.cfg.Topic),
 		kgo.ConsumerGroup(c.cfg.Group),
 		// Commit only what was marked: a record is marked once judged.
@@ -143,8 +143,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		// at most the session timeout (closeWait): a rebalance does not
 		// wait a minute (franz-go's default) for a member that was frozen
 		// or killed mid-rebalance.
-		kgo.RebalanceTimeout(2 * c.cfg.SessionTimeout),
-	}, c.cfg.ClientOpts)
+		kgo.RebalanceTimeout(2*c.cfg.SessionTimeout),
+	)
 	c.mu.Lock()
 	if c.running {
 		c.mu.Unlock()
@@ -197,17 +197,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 					inflight++
 				}
 			}
-		case <-c.ready:
-			c.mu.Lock()
-			verdicts, again := c.verdicts, c.again
-			c.verdicts, c.again = nil, nil
-			c.mu.Unlock()
-			for _, v := range verdicts {
+		case <-c.verdicts.Ready():
+			for _, v := range c.verdicts.Take() {
 				if c.settle(v) {
 					inflight--
 				}
 			}
-			for _, h := range again {
+		case <-c.again.Ready():
+			for _, h := range c.again.Take() {
 				if !c.hint(h) {
 					inflight--
 				}
@@ -217,8 +214,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 // poll polls at most n records each time the main loop asks (on want) and
-// hands them over, until ctx ends.
+// hands them over, until ctx ends. A topic found gone is healed at most
+// once per RetryMax.
 func (c *Consumer) poll(ctx context.Context, cl *kgo.Client, want <-chan int, out chan<- []*kgo.Record) {
+	var healed time.Time // when the topic was last healed
 	for {
 		var n int
 		select {
@@ -234,13 +233,14 @@ func (c *Consumer) poll(ctx context.Context, cl *kgo.Client, want <-chan int, ou
 			}
 			gone := false
 			fs.EachError(func(topic string, p int32, err error) {
-				if errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition) {
+				if topicGone(err) {
 					gone = true
 					return
 				}
 				c.cfg.Logger.Warn("kafka consumer: fetch", "topic", topic, "partition", p, "err", err)
 			})
-			if gone {
+			if gone && time.Since(healed) >= c.cfg.RetryMax {
+				healed = time.Now()
 				c.heal(ctx, cl)
 			}
 			if recs := fs.Records(); len(recs) > 0 {
@@ -266,16 +266,8 @@ func (c *Consumer) poll(ctx context.Context, cl *kgo.Client, want <-chan int, ou
 // created again, under a new topic id that franz-go does not adopt by
 // itself): it creates the topic if it is still missing, forgets the old
 // one (its partitions are revoked, their judged offsets committed if the
-// brokers still take them) and consumes the topic anew from its start. At
-// most once per RetryMax.
+// brokers still take them) and consumes the topic anew from its start.
 func (c *Consumer) heal(ctx context.Context, cl *kgo.Client) {
-	c.mu.Lock()
-	if time.Since(c.healed) < c.cfg.RetryMax {
-		c.mu.Unlock()
-		return
-	}
-	c.healed = time.Now()
-	c.mu.Unlock()
 	c.cfg.Logger.Warn("kafka consumer: the topic is gone or was recreated; subscribing to it again", "topic", c.cfg.Topic)
 	ensure, cancel := context.WithTimeout(ctx, c.cfg.PublishTimeout)
 	c.cfg.ensureTopic(ensure, cl)
@@ -303,12 +295,12 @@ func (c *Consumer) deliver(r *kgo.Record) bool {
 		return false
 	}
 	h := &hint{e: e, m: Message{Key: string(r.Key), Partition: r.Partition, Offset: r.Offset}}
-	id, err := strconv.ParseInt(string(r.Value), 10, 64)
-	if err != nil || id <= 0 {
+	id, err := jobid.Decode(r.Value)
+	if err != nil {
 		// A message is a job id in decimal: anything else is not ours to
 		// guess at, and judged at once.
 		c.cfg.Logger.Error("kafka consumer: dropping a message that is not a job id", "partition", r.Partition, "offset", r.Offset,
-			"value", truncate(r.Value), "err", err)
+			"value", jobid.Quote(r.Value), "err", err)
 		c.mark(h)
 		return false
 	}
@@ -331,18 +323,8 @@ func (c *Consumer) hint(h *hint) bool {
 	// Done runs on the worker's scheduler, which it must not block: the
 	// verdict is acted on by the consumer's goroutine.
 	return c.w.Hint(worker.Hint{ID: h.m.ID, Done: func(claimed bool, err error) {
-		c.mu.Lock()
-		c.verdicts = append(c.verdicts, tried{h, claimed, err})
-		c.mu.Unlock()
-		c.wake()
+		c.verdicts.Put(tried{h, claimed, err})
 	}})
-}
-
-func (c *Consumer) wake() {
-	select {
-	case c.ready <- struct{}{}:
-	default:
-	}
 }
 
 // settle acts on a worker's verdict; it reports whether the hint left the
@@ -368,12 +350,7 @@ func (c *Consumer) settle(v tried) bool {
 		h.tries++
 		wait := backoff(c.cfg.RetryDelay, c.cfg.RetryMax, h.tries)
 		c.cfg.Logger.Debug("kafka consumer: the hint's claim failed; trying it again", "job", h.m.ID, "in", wait, "err", v.err)
-		time.AfterFunc(wait, func() {
-			c.mu.Lock()
-			c.again = append(c.again, h)
-			c.mu.Unlock()
-			c.wake()
-		})
+		time.AfterFunc(wait, func() { c.again.Put(h) })
 		return false
 	}
 }
@@ -496,11 +473,4 @@ func offsetsOf(m map[int32]kgo.EpochOffset) map[int32]int64 {
 		out[p] = eo.Offset
 	}
 	return out
-}
-
-func truncate(b []byte) string {
-	if len(b) > 64 {
-		return strconv.Quote(string(b[:64])) + "…"
-	}
-	return strconv.Quote(string(b))
 }

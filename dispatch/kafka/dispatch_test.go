@@ -30,7 +30,7 @@ func TestKafkaDispatch(t *testing.T) {
 	t.Run("a published job is claimed through its hint, keyed by its operation key", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, 3)
-		w := e.idle("A", nil)
+		w := e.Idle("A", nil)
 		verdicts, delivered := make(chan verdict, 10), make(chan kafka.Message, 10)
 		stop := e.consume("A", w, kafka.Hooks{
 			Delivered:  func(m kafka.Message) { delivered <- m },
@@ -82,8 +82,8 @@ func TestKafkaDispatch(t *testing.T) {
 		held, release := make(chan struct{}, 1), make(chan struct{})
 		var releaseOnce sync.Once
 		releaseA := func() { releaseOnce.Do(func() { close(release) }) }
-		wB := e.idle("B", nil) // its first pass over an empty table: from then on it claims only hints
-		wA := e.idle("A", func(c *worker.Config) {
+		wB := e.Idle("B", nil) // its first pass over an empty table: from then on it claims only hints
+		wA := e.Idle("A", func(c *worker.Config) {
 			c.Workers = 32 // room for every hint: A polls them all
 			c.Hooks.ClaimContext = func(ctx context.Context, _ string) context.Context {
 				if claimedOne.Load() {
@@ -230,7 +230,7 @@ func TestKafkaDispatch(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, 2)
 		// Claims wait at most 1 s for a row lock, then roll back.
-		w := e.idle("A", func(c *worker.Config) { c.DB = e.DB.FencedDB(fencedwrite.DSNOptions{LockWaitTimeout: time.Second}) })
+		w := e.Idle("A", func(c *worker.Config) { c.DB = e.DB.FencedDB(fencedwrite.DSNOptions{LockWaitTimeout: time.Second}) })
 		verdicts, commits := make(chan verdict, 100), make(chan map[int32]int64, 100)
 		stop := e.consume("A", w, kafka.Hooks{
 			BeforeMark: func(m kafka.Message, claimed bool, err error) { verdicts <- verdict{m, claimed, err} },
@@ -307,7 +307,7 @@ func TestKafkaDispatch(t *testing.T) {
 	t.Run("a consumer killed before it commits its offset: the record is delivered again and the job claimed once", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, 1)
-		wA := e.idle("A", nil)
+		wA := e.Idle("A", nil)
 		g := newGate(t)
 		assignedA, killed := make(chan []int32, 10), make(chan struct{})
 		e.consume("A", wA, kafka.Hooks{
@@ -323,7 +323,7 @@ func TestKafkaDispatch(t *testing.T) {
 			},
 		}, func(c *kafka.Config) { c.Dial = g.Dial })
 		await(t, assignedA, "A's assignment")
-		wB := e.idle("B", nil)
+		wB := e.Idle("B", nil)
 		deliveredB, verdictsB := make(chan kafka.Message, 10), make(chan verdict, 10)
 		stopB := e.consume("B", wB, kafka.Hooks{
 			Delivered:  func(m kafka.Message) { deliveredB <- m },
@@ -425,7 +425,7 @@ func TestKafkaDispatch(t *testing.T) {
 	t.Run("a topic deleted and created again: the consumer and the dispatcher move to the new one", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, 2)
-		w := e.idle("A", nil)
+		w := e.Idle("A", nil)
 		healed, verdicts := make(chan struct{}, 10), make(chan verdict, 10)
 		e.consume("A", w, kafka.Hooks{
 			Healed:     func() { healed <- struct{}{} },
@@ -521,7 +521,7 @@ func TestKafkaDispatch(t *testing.T) {
 	t.Run("partitions added to the topic: the dispatcher and the consumer use them", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, 2)
-		w := e.idle("A", nil)
+		w := e.Idle("A", nil)
 		assigned, verdicts := make(chan []int32, 10), make(chan verdict, 1000)
 		e.consume("A", w, kafka.Hooks{
 			Assigned:   func(ps []int32) { assigned <- ps },

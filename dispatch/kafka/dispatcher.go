@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/fencekit/fencekit/dispatch/internal/idlist"
+	"github.com/fencekit/fencekit/dispatch/internal/jobid"
 	"github.com/fencekit/fencekit/fencedwrite"
 )
 
@@ -27,8 +25,7 @@ type Dispatcher struct {
 	cfg Config
 	cl  *kgo.Client
 
-	mu      sync.Mutex
-	ensured bool // the topic was looked for (and created if missing)
+	ensure sync.Once // looks for the topic (and creates it if missing) on the first Publish
 }
 
 // NewDispatcher validates cfg (an error names every bad field and matches
@@ -39,8 +36,7 @@ func NewDispatcher(cfg Config) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("new dispatcher: %w", err)
 	}
-	opts := append(cfg.clientOpts("dispatcher"), kgo.DefaultProduceTopic(cfg.Topic))
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(cfg.clientOpts("dispatcher", kgo.DefaultProduceTopic(cfg.Topic))...)
 	if err != nil {
 		return nil, fmt.Errorf("new dispatcher: %w", err)
 	}
@@ -80,14 +76,9 @@ func (d *Dispatcher) Publish(ctx context.Context, jobs ...Due) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.PublishTimeout)
 	defer cancel()
-	d.mu.Lock()
-	if !d.ensured {
-		d.cfg.ensureTopic(ctx, d.cl)
-		d.ensured = true
-	}
-	d.mu.Unlock()
+	d.ensure.Do(func() { d.cfg.ensureTopic(ctx, d.cl) })
 	failed, why := d.produce(ctx, jobs)
-	if len(failed) > 0 && ctx.Err() == nil && (errors.Is(why, kerr.UnknownTopicID) || errors.Is(why, kerr.UnknownTopicOrPartition)) {
+	if len(failed) > 0 && ctx.Err() == nil && topicGone(why) {
 		// The topic was deleted (and perhaps created again under a new
 		// id): forget what the producer knew of it, create it if it is
 		// still missing, and send what failed once more.
@@ -103,7 +94,7 @@ func (d *Dispatcher) Publish(ctx context.Context, jobs ...Due) error {
 	for i, j := range failed {
 		unpublished[i] = j.ID
 	}
-	return fmt.Errorf("publish job ids %s to %s: %w: %w", idlist.Format(unpublished), d.cfg.Topic, ErrNotPublished, why)
+	return fmt.Errorf("publish job ids %s to %s: %w: %w", jobid.List(unpublished), d.cfg.Topic, ErrNotPublished, why)
 }
 
 // produce sends every job and waits for their acknowledgements until ctx
@@ -116,7 +107,7 @@ func (d *Dispatcher) produce(ctx context.Context, jobs []Due) ([]Due, error) {
 	}
 	results := make(chan result, len(jobs))
 	for i, j := range jobs {
-		r := &kgo.Record{Key: []byte(j.OperationKey), Value: strconv.AppendInt(nil, j.ID, 10)}
+		r := &kgo.Record{Key: []byte(j.OperationKey), Value: jobid.Encode(j.ID)}
 		d.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { results <- result{i, err} })
 	}
 	acked := make([]bool, len(jobs))

@@ -16,13 +16,10 @@ import (
 	"github.com/fencekit/fencekit/worker"
 )
 
-const patience = dispatchtest.Patience
-
 // env is one test's database and fake provider (dispatchtest), Kafka (see
 // kafkatest) and topic and group of its own.
 type env struct {
 	*dispatchtest.Env
-	t     *testing.T
 	k     *kafkatest.Cluster
 	topic string
 	group string
@@ -32,7 +29,7 @@ func newEnv(t *testing.T, partitions int32) *env {
 	t.Helper()
 	k := kafkatest.New(t)
 	topic := k.Topic(t, partitions)
-	return &env{Env: dispatchtest.New(t), t: t, k: k, topic: topic, group: topic + "-group"}
+	return &env{Env: dispatchtest.New(t), k: k, topic: topic, group: topic + "-group"}
 }
 
 func (e *env) config(name string) kafka.Config {
@@ -45,68 +42,58 @@ func (e *env) config(name string) kafka.Config {
 // enqueue enqueues a refund (dispatchtest.Env.Enqueue) and names its job
 // for a publish.
 func (e *env) enqueue(key string) kafka.Due {
-	e.t.Helper()
+	e.T.Helper()
 	job := e.Enqueue(key)
 	return kafka.Due{ID: job.ID, OperationKey: job.OperationKey}
-}
-
-// idle starts a worker and waits for its first pass, over an empty table:
-// from then on only hints (and finishing jobs) make it claim.
-func (e *env) idle(name string, mod func(*worker.Config)) *worker.Client {
-	e.t.Helper()
-	passes := make(chan worker.PassResult, 1000)
-	w := e.Worker(name, passes, mod)
-	await(e.t, passes, "first pass of "+name)
-	return w
 }
 
 // consume runs a Consumer for w until the test ends or stop is called
 // (which waits for Run to return: the judged offsets committed and the
 // group left).
 func (e *env) consume(name string, w *worker.Client, hooks kafka.Hooks, mod func(*kafka.Config)) (stop func()) {
-	e.t.Helper()
+	e.T.Helper()
 	cfg := e.config(name)
 	if mod != nil {
 		mod(&cfg)
 	}
 	c, err := kafka.NewConsumer(cfg, w, hooks)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	return dispatchtest.Consume(e.t, name, c.Run)
+	return dispatchtest.Consume(e.T, name, c.Run)
 }
 
 func (e *env) dispatcher(mod func(*kafka.Config)) *kafka.Dispatcher {
-	e.t.Helper()
+	e.T.Helper()
 	cfg := e.config("dispatcher")
 	if mod != nil {
 		mod(&cfg)
 	}
 	d, err := kafka.NewDispatcher(cfg)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	e.t.Cleanup(func() { _ = d.Close() })
+	e.T.Cleanup(func() { _ = d.Close() })
 	return d
 }
 
 func (e *env) publish(d *kafka.Dispatcher, jobs ...kafka.Due) {
-	e.t.Helper()
-	if err := d.Publish(e.t.Context(), jobs...); err != nil {
-		e.t.Fatal(err)
+	e.T.Helper()
+	if err := d.Publish(e.T.Context(), jobs...); err != nil {
+		e.T.Fatal(err)
 	}
 }
 
 // committed is the group's committed offset of each partition of the
 // topic (absent: none), and ends each partition's end offset.
 func (e *env) offsets() (committed, ends map[int32]int64) {
-	e.t.Helper()
-	adm := e.k.Admin(e.t)
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	e.T.Helper()
+	adm := e.k.Admin(e.T)
+	ctx, cancel := context.WithTimeout(context.Background(), dispatchtest.Patience)
 	defer cancel()
 	fetched, err := adm.FetchOffsets(ctx, e.group)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	committed = map[int32]int64{}
 	for p, o := range fetched[e.topic] {
@@ -116,7 +103,7 @@ func (e *env) offsets() (committed, ends map[int32]int64) {
 	}
 	lo, err := adm.ListEndOffsets(ctx, e.topic)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	ends = map[int32]int64{}
 	lo.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
@@ -126,11 +113,11 @@ func (e *env) offsets() (committed, ends map[int32]int64) {
 // everyOffsetCommitted checks the group committed every partition up to its
 // end: every record was judged, and no late verdict rewound a commit.
 func (e *env) everyOffsetCommitted() {
-	e.t.Helper()
+	e.T.Helper()
 	committed, ends := e.offsets()
 	for p, end := range ends {
 		if end > 0 && committed[p] != end {
-			e.t.Errorf("partition %d: committed %d, want its end %d (committed %v, ends %v)", p, committed[p], end, committed, ends)
+			e.T.Errorf("partition %d: committed %d, want its end %d (committed %v, ends %v)", p, committed[p], end, committed, ends)
 		}
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/fencekit/fencekit/dispatch/internal/inbox"
+	"github.com/fencekit/fencekit/dispatch/internal/jobid"
 	"github.com/fencekit/fencekit/fencedwrite"
 	"github.com/fencekit/fencekit/worker"
 )
@@ -23,10 +24,10 @@ type Consumer struct {
 	w     *worker.Client
 	hooks Hooks
 
-	mu       sync.Mutex
-	conn     *amqp.Connection // the current connection, for Close
-	verdicts []tried          // the worker's outcomes, not acknowledged yet
-	ready    chan struct{}    // a verdict is waiting
+	verdicts *inbox.Inbox[tried] // the worker's outcomes, not acknowledged yet
+
+	mu   sync.Mutex
+	conn *amqp.Connection // the current connection, for Close
 }
 
 // Hooks are test signals (see worker.Hooks); each runs on the consumer's
@@ -59,7 +60,7 @@ func NewConsumer(cfg Config, w *worker.Client, hooks Hooks) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new consumer: %w", err)
 	}
-	return &Consumer{cfg: cfg, w: w, hooks: hooks, ready: make(chan struct{}, 1)}, nil
+	return &Consumer{cfg: cfg, w: w, hooks: hooks, verdicts: inbox.New[tried]()}, nil
 }
 
 // Prefetch is how many messages the broker lets this consumer hold
@@ -158,8 +159,8 @@ func (c *Consumer) session(ctx context.Context, n int, up func()) error {
 				return errors.New("the broker ended the consume (queue deleted, or channel closed)")
 			}
 			c.deliver(d)
-		case <-c.ready:
-			for _, r := range c.takeVerdicts() {
+		case <-c.verdicts.Ready():
+			for _, r := range c.verdicts.Take() {
 				c.settle(r)
 			}
 		}
@@ -168,11 +169,11 @@ func (c *Consumer) session(ctx context.Context, n int, up func()) error {
 
 // deliver hands d's job id to the worker.
 func (c *Consumer) deliver(d amqp.Delivery) {
-	id, err := strconv.ParseInt(string(d.Body), 10, 64)
-	if err != nil || id <= 0 {
+	id, err := jobid.Decode(d.Body)
+	if err != nil {
 		// A message is a job id in decimal: anything else is not ours to
 		// guess at.
-		c.cfg.Logger.Error("broker consumer: dropping a message that is not a job id", "body", truncate(d.Body), "err", err)
+		c.cfg.Logger.Error("broker consumer: dropping a message that is not a job id", "body", jobid.Quote(d.Body), "err", err)
 		_ = d.Reject(false)
 		return
 	}
@@ -182,25 +183,11 @@ func (c *Consumer) deliver(d amqp.Delivery) {
 	ok := c.w.Hint(worker.Hint{ID: id, Done: func(claimed bool, err error) {
 		// The worker's scheduler calls this: it must not block, so the
 		// acknowledgement (and its hooks) run on the consumer's goroutine.
-		c.mu.Lock()
-		c.verdicts = append(c.verdicts, tried{d, id, claimed, err})
-		c.mu.Unlock()
-		select {
-		case c.ready <- struct{}{}:
-		default:
-		}
+		c.verdicts.Put(tried{d, id, claimed, err})
 	}})
 	if !ok {
 		_ = d.Nack(false, true) // the worker is stopping: another takes it
 	}
-}
-
-func (c *Consumer) takeVerdicts() []tried {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v := c.verdicts
-	c.verdicts = nil
-	return v
 }
 
 // settle acknowledges r's message: its claim was tried, whatever it found
@@ -235,11 +222,4 @@ func (c *Consumer) Close() {
 	if conn != nil {
 		_ = conn.CloseDeadline(time.Now().Add(closeWait))
 	}
-}
-
-func truncate(b []byte) string {
-	if len(b) > 64 {
-		return strconv.Quote(string(b[:64])) + "…"
-	}
-	return strconv.Quote(string(b))
 }

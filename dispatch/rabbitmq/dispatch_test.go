@@ -29,9 +29,7 @@ func TestBrokerDispatch(t *testing.T) {
 	t.Run("a published id is claimed through the hint", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		passes := make(chan worker.PassResult, 100)
-		w := e.Worker("A", passes, nil)
-		await(t, passes, "first pass") // over an empty table: the scan claims nothing later
+		w := e.Idle("A", nil) // over an empty table: the scan claims nothing later
 		verdicts := make(chan verdict, 10)
 		e.consume("A", w, rabbitmq.Hooks{BeforeAck: func(id int64, claimed bool, err error) { verdicts <- verdict{id, claimed, err} }}, nil)
 		job := e.Enqueue("k")
@@ -46,9 +44,7 @@ func TestBrokerDispatch(t *testing.T) {
 	t.Run("a duplicated message claims once and the second finds nothing", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		passes := make(chan worker.PassResult, 100)
-		w := e.Worker("A", passes, nil)
-		await(t, passes, "first pass")
+		w := e.Idle("A", nil)
 		verdicts := make(chan verdict, 10)
 		e.consume("A", w, rabbitmq.Hooks{BeforeAck: func(id int64, claimed bool, err error) { verdicts <- verdict{id, claimed, err} }}, nil)
 		job := e.Enqueue("dup")
@@ -97,9 +93,7 @@ func TestBrokerDispatch(t *testing.T) {
 	t.Run("a message its consumer died holding goes to another consumer", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		passes := make(chan worker.PassResult, 100)
-		w := e.Worker("B", passes, nil)
-		await(t, passes, "first pass")
+		w := e.Idle("B", nil)
 		job := e.Enqueue("k")
 		e.publish(e.dispatcher(nil), job.ID)
 
@@ -142,11 +136,9 @@ func TestBrokerDispatch(t *testing.T) {
 	t.Run("a consumer killed after its worker claimed leaves the job to the lease and takeover path", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		passesA := make(chan worker.PassResult, 100)
 		// A's leases expire at once: a takeover may begin as soon as A is
 		// gone.
-		wA := e.Worker("A", passesA, func(c *worker.Config) { c.Lease = time.Microsecond })
-		await(t, passesA, "first pass of A")
+		wA := e.Idle("A", func(c *worker.Config) { c.Lease = time.Microsecond })
 		job := e.Enqueue("k")
 		frozen := make(chan struct{}) // A's provider call executes and its answer never comes back
 		t.Cleanup(func() { close(frozen) })
@@ -214,9 +206,7 @@ func TestBrokerDispatch(t *testing.T) {
 	t.Run("a queue deleted by an operator is declared again and consumed", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		passes := make(chan worker.PassResult, 100)
-		w := e.Worker("A", passes, nil)
-		await(t, passes, "first pass")
+		w := e.Idle("A", nil)
 		connected, verdicts := make(chan int, 10), make(chan verdict, 10)
 		e.consume("A", w, rabbitmq.Hooks{
 			Connected: func(n int) { connected <- n },
@@ -252,9 +242,7 @@ func TestBrokerDispatch(t *testing.T) {
 	t.Run("a queue purged by an operator loses no job: the scan finishes them", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		passes := make(chan worker.PassResult, 1000)
-		w := e.Worker("A", passes, func(c *worker.Config) { c.ScanInterval = 200 * time.Millisecond })
-		await(t, passes, "first pass")
+		w := e.Idle("A", func(c *worker.Config) { c.ScanInterval = 200 * time.Millisecond })
 		d := e.dispatcher(nil)
 		var keys []string
 		var ids []int64
@@ -334,7 +322,7 @@ func TestBrokerRestartedUnderLoad(t *testing.T) {
 // consumer reconnected and a new message reaches the worker. Every job is
 // executed once.
 func (e *env) outage(dial func(network, addr string) (net.Conn, error), down, up func()) {
-	t := e.t
+	t := e.T
 	t.Helper()
 	// The scan is the safety net: every 200 ms here.
 	w := e.Worker("A", nil, func(c *worker.Config) { c.ScanInterval = 200 * time.Millisecond })

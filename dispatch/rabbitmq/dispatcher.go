@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/fencekit/fencekit/dispatch/internal/idlist"
+	"github.com/fencekit/fencekit/dispatch/internal/jobid"
 )
 
 // closeWait bounds the wait for the broker's answer to a connection's close.
@@ -88,7 +87,7 @@ func (d *Dispatcher) Publish(ctx context.Context, ids ...int64) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("publish %d job ids: %w", len(pending), err)
 	}
-	return fmt.Errorf("publish job ids %s after %d attempts: %w: %w", idlist.Format(pending), d.cfg.PublishAttempts, ErrNotConfirmed, last)
+	return fmt.Errorf("publish job ids %s after %d attempts: %w: %w", jobid.List(pending), d.cfg.PublishAttempts, ErrNotConfirmed, last)
 }
 
 // send publishes ids once and waits for their confirms; it returns the ids
@@ -103,7 +102,7 @@ func (d *Dispatcher) send(ctx context.Context, ids []int64) ([]int64, error) {
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", d.cfg.Queue, false, false, amqp.Publishing{
 			ContentType:  "text/plain",
 			DeliveryMode: amqp.Persistent,
-			Body:         strconv.AppendInt(nil, id, 10),
+			Body:         jobid.Encode(id),
 		})
 		if err != nil {
 			d.drop()

@@ -19,15 +19,12 @@ import (
 	"github.com/fencekit/fencekit/worker"
 )
 
-const patience = dispatchtest.Patience
-
 func brokerURL() string { return brokertest.URL() }
 
 // env is one test's database and fake provider (dispatchtest) and queue of
 // its own.
 type env struct {
 	*dispatchtest.Env
-	t     *testing.T
 	queue string
 }
 
@@ -49,7 +46,7 @@ func newEnvWith(t *testing.T, use func(testing.TB)) *env {
 	if len(name) > 80 {
 		name = name[:80]
 	}
-	e := &env{Env: dispatchtest.New(t), t: t, queue: "fencekit-test-" + name + "-" + hex.EncodeToString(b[:])}
+	e := &env{Env: dispatchtest.New(t), queue: "fencekit-test-" + name + "-" + hex.EncodeToString(b[:])}
 	t.Cleanup(func() {
 		// The queue is the test's own: delete it, messages and all.
 		conn, err := amqp.Dial(brokerURL())
@@ -76,36 +73,36 @@ func (e *env) config(name string) rabbitmq.Config {
 
 // consume runs a Consumer for w until the test ends or stop is called.
 func (e *env) consume(name string, w *worker.Client, hooks rabbitmq.Hooks, mod func(*rabbitmq.Config)) (c *rabbitmq.Consumer, stop func()) {
-	e.t.Helper()
+	e.T.Helper()
 	cfg := e.config(name)
 	if mod != nil {
 		mod(&cfg)
 	}
 	c, err := rabbitmq.NewConsumer(cfg, w, hooks)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	return c, dispatchtest.Consume(e.t, name, c.Run)
+	return c, dispatchtest.Consume(e.T, name, c.Run)
 }
 
 func (e *env) dispatcher(mod func(*rabbitmq.Config)) *rabbitmq.Dispatcher {
-	e.t.Helper()
+	e.T.Helper()
 	cfg := e.config("dispatcher")
 	if mod != nil {
 		mod(&cfg)
 	}
 	d, err := rabbitmq.NewDispatcher(cfg)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	e.t.Cleanup(func() { _ = d.Close() })
+	e.T.Cleanup(func() { _ = d.Close() })
 	return d
 }
 
 func (e *env) publish(d *rabbitmq.Dispatcher, ids ...int64) {
-	e.t.Helper()
-	if err := d.Publish(e.t.Context(), ids...); err != nil {
-		e.t.Fatal(err)
+	e.T.Helper()
+	if err := d.Publish(e.T.Context(), ids...); err != nil {
+		e.T.Fatal(err)
 	}
 }
 

@@ -145,8 +145,7 @@ func (r *chaosRun) brokerFault(ctx context.Context, p *fleetProc, hold time.Dura
 			ids[i] = b.ids[r.intn(n)]
 			b.mu.Unlock()
 		}
-		var settled int
-		_ = r.lockDB.QueryRowContext(ctx, "SELECT COUNT(*) FROM refund_jobs WHERE state NOT IN ('ready', 'running') AND id IN ("+placeholders(len(ids))+")", anys(ids)...).Scan(&settled)
+		settled := r.settledAmong(ctx, ids)
 		_ = b.publish(ctx, ids) // a publish lost is one more fault
 		r.count(faultBrokerStale, settled)
 		r.count(faultBrokerDuplicate, len(ids)-settled)
@@ -176,6 +175,15 @@ func redacted(s string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// settledAmong is how many of ids are settled jobs (neither ready nor
+// running): publishing them again is publishing stale hints. It is 0 when
+// the database cannot tell.
+func (r *chaosRun) settledAmong(ctx context.Context, ids []int64) int {
+	var settled int
+	_ = r.lockDB.QueryRowContext(ctx, "SELECT COUNT(*) FROM refund_jobs WHERE state NOT IN ('ready', 'running') AND id IN ("+placeholders(len(ids))+")", anys(ids)...).Scan(&settled)
+	return settled
 }
 
 func placeholders(n int) string {

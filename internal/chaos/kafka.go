@@ -132,22 +132,18 @@ func (r *chaosRun) kafkaFault(ctx context.Context, kind int) {
 			r.transientMember(ctx, hold)
 		}()
 	case 2:
+		var jobs []kafka.Due
 		k.mu.Lock()
-		all := append([]kafka.Due(nil), k.jobs...)
+		if n := len(k.jobs); n > 0 {
+			for range 1 + r.intn(8) {
+				jobs = append(jobs, k.jobs[r.intn(n)])
+			}
+		}
 		k.mu.Unlock()
-		if len(all) == 0 {
+		if len(jobs) == 0 {
 			return
 		}
-		var jobs []kafka.Due
-		for range 1 + r.intn(8) {
-			jobs = append(jobs, all[r.intn(len(all))])
-		}
-		ids := make([]int64, len(jobs))
-		for i, j := range jobs {
-			ids[i] = j.ID
-		}
-		var settled int
-		_ = r.lockDB.QueryRowContext(ctx, "SELECT COUNT(*) FROM refund_jobs WHERE state NOT IN ('ready', 'running') AND id IN ("+placeholders(len(ids))+")", anys(ids)...).Scan(&settled)
+		settled := r.settledAmong(ctx, idsOf(jobs))
 		_ = k.publish(ctx, jobs) // a publish lost is one more fault
 		r.count(faultBrokerStale, settled)
 		r.count(faultBrokerDuplicate, len(jobs)-settled)
@@ -174,15 +170,18 @@ func (r *chaosRun) kafkaStaleAtTheEnd(ctx context.Context) {
 	if len(all) == 0 {
 		return
 	}
-	ids := make([]int64, len(all))
-	for i, j := range all {
-		ids[i] = j.ID
-	}
-	var settled int
-	_ = r.lockDB.QueryRowContext(ctx, "SELECT COUNT(*) FROM refund_jobs WHERE state NOT IN ('ready', 'running') AND id IN ("+placeholders(len(ids))+")", anys(ids)...).Scan(&settled)
+	settled := r.settledAmong(ctx, idsOf(all))
 	if k.publish(ctx, all) == nil {
 		r.count(faultBrokerStale, settled)
 	}
+}
+
+func idsOf(jobs []kafka.Due) []int64 {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
 }
 
 // transientMember joins the fleet's group, holds what it is assigned for

@@ -115,6 +115,17 @@ func (e *Env) Worker(name string, passes chan<- worker.PassResult, mod func(*wor
 	return w
 }
 
+// Idle is Worker once its first pass ran: over a table with nothing due,
+// that pass claims nothing, and with the long scan interval only hints
+// (and finishing jobs) make the worker claim after it.
+func (e *Env) Idle(name string, mod func(*worker.Config)) *worker.Client {
+	e.T.Helper()
+	passes := make(chan worker.PassResult, 1000)
+	w := e.Worker(name, passes, mod)
+	Await(e.T, passes, "first pass of "+name)
+	return w
+}
+
 // Settled waits until every key's job is settled, as seen after a
 // write-back of it.
 func (e *Env) Settled(keys ...string) {
