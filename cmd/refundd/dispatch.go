@@ -96,38 +96,36 @@ func (d dispatchFlags) kafkaConfig(log *slog.Logger) kafka.Config {
 // consume runs the broker consumer that feeds w until ctx ends.
 func (d dispatchFlags) consume(ctx context.Context, w *worker.Client, log *slog.Logger) (done <-chan struct{}, err error) {
 	if d.mode == dispatchKafka {
-		return d.consumeKafka(ctx, w, log)
+		c, err := kafka.NewConsumer(d.kafkaConfig(log), w, kafka.Hooks{})
+		if err != nil {
+			return nil, err
+		}
+		log.Info("dispatch through Kafka: consuming due jobs; the scan stays the safety net", "kafka_brokers", d.kafkaBrokers,
+			"topic", d.kafkaTopic, "group", d.kafkaGroup, "capacity", c.Capacity())
+		return inBackground(func() {
+			if err := c.Run(ctx); err != nil {
+				log.Error("kafka consumer", "err", err)
+			}
+		}), nil
 	}
 	c, err := rabbitmq.NewConsumer(d.config(log), w, rabbitmq.Hooks{})
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan struct{})
-	go func() {
-		defer close(ch)
-		_ = c.Run(ctx)
-	}()
 	log.Info("dispatch through RabbitMQ: consuming due job ids; the scan stays the safety net", "amqp_url", redactURL(d.amqpURL),
 		"queue", d.queue, "prefetch", c.Prefetch())
-	return ch, nil
+	return inBackground(func() { _ = c.Run(ctx) }), nil
 }
 
-// consumeKafka runs the Kafka consumer that feeds w until ctx ends.
-func (d dispatchFlags) consumeKafka(ctx context.Context, w *worker.Client, log *slog.Logger) (done <-chan struct{}, err error) {
-	c, err := kafka.NewConsumer(d.kafkaConfig(log), w, kafka.Hooks{})
-	if err != nil {
-		return nil, err
-	}
-	ch := make(chan struct{})
+// inBackground runs run in a goroutine and returns a channel closed when
+// it returns.
+func inBackground(run func()) <-chan struct{} {
+	done := make(chan struct{})
 	go func() {
-		defer close(ch)
-		if err := c.Run(ctx); err != nil {
-			log.Error("kafka consumer", "err", err)
-		}
+		defer close(done)
+		run()
 	}()
-	log.Info("dispatch through Kafka: consuming due jobs; the scan stays the safety net", "kafka_brokers", d.kafkaBrokers,
-		"topic", d.kafkaTopic, "group", d.kafkaGroup, "capacity", c.Capacity())
-	return ch, nil
+	return done
 }
 
 // redactURL hides the password of an AMQP URL in logs and errors.
