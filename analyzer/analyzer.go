@@ -70,6 +70,13 @@ var Analyzer = &analysis.Analyzer{
 // for) folds the content of the file this variable names into the version.
 const BaselineEnv = "FENCELINT_BASELINE"
 
+// SQLHelper is the path of fencelint-sql, the helper that judges SQL text
+// for a program that does not link the parser (the fencelint command; a
+// program that imports package analyzer/sqlparse judges in its own
+// process): $FENCELINT_SQL, else beside the running executable, else on
+// PATH. The error says how to install it.
+func SQLHelper() (string, error) { return sqlcheck.Helper() }
+
 // factTypes are the facts fencelint exports about functions, so that
 // wrappers and query helpers are followed across packages.
 var factTypes = []analysis.Fact{new(sinkFact), new(returnFact)}
@@ -181,6 +188,9 @@ func run(pass *analysis.Pass, o *options) (any, error) {
 	c.walk()
 	c.settle()
 	c.exportFacts()
+	if err := sqlcheck.Failure(); err != nil {
+		return nil, err
+	}
 	return report(pass, b, append(c.out.list, runtimeUses(pass, o.runtime)...)), nil
 }
 

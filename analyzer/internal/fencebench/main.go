@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/analyzer"
+	_ "github.com/fencekit/fencekit/analyzer/sqlparse" // the in-process sets judge SQL in this process
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/analysis/checker"
 	"golang.org/x/tools/go/packages"

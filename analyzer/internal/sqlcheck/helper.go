@@ -1,0 +1,263 @@
+package sqlcheck
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// The fencelint-sql helper judges SQL text for a fencelint that does not
+// link the parser: go vet starts its tool once for every package and
+// dependency, and the parser's start-up (its tables, its packages' init)
+// would be paid by all of them, where only the packages whose text names a
+// fenced table need it. fencelint starts the helper at its first question
+// and keeps it for the rest of its run.
+const (
+	// HelperName is the helper's command name.
+	HelperName = "fencelint-sql"
+	// HelperEnv names the variable that gives the helper's path.
+	HelperEnv = "FENCELINT_SQL"
+	// protocol is what the helper says first; fencelint refuses a helper
+	// that says anything else (another version's).
+	protocol = "fencelint-sql protocol 1"
+)
+
+// Helper is the path of the helper: $FENCELINT_SQL, else fencelint-sql
+// beside the running executable (where go install puts both), else on
+// PATH.
+func Helper() (string, error) {
+	if p := os.Getenv(HelperEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s=%s names no helper: %w", HelperEnv, p, err)
+		}
+		return p, nil
+	}
+	name := HelperName
+	if runtime.GOOS == "windows" {
+		name += ".exe"
+	}
+	beside := ""
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		beside = filepath.Join(filepath.Dir(exe), name)
+		if st, err := os.Stat(beside); err == nil && !st.IsDir() {
+			return beside, nil
+		}
+	}
+	if p, err := exec.LookPath(HelperName); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("its SQL checker %s is neither at %s nor on PATH: install it with fencelint, from the same version (go install github.com/fencekit/fencekit/cmd/fencelint@VERSION github.com/fencekit/fencekit/cmd/fencelint-sql@VERSION), or name it with %s",
+		HelperName, beside, HelperEnv)
+}
+
+// request is one question to the helper; a template has Template set.
+type request struct {
+	Config   *Config
+	Text     string `json:",omitempty"`
+	Parts    []Part `json:",omitempty"`
+	Template bool   `json:",omitempty"`
+}
+
+// response is the helper's answer to one request.
+type response struct {
+	Problems []Problem
+	Err      string `json:",omitempty"`
+}
+
+// hello is the helper's first line.
+type hello struct{ Protocol string }
+
+// Serve answers requests read from r with j, a response a request, on w,
+// after a greeting that names the protocol, until r ends. It is the
+// helper's main loop.
+func Serve(j Judge, r io.Reader, w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	if err := enc.Encode(hello{protocol}); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bufio.NewReader(r))
+	for {
+		var req request
+		if err := dec.Decode(&req); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read request: %w", err)
+		}
+		var resp response
+		switch {
+		case req.Config == nil:
+			resp.Err = "request without Config"
+		case req.Template:
+			resp.Problems = j.CheckTemplate(req.Parts, req.Config)
+		default:
+			resp.Problems = j.Check(req.Text, req.Config)
+		}
+		if err := enc.Encode(resp); err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// helperJudge asks the helper, one question at a time, and remembers the
+// answers of this process's run (a package asks the same text often).
+// Once the helper fails, every question gets an Unjudged problem and
+// Failure reports why: no text naming a fenced table passes unjudged.
+type helperJudge struct {
+	mu      sync.Mutex
+	started bool
+	err     error
+	path    string
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	dec     *json.Decoder
+	stderr  tail
+	answers map[string][]Problem
+}
+
+func (h *helperJudge) Check(s string, cfg *Config) []Problem {
+	return h.ask(request{Config: cfg, Text: s}, s)
+}
+
+func (h *helperJudge) CheckTemplate(parts []Part, cfg *Config) []Problem {
+	var text strings.Builder
+	for _, p := range parts {
+		text.WriteString(p.Text)
+	}
+	return h.ask(request{Config: cfg, Parts: parts, Template: true}, text.String())
+}
+
+func (h *helperJudge) ask(req request, text string) []Problem {
+	line, err := json.Marshal(req)
+	if err != nil { // a Config and strings always marshal
+		panic(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ps, ok := h.answers[string(line)]; ok {
+		return slices.Clone(ps)
+	}
+	if !h.started {
+		h.started = true
+		h.err = h.start()
+	}
+	if h.err == nil {
+		var resp response
+		if _, err := h.in.Write(append(line, '\n')); err != nil {
+			h.err = h.broken(err)
+		} else if err := h.dec.Decode(&resp); err != nil {
+			h.err = h.broken(err)
+		} else if resp.Err != "" {
+			h.err = fmt.Errorf("%s: %s", h.path, resp.Err)
+		} else {
+			if h.answers == nil {
+				h.answers = map[string][]Problem{}
+			}
+			h.answers[string(line)] = resp.Problems
+			return slices.Clone(resp.Problems)
+		}
+	}
+	t := Table{Name: "a fenced table"}
+	for _, c := range req.Config.Tables {
+		if containsFold(text, c.Name) {
+			t = c
+			break
+		}
+	}
+	return []Problem{{Kind: Unjudged, Table: t, Stop: h.err.Error()}}
+}
+
+func (h *helperJudge) start() error {
+	path, err := Helper()
+	if err != nil {
+		return err
+	}
+	h.path = path
+	cmd := exec.Command(path)
+	cmd.Stderr = &h.stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", path, err)
+	}
+	// The helper ends when its input does, that is when this process
+	// exits; nothing waits for it.
+	h.cmd, h.in = cmd, in
+	h.dec = json.NewDecoder(bufio.NewReader(out))
+	var hi hello
+	if err := h.dec.Decode(&hi); err != nil {
+		return h.broken(err)
+	}
+	if hi.Protocol != protocol {
+		return fmt.Errorf("%s speaks %q where this fencelint speaks %q: install both from the same version", path, hi.Protocol, protocol)
+	}
+	return nil
+}
+
+// broken describes a helper that stopped answering, with the end of what
+// it wrote on its standard error (a panic's message).
+func (h *helperJudge) broken(err error) error {
+	// Waiting for the stopped process drains its standard error.
+	h.in.Close()
+	h.cmd.Process.Kill()
+	h.cmd.Wait()
+	if errors.Is(err, io.EOF) {
+		err = errors.New("it exited")
+	}
+	if s := strings.TrimSpace(h.stderr.String()); s != "" {
+		return fmt.Errorf("%s stopped answering (%v): %s", h.path, err, s)
+	}
+	return fmt.Errorf("%s stopped answering: %v", h.path, err)
+}
+
+func (h *helperJudge) failure() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// tail keeps the last 2 KiB written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if n := len(t.buf) - 2048; n > 0 {
+		t.buf = t.buf[n:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
