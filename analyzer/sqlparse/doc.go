@@ -18,6 +18,8 @@ import (
 	"io"
 
 	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
+	"github.com/pingcap/log"
+	"go.uber.org/zap/zapcore"
 )
 
 func init() { sqlcheck.Use(judge{}) }
@@ -32,5 +34,15 @@ func (judge) CheckTemplate(parts []sqlcheck.Part, cfg *sqlcheck.Config) []sqlche
 }
 
 // Serve is the fencelint-sql helper's main loop: it answers the questions
-// fencelint writes on r, one answer a line on w, until r ends.
-func Serve(r io.Reader, w io.Writer) error { return sqlcheck.Serve(judge{}, r, w) }
+// fencelint writes on r, one answer a line on w, until r ends. The parser
+// logs through pingcap/log, whose logger writes on standard output (where
+// the answers go) unless told otherwise: Serve sends its logs to logs.
+func Serve(r io.Reader, w, logs io.Writer) error {
+	sink := zapcore.AddSync(logs)
+	lg, props, err := log.InitLoggerWithWriteSyncer(&log.Config{Level: "warn"}, sink, sink)
+	if err != nil {
+		return err
+	}
+	log.ReplaceGlobals(lg, props)
+	return sqlcheck.Serve(judge{}, r, w)
+}

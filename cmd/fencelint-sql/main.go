@@ -26,7 +26,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fencelint-sql takes no arguments: fencelint starts it and asks it on its standard input (see go doc github.com/fencekit/fencekit/cmd/fencelint-sql)")
 		os.Exit(2)
 	}
-	if err := sqlparse.Serve(os.Stdin, os.Stdout); err != nil {
+	if err := sqlparse.Serve(os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "fencelint-sql: %v\n", err)
 		os.Exit(1)
 	}

@@ -206,14 +206,31 @@ func (h *helperJudge) start() error {
 	}
 	// The helper ends when its input does, that is when this process
 	// exits; nothing waits for it.
-	h.cmd, h.in = cmd, in
+	h.cmd = cmd
+	return h.connect(in, out)
+}
+
+// Connect returns a judge that asks the helper at the other end of in
+// and out (the helper's input and output), after checking its greeting.
+// fencelint starts the helper and connects to it; a test connects to
+// Serve through pipes.
+func Connect(in io.WriteCloser, out io.Reader) (Judge, error) {
+	h := &helperJudge{started: true, path: HelperName}
+	if err := h.connect(in, out); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *helperJudge) connect(in io.WriteCloser, out io.Reader) error {
+	h.in = in
 	h.dec = json.NewDecoder(bufio.NewReader(out))
 	var hi hello
 	if err := h.dec.Decode(&hi); err != nil {
 		return h.broken(err)
 	}
 	if hi.Protocol != protocol {
-		return fmt.Errorf("%s speaks %q where this fencelint speaks %q: install both from the same version", path, hi.Protocol, protocol)
+		return fmt.Errorf("%s speaks %q where this fencelint speaks %q: install both from the same version", h.path, hi.Protocol, protocol)
 	}
 	return nil
 }
@@ -223,8 +240,10 @@ func (h *helperJudge) start() error {
 func (h *helperJudge) broken(err error) error {
 	// Waiting for the stopped process drains its standard error.
 	h.in.Close()
-	h.cmd.Process.Kill()
-	h.cmd.Wait()
+	if h.cmd != nil {
+		h.cmd.Process.Kill()
+		h.cmd.Wait()
+	}
 	if errors.Is(err, io.EOF) {
 		err = errors.New("it exited")
 	}

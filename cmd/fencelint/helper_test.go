@@ -1,0 +1,100 @@
+package main_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFencelintDoesNotLinkTheParser: the vet tool's cost (issue 32) rests
+// on fencelint not linking the TiDB parser, whose start-up go vet would
+// pay for every package; only fencelint-sql links it.
+func TestFencelintDoesNotLinkTheParser(t *testing.T) {
+	for pkg, want := range map[string]bool{".": false, "../fencelint-sql": true} {
+		out, err := exec.Command(goTool(), "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		if got := strings.Contains(string(out), "github.com/pingcap/tidb/pkg/parser\n"); got != want {
+			t.Errorf("%s links the TiDB parser: %v, want %v", pkg, got, want)
+		}
+	}
+}
+
+// alone copies fencelint into a directory of its own, without its SQL
+// checker beside it.
+func alone(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(fencelint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "fencelint")
+	if err := os.WriteFile(p, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// script writes an executable shell script standing in for fencelint-sql.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fencelint-sql")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestWithoutItsSQLCheckerFencelintFails: a fencelint installed without
+// fencelint-sql must not pass a module it cannot judge. go vet stops at
+// once (-V=full names the missing helper), and fencelint alone fails at
+// its first question, clean module or not, with the way to install it.
+func TestWithoutItsSQLCheckerFencelintFails(t *testing.T) {
+	t.Setenv("FENCELINT_SQL", "")
+	t.Setenv("PATH", filepath.Dir(goTool()))
+	lone := alone(t)
+	for _, dir := range []string{"bad", "clean"} {
+		for _, args := range [][]string{{goTool(), "vet", "-vettool=" + lone, "./..."}, {lone, "./..."}} {
+			out, code := run(t, dir, args[0], args[1:]...)
+			if code == 0 {
+				t.Errorf("%s in %s without fencelint-sql exited 0:\n%s", strings.Join(args, " "), dir, out)
+			}
+			for _, want := range []string{"fencelint-sql is neither at " + filepath.Join(filepath.Dir(lone), "fencelint-sql"), "go install github.com/fencekit/fencekit/cmd/fencelint@VERSION github.com/fencekit/fencekit/cmd/fencelint-sql@VERSION"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s in %s: output lacks %q:\n%s", strings.Join(args, " "), dir, want, out)
+				}
+			}
+		}
+	}
+}
+
+// TestABrokenSQLCheckerFailsTheRun: a helper of another version is
+// refused, and one that dies on its first question fails the run with
+// what it said on its way out; neither lets the clean module or the bad one
+// pass. (The greeting below is the protocol's: a change of protocol
+// changes it.)
+func TestABrokenSQLCheckerFailsTheRun(t *testing.T) {
+	for name, tc := range map[string]struct{ body, want string }{
+		"another version": {`echo '{"Protocol":"fencelint-sql protocol 0"}'; cat >/dev/null`,
+			`speaks "fencelint-sql protocol 0" where this fencelint speaks "fencelint-sql protocol 1": install both from the same version`},
+		"dies": {`echo '{"Protocol":"fencelint-sql protocol 1"}'; read q; echo 'panic: the parser fell over' >&2; exit 2`,
+			"stopped answering (it exited): panic: the parser fell over"},
+		"answers garbage": {`echo '{"Protocol":"fencelint-sql protocol 1"}'; read q; echo 'not json'; cat >/dev/null`,
+			"stopped answering: invalid character"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("FENCELINT_SQL", script(t, tc.body))
+			for _, dir := range []string{"bad", "clean"} {
+				for _, args := range [][]string{{goTool(), "vet", "-vettool=" + fencelint, "./..."}, {fencelint, "./..."}} {
+					out, code := run(t, dir, args[0], args[1:]...)
+					if code == 0 || !strings.Contains(out, tc.want) {
+						t.Errorf("%s in %s exited %d, want a failure saying %q:\n%s", strings.Join(args, " "), dir, code, tc.want, out)
+					}
+				}
+			}
+		})
+	}
+}
