@@ -57,7 +57,7 @@ var Analyzer = &analysis.Analyzer{
 		if err != nil {
 			return nil, err
 		}
-		return run(pass, o)
+		return runReported(pass, o)
 	},
 	FactTypes:  factTypes,
 	ResultType: reflect.TypeFor[*Result](),
@@ -132,7 +132,7 @@ func NewWithOptions(opts Options) (*analysis.Analyzer, error) {
 		Name:       Analyzer.Name,
 		Doc:        Analyzer.Doc,
 		URL:        Analyzer.URL,
-		Run:        func(pass *analysis.Pass) (any, error) { return run(pass, o) },
+		Run:        func(pass *analysis.Pass) (any, error) { return runReported(pass, o) },
 		FactTypes:  factTypes,
 		ResultType: Analyzer.ResultType,
 	}, nil
@@ -171,6 +171,25 @@ type finding struct {
 	pos   token.Pos
 	msg   string
 	fixes []analysis.SuggestedFix
+}
+
+// runReported is run with its error reported as a diagnostic on the
+// package clause. go vet (Go 1.26, which runs its tool with -json) caches a
+// package whose analysis returned an error as a clean one, and the next run
+// replays nothing: a malformed baseline, or an SQL checker that failed,
+// would fail the build once and then pass it. A diagnostic is replayed
+// from the cache like any finding.
+func runReported(pass *analysis.Pass, o *options) (any, error) {
+	res, err := run(pass, o)
+	if err == nil {
+		return res, nil
+	}
+	pos := token.NoPos
+	if len(pass.Files) > 0 {
+		pos = pass.Files[0].Package
+	}
+	pass.Report(analysis.Diagnostic{Pos: pos, Message: "fencelint cannot judge this package: " + err.Error()})
+	return &Result{}, nil
 }
 
 func run(pass *analysis.Pass, o *options) (any, error) {

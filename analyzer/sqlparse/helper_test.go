@@ -37,7 +37,13 @@ func TestTheHelperAnswersAsTheParser(t *testing.T) {
 	}
 	configs := []*sqlcheck.Config{defaultConfig(t), {Tables: two, Delete: true}}
 	asked, problems := 0, 0
-	for _, tc := range parseCases(t) {
+	cases := parseCases(t)
+	// Bytes that are not UTF-8 cross the wire as they are.
+	cases = append(cases,
+		checkCase{sql: "UPDATE refund_jobs SET note = '\xff\xfe' WHERE id = ?"},
+		checkCase{sql: "UPDATE refund_jobs SET note = ? WHERE id = ? AND state = ? AND attempt = ? AND \xc3 SOUNDS LIKE x"},
+		checkCase{sql: "UPDATE `refund_jobs` r SET r.state = ? WHERE r.id = ?; UPDATE refund_jobs SET note = '\x80' WHERE ~~ id = ?"})
+	for _, tc := range cases {
 		for _, cfg := range configs {
 			want, got := check(tc.sql, cfg), j.Check(tc.sql, cfg)
 			asked++

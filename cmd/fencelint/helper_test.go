@@ -72,23 +72,32 @@ func TestWithoutItsSQLCheckerFencelintFails(t *testing.T) {
 }
 
 // TestABrokenSQLCheckerFailsTheRun: a helper of another version is
-// refused, and one that dies on its first question fails the run with
-// what it said on its way out; neither lets the clean module or the bad one
-// pass. (The greeting below is the protocol's: a change of protocol
-// changes it.)
+// refused, one that dies on its first question or answers garbage fails
+// the run with what it said on its way out, and one that hangs is
+// stopped; none lets the clean module or the bad one pass, under go vet
+// (twice: the second from its cache) or alone. (The greeting below is the
+// protocol's: a change of protocol changes it.)
 func TestABrokenSQLCheckerFailsTheRun(t *testing.T) {
 	for name, tc := range map[string]struct{ body, want string }{
-		"another version": {`echo '{"Protocol":"fencelint-sql protocol 0"}'; cat >/dev/null`,
-			`speaks "fencelint-sql protocol 0" where this fencelint speaks "fencelint-sql protocol 1": install both from the same version`},
-		"dies": {`echo '{"Protocol":"fencelint-sql protocol 1"}'; read q; echo 'panic: the parser fell over' >&2; exit 2`,
+		"another version": {`echo 'fencelint-sql protocol 1'; cat >/dev/null`,
+			`speaks "fencelint-sql protocol 1" where this fencelint speaks "fencelint-sql protocol 2": install both from the same version`},
+		"dies": {`echo 'fencelint-sql protocol 2'; head -c 1 >/dev/null; echo 'panic: the parser fell over' >&2; exit 2`,
 			"stopped answering (it exited): panic: the parser fell over"},
-		"answers garbage": {`echo '{"Protocol":"fencelint-sql protocol 1"}'; read q; echo 'not json'; cat >/dev/null`,
-			"stopped answering: invalid character"},
+		"answers garbage": {`echo 'fencelint-sql protocol 2'; head -c 1 >/dev/null; echo 'not gob at all'`,
+			"stopped answering: unexpected EOF"},
+		// FENCELINT_SQL_TIMEOUT is 2s below.
+		"hangs": {`echo 'fencelint-sql protocol 2'; exec sleep 600`,
+			"did not answer within 2s ($FENCELINT_SQL_TIMEOUT) and was stopped"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv("FENCELINT_SQL", script(t, tc.body))
+			t.Setenv("FENCELINT_SQL_TIMEOUT", "2s")
+			vet := []string{goTool(), "vet", "-vettool=" + fencelint, "./..."}
 			for _, dir := range []string{"bad", "clean"} {
-				for _, args := range [][]string{{goTool(), "vet", "-vettool=" + fencelint, "./..."}, {fencelint, "./..."}} {
+				// go vet twice: the second run answers from its cache,
+				// which must replay the failure (Go 1.26 caches an
+				// analysis's error as a clean result).
+				for _, args := range [][]string{vet, vet, {fencelint, "./..."}} {
 					out, code := run(t, dir, args[0], args[1:]...)
 					if code == 0 || !strings.Contains(out, tc.want) {
 						t.Errorf("%s in %s exited %d, want a failure saying %q:\n%s", strings.Join(args, " "), dir, code, tc.want, out)
@@ -96,5 +105,23 @@ func TestABrokenSQLCheckerFailsTheRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAMalformedBaselineFailsEveryRun: go vet caches a package whose
+// analysis returned an error as clean (Go 1.26), so a malformed baseline
+// failed the first run and passed the next. The error is a diagnostic now,
+// replayed from the cache.
+func TestAMalformedBaselineFailsEveryRun(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "fencelint.baseline")
+	if err := os.WriteFile(base, []byte("this is not a baseline\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FENCELINT_BASELINE", base)
+	for round := range 2 {
+		out, code := run(t, "clean", goTool(), "vet", "-vettool="+fencelint, "./...")
+		if want := `fencelint cannot judge this package: fencelint baseline ` + base + `:1: count "a" is not a positive integer`; code == 0 || !strings.Contains(out, want) {
+			t.Errorf("go vet run %d with a malformed baseline exited %d, want a failure saying %q:\n%s", round+1, code, want, out)
+		}
 	}
 }

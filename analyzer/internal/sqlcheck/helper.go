@@ -2,7 +2,7 @@ package sqlcheck
 
 import (
 	"bufio"
-	"encoding/json"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // The fencelint-sql helper judges SQL text for a fencelint that does not
@@ -28,7 +30,7 @@ const (
 	HelperEnv = "FENCELINT_SQL"
 	// protocol is what the helper says first; fencelint refuses a helper
 	// that says anything else (another version's).
-	protocol = "fencelint-sql protocol 1"
+	protocol = "fencelint-sql protocol 2"
 )
 
 // Helper is the path of the helper: $FENCELINT_SQL, else fencelint-sql
@@ -62,36 +64,39 @@ func Helper() (string, error) {
 		HelperName, beside, HelperEnv)
 }
 
+// The protocol: the helper's first line is its greeting (protocol, then
+// a newline); then fencelint writes requests and the helper writes a
+// response a request, as a gob stream each way. gob, not JSON: a Go string
+// constant may hold bytes that are not UTF-8, which JSON would replace, so
+// the helper would judge other text and name other offsets.
+
 // request is one question to the helper; a template has Template set.
 type request struct {
 	Config   *Config
-	Text     string `json:",omitempty"`
-	Parts    []Part `json:",omitempty"`
-	Template bool   `json:",omitempty"`
+	Text     string
+	Parts    []Part
+	Template bool
 }
 
 // response is the helper's answer to one request.
 type response struct {
 	Problems []Problem
-	Err      string `json:",omitempty"`
+	Err      string
 }
-
-// hello is the helper's first line.
-type hello struct{ Protocol string }
 
 // Serve answers requests read from r with j, a response a request, on w,
 // after a greeting that names the protocol, until r ends. It is the
 // helper's main loop.
 func Serve(j Judge, r io.Reader, w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	if err := enc.Encode(hello{protocol}); err != nil {
+	if _, err := bw.WriteString(protocol + "\n"); err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bufio.NewReader(r))
+	enc := gob.NewEncoder(bw)
+	dec := gob.NewDecoder(bufio.NewReader(r))
 	for {
 		var req request
 		if err := dec.Decode(&req); err == io.EOF {
@@ -128,7 +133,8 @@ type helperJudge struct {
 	path    string
 	cmd     *exec.Cmd
 	in      io.WriteCloser
-	dec     *json.Decoder
+	enc     *gob.Encoder
+	dec     *gob.Decoder
 	stderr  tail
 	answers map[string][]Problem
 }
@@ -146,13 +152,11 @@ func (h *helperJudge) CheckTemplate(parts []Part, cfg *Config) []Problem {
 }
 
 func (h *helperJudge) ask(req request, text string) []Problem {
-	line, err := json.Marshal(req)
-	if err != nil { // a Config and strings always marshal
-		panic(err)
-	}
+	// %q keeps every byte: the key is the question.
+	key := fmt.Sprintf("%t %q %+v %+v", req.Template, req.Text, req.Parts, *req.Config)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ps, ok := h.answers[string(line)]; ok {
+	if ps, ok := h.answers[key]; ok {
 		return slices.Clone(ps)
 	}
 	if !h.started {
@@ -161,9 +165,14 @@ func (h *helperJudge) ask(req request, text string) []Problem {
 	}
 	if h.err == nil {
 		var resp response
-		if _, err := h.in.Write(append(line, '\n')); err != nil {
-			h.err = h.broken(err)
-		} else if err := h.dec.Decode(&resp); err != nil {
+		stop := h.deadline()
+		err := h.enc.Encode(req)
+		if err == nil {
+			err = h.dec.Decode(&resp)
+		}
+		if late := stop(); late != nil {
+			h.err = late
+		} else if err != nil {
 			h.err = h.broken(err)
 		} else if resp.Err != "" {
 			h.err = fmt.Errorf("%s: %s", h.path, resp.Err)
@@ -171,7 +180,7 @@ func (h *helperJudge) ask(req request, text string) []Problem {
 			if h.answers == nil {
 				h.answers = map[string][]Problem{}
 			}
-			h.answers[string(line)] = resp.Problems
+			h.answers[key] = resp.Problems
 			return slices.Clone(resp.Problems)
 		}
 	}
@@ -183,6 +192,36 @@ func (h *helperJudge) ask(req request, text string) []Problem {
 		}
 	}
 	return []Problem{{Kind: Unjudged, Table: t, Stop: h.err.Error()}}
+}
+
+// deadline arms the limit on one answer: past it the helper is killed,
+// which ends the wait. stop disarms it and says whether it fired. A
+// question takes the parser microseconds; a helper silent for the limit
+// ($FENCELINT_SQL_TIMEOUT, default a minute) is stuck, and fencelint
+// fails rather than hang the build.
+func (h *helperJudge) deadline() (stop func() error) {
+	if h.cmd == nil {
+		return func() error { return nil }
+	}
+	limit := time.Minute
+	if v := os.Getenv(HelperEnv + "_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			limit = d
+		}
+	}
+	var fired atomic.Bool
+	t := time.AfterFunc(limit, func() {
+		fired.Store(true)
+		h.cmd.Process.Kill()
+	})
+	return func() error {
+		t.Stop()
+		if !fired.Load() {
+			return nil
+		}
+		h.broken(nil)
+		return fmt.Errorf("%s did not answer within %v ($%s_TIMEOUT) and was stopped", h.path, limit, HelperEnv)
+	}
 }
 
 func (h *helperJudge) start() error {
@@ -224,15 +263,25 @@ func Connect(in io.WriteCloser, out io.Reader) (Judge, error) {
 
 func (h *helperJudge) connect(in io.WriteCloser, out io.Reader) error {
 	h.in = in
-	h.dec = json.NewDecoder(bufio.NewReader(out))
-	var hi hello
-	if err := h.dec.Decode(&hi); err != nil {
+	br := bufio.NewReader(out)
+	greeting, err := br.ReadString('\n')
+	if err != nil {
 		return h.broken(err)
 	}
-	if hi.Protocol != protocol {
-		return fmt.Errorf("%s speaks %q where this fencelint speaks %q: install both from the same version", h.path, hi.Protocol, protocol)
+	if greeting = strings.TrimSuffix(greeting, "\n"); greeting != protocol {
+		return fmt.Errorf("%s speaks %q where this fencelint speaks %q: install both from the same version", h.path, firstN(greeting, 80), protocol)
 	}
+	h.enc = gob.NewEncoder(in)
+	h.dec = gob.NewDecoder(br)
 	return nil
+}
+
+// firstN is s cut to at most n bytes.
+func firstN(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // broken describes a helper that stopped answering, with the end of what
