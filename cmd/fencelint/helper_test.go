@@ -120,8 +120,12 @@ func TestAMalformedBaselineFailsEveryRun(t *testing.T) {
 	t.Setenv("FENCELINT_BASELINE", base)
 	for round := range 2 {
 		out, code := run(t, "clean", goTool(), "vet", "-vettool="+fencelint, "./...")
-		if want := `fencelint cannot judge this package: fencelint baseline ` + base + `:1: count "a" is not a positive integer`; code == 0 || !strings.Contains(out, want) {
-			t.Errorf("go vet run %d with a malformed baseline exited %d, want a failure saying %q:\n%s", round+1, code, want, out)
+		// The path is not matched: go vet keys its cache by the file's
+		// content, and replays a message naming an earlier run's file.
+		for _, want := range []string{"fencelint cannot judge this package: fencelint baseline ", `fencelint.baseline:1: count "a" is not a positive integer`} {
+			if code == 0 || !strings.Contains(out, want) {
+				t.Errorf("go vet run %d with a malformed baseline exited %d, want a failure saying %q:\n%s", round+1, code, want, out)
+			}
 		}
 	}
 }
