@@ -40,9 +40,9 @@ func TestTheHelperAnswersAsTheParser(t *testing.T) {
 	cases := parseCases(t)
 	// Bytes that are not UTF-8 cross the wire as they are.
 	cases = append(cases,
-		checkCase{sql: "UPDATE refund_jobs SET note = '\xff\xfe' WHERE id = ?"},
+		checkCase{sql: "UPDATE refund_jobs SET note = '\xff\xfe' WHERE id = ?"}, //fencelint:allow an unfenced statement the judge must report, under test
 		checkCase{sql: "UPDATE refund_jobs SET note = ? WHERE id = ? AND state = ? AND attempt = ? AND \xc3 SOUNDS LIKE x"},
-		checkCase{sql: "UPDATE `refund_jobs` r SET r.state = ? WHERE r.id = ?; UPDATE refund_jobs SET note = '\x80' WHERE ~~ id = ?"})
+		checkCase{sql: "UPDATE `refund_jobs` r SET r.state = ? WHERE r.id = ?; UPDATE refund_jobs SET note = '\x80' WHERE ~~ id = ?"}) //fencelint:allow unfenced statements the judge must report, under test
 	for _, tc := range cases {
 		for _, cfg := range configs {
 			want, got := check(tc.sql, cfg), j.Check(tc.sql, cfg)
