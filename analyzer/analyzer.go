@@ -77,6 +77,12 @@ const BaselineEnv = "FENCELINT_BASELINE"
 // PATH. The error says how to install it.
 func SQLHelper() (string, error) { return sqlcheck.Helper() }
 
+// StopSQLHelper ends the fencelint-sql helper, if one runs, and waits for
+// it; a later question starts another. The fencelint command calls it at
+// the end of each package under go vet (one package a process), so that
+// the helper's CPU time is counted in the tool's.
+func StopSQLHelper() { sqlcheck.Stop() }
+
 // factTypes are the facts fencelint exports about functions, so that
 // wrappers and query helpers are followed across packages.
 var factTypes = []analysis.Fact{new(sinkFact), new(returnFact)}

@@ -302,6 +302,19 @@ func (h *helperJudge) broken(err error) error {
 	return fmt.Errorf("%s stopped answering: %v", h.path, err)
 }
 
+// stop closes the helper's input and waits for it to exit; the next
+// question starts another. A failed helper stays failed.
+func (h *helperJudge) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cmd == nil || h.err != nil {
+		return
+	}
+	h.in.Close()
+	h.cmd.Wait()
+	h.started, h.cmd, h.in, h.enc, h.dec = false, nil, nil, nil, nil
+}
+
 func (h *helperJudge) failure() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
