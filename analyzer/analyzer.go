@@ -57,7 +57,7 @@ var Analyzer = &analysis.Analyzer{
 		if err != nil {
 			return nil, err
 		}
-		return run(pass, o)
+		return runReported(pass, o)
 	},
 	FactTypes:  factTypes,
 	ResultType: reflect.TypeFor[*Result](),
@@ -69,6 +69,19 @@ var Analyzer = &analysis.Analyzer{
 // not the baseline's content, and fencelint -V=full (which go vet asks
 // for) folds the content of the file this variable names into the version.
 const BaselineEnv = "FENCELINT_BASELINE"
+
+// SQLHelper is the path of fencelint-sql, the helper that judges SQL text
+// for a program that does not link the parser (the fencelint command; a
+// program that imports package analyzer/sqlparse judges in its own
+// process): $FENCELINT_SQL, else beside the running executable, else on
+// PATH. The error says how to install it.
+func SQLHelper() (string, error) { return sqlcheck.Helper() }
+
+// StopSQLHelper ends the fencelint-sql helper, if one runs, and waits for
+// it; a later question starts another. The fencelint command calls it at
+// the end of each package under go vet (one package a process), so that
+// the helper's CPU time is counted in the tool's.
+func StopSQLHelper() { sqlcheck.Stop() }
 
 // factTypes are the facts fencelint exports about functions, so that
 // wrappers and query helpers are followed across packages.
@@ -125,7 +138,7 @@ func NewWithOptions(opts Options) (*analysis.Analyzer, error) {
 		Name:       Analyzer.Name,
 		Doc:        Analyzer.Doc,
 		URL:        Analyzer.URL,
-		Run:        func(pass *analysis.Pass) (any, error) { return run(pass, o) },
+		Run:        func(pass *analysis.Pass) (any, error) { return runReported(pass, o) },
 		FactTypes:  factTypes,
 		ResultType: Analyzer.ResultType,
 	}, nil
@@ -166,6 +179,25 @@ type finding struct {
 	fixes []analysis.SuggestedFix
 }
 
+// runReported is run with its error reported as a diagnostic on the
+// package clause. go vet (Go 1.26, which runs its tool with -json) caches a
+// package whose analysis returned an error as a clean one, and the next run
+// replays nothing: a malformed baseline, or an SQL checker that failed,
+// would fail the build once and then pass it. A diagnostic is replayed
+// from the cache like any finding.
+func runReported(pass *analysis.Pass, o *options) (any, error) {
+	res, err := run(pass, o)
+	if err == nil {
+		return res, nil
+	}
+	pos := token.NoPos
+	if len(pass.Files) > 0 {
+		pos = pass.Files[0].Package
+	}
+	pass.Report(analysis.Diagnostic{Pos: pos, Message: "fencelint cannot judge this package: " + err.Error()})
+	return &Result{}, nil
+}
+
 func run(pass *analysis.Pass, o *options) (any, error) {
 	if inGoroot(pass) {
 		return &Result{}, nil // the standard library writes no fenced table
@@ -181,6 +213,9 @@ func run(pass *analysis.Pass, o *options) (any, error) {
 	c.walk()
 	c.settle()
 	c.exportFacts()
+	if err := sqlcheck.Failure(); err != nil {
+		return nil, err
+	}
 	return report(pass, b, append(c.out.list, runtimeUses(pass, o.runtime)...)), nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fencekit/fencekit/analyzer"
+	_ "github.com/fencekit/fencekit/analyzer/sqlparse" // judge SQL in this process
 	"golang.org/x/tools/go/analysis/analysistest"
 )
 

@@ -4,7 +4,9 @@ go 1.26.0
 
 require (
 	github.com/golangci/plugin-module-register v0.1.2
+	github.com/pingcap/log v1.1.0
 	github.com/pingcap/tidb/pkg/parser v0.0.0-20260418072757-ce92298d1124
+	go.uber.org/zap v1.27.0
 	golang.org/x/tools v0.52.0
 )
 
@@ -12,10 +14,8 @@ require (
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/pingcap/errors v0.11.5-0.20250523034308-74f78ae071ee // indirect
 	github.com/pingcap/failpoint v0.0.0-20240528011301-b51a646c7c86 // indirect
-	github.com/pingcap/log v1.1.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/mod v0.42.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.19.0 // indirect

@@ -50,7 +50,7 @@ scripts/tidb.sh start "$port"
 step "go vet -tags tidb, and fencelint over the files only the TiDB run builds"
 go vet -tags tidb "${suites[@]}"
 mkdir -p bin
-go build -o bin/fencelint ./cmd/fencelint
+go build -o bin/ ./cmd/fencelint ./cmd/fencelint-sql
 go vet -tags tidb -vettool="$PWD/bin/fencelint" "${suites[@]}"
 
 step "go test -tags tidb -race against TiDB on 127.0.0.1:$port"

@@ -67,7 +67,7 @@ go vet $trim ./... ./analyzer/... ./bench/...
 
 step "fencelint (the project lints itself)"
 mkdir -p bin
-go build $trim -o bin/fencelint ./cmd/fencelint
+go build $trim -o bin/ ./cmd/fencelint ./cmd/fencelint-sql  # fencelint starts fencelint-sql from beside it
 go vet $trim -vettool="$PWD/bin/fencelint" ./... ./analyzer/... ./bench/...
 
 step "go test -race (every test but the linter's, which follow)"

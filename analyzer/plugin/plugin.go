@@ -29,6 +29,7 @@ import (
 	"fmt"
 
 	"github.com/fencekit/fencekit/analyzer"
+	_ "github.com/fencekit/fencekit/analyzer/sqlparse" // golangci-lint runs every analyzer in one process: judge SQL in it
 	"github.com/golangci/plugin-module-register/register"
 	"golang.org/x/tools/go/analysis"
 )

@@ -29,11 +29,12 @@ import (
 
 	"github.com/fencekit/fencekit/analyzer"
 	"github.com/fencekit/fencekit/analyzer/baseline"
+	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/analysis/singlechecker"
 )
 
 func main() {
-	if len(os.Args) == 2 && (os.Args[1] == "-V=full" || os.Args[1] == "--V=full") && os.Getenv(analyzer.BaselineEnv) != "" {
+	if len(os.Args) == 2 && (os.Args[1] == "-V=full" || os.Args[1] == "--V=full") {
 		os.Exit(version(os.Stdout, os.Stderr))
 	}
 	if vetMode(os.Args[1:]) && hasFlag(os.Args[1:], "baseline") && !vetxOnly(os.Args[len(os.Args)-1]) {
@@ -43,16 +44,28 @@ func main() {
 	if writeMode(os.Args[1:]) {
 		os.Exit(writeBaseline(os.Args[1:], os.Stderr))
 	}
+	if vetMode(os.Args[1:]) {
+		// One package a process: wait for the SQL checker before the
+		// process exits, so that go vet counts its CPU time as this tool's.
+		run := analyzer.Analyzer.Run
+		analyzer.Analyzer.Run = func(pass *analysis.Pass) (any, error) {
+			defer analyzer.StopSQLHelper()
+			return run(pass)
+		}
+	}
 	singlechecker.Main(analyzer.Analyzer)
 }
 
 // version answers -V=full as singlechecker does (go vet keys its cache by
-// the answer), with the content of the baseline file that $FENCELINT_BASELINE
-// names folded into the build ID: go vet replays a package's cached clean
-// result whatever the flags name, so an edit of the baseline alone must
-// change the tool's identity. The file is found as the analyzer finds it,
-// from this directory (go vet's) upwards; not finding it is an error, as
-// an edit of a file this cannot see would go unnoticed.
+// the answer), with a build ID that hashes what decides the findings: this
+// executable, its SQL checker fencelint-sql (which judges the SQL text this
+// one finds), and the baseline file that $FENCELINT_BASELINE names, if any:
+// go vet replays a package's cached clean result whatever the flags name,
+// so an edit of the baseline alone, or a new helper alone, must change the
+// tool's identity. The baseline is found as the analyzer finds it, from
+// this directory (go vet's) upwards. Not finding the helper or the
+// baseline is an error: go vet stops at once, before any package, with the
+// reason.
 func version(stdout, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "fencelint -V=full: %v\n", err)
@@ -62,17 +75,24 @@ func version(stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	wd, err := os.Getwd()
+	helper, err := analyzer.SQLHelper()
 	if err != nil {
 		return fail(err)
 	}
-	name := os.Getenv(analyzer.BaselineEnv)
-	path, err := baseline.Locate(name, wd)
-	if err != nil {
-		return fail(fmt.Errorf("%s=%s: %w (run go vet where the file is found from the working directory upwards, or give an absolute path)", analyzer.BaselineEnv, name, err))
+	files := []string{exe, helper}
+	if name := os.Getenv(analyzer.BaselineEnv); name != "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fail(err)
+		}
+		path, err := baseline.Locate(name, wd)
+		if err != nil {
+			return fail(fmt.Errorf("%s=%s: %w (run go vet where the file is found from the working directory upwards, or give an absolute path)", analyzer.BaselineEnv, name, err))
+		}
+		files = append(files, filepath.Clean(path))
 	}
 	h := sha256.New()
-	for _, p := range []string{exe, filepath.Clean(path)} {
+	for _, p := range files {
 		f, err := os.Open(p)
 		if err != nil {
 			return fail(err)

@@ -23,10 +23,11 @@ func TestMain(m *testing.M) {
 	fencelint = filepath.Join(dir, "fencelint")
 	// -trimpath: the binary does not name the checkout, so a clone's
 	// build hits the cache of another's.
-	build := exec.Command(goTool(), "build", "-trimpath", "-o", fencelint, ".")
+	// fencelint-sql beside it: where fencelint looks for its SQL checker.
+	build := exec.Command(goTool(), "build", "-trimpath", "-o", dir+string(filepath.Separator), ".", "../fencelint-sql")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
-		panic("build fencelint: " + err.Error())
+		panic("build fencelint and fencelint-sql: " + err.Error())
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -18,7 +18,11 @@
 // tool and with fencelint (each run with a fresh copy of the tool, so that
 // go vet's cache of earlier runs does not answer); with -self, the same on
 // this repository, as its self-lint runs (issue 32's measure: fencelint
-// within 1.15x of the no-op tool).
+// within 1.15x of the no-op tool). With -paired, each also runs both
+// tools package by package on go vet's configurations, alternating, a
+// steadier measure on a shared machine:
+//
+//	go run ./analyzer/internal/fencebench -self -paired -rounds 3 -real "" -dense 0
 //
 // Besides wall times it prints CPU times (user and system, go list
 // included), less disturbed by other work on a shared machine.
@@ -43,6 +47,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/analyzer"
+	_ "github.com/fencekit/fencekit/analyzer/sqlparse" // the in-process sets judge SQL in this process
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/analysis/checker"
 	"golang.org/x/tools/go/packages"
@@ -61,6 +66,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	load := flag.String("load", "all", "all: dependencies parsed and type-checked from source, as go vet does; roots: dependencies from export data")
 	vet := flag.Bool("vet", false, "also time go vet -vettool on the real set, with a no-op tool and with fencelint")
+	paired := flag.Bool("paired", false, "with -vet or -self, also measure package by package, both tools alternating (steadier than whole runs on a shared machine)")
 	self := flag.Bool("self", false, "also time go vet -vettool on this repository ("+strings.Join(selfPatterns, " ")+", the self-lint of scripts/test.sh), with a no-op tool and with fencelint")
 	flag.Parse()
 	switch *load {
@@ -94,10 +100,10 @@ func main() {
 		fmt.Printf("(left out, not type-checking: %d packages)\n", len(broken))
 	}
 	if *vet && *real != "" {
-		vetBench("vet", strings.Split(*real, ","), *rounds)
+		vetBench("vet", strings.Split(*real, ","), *rounds, *paired)
 	}
 	if *self {
-		vetBench("self", selfPatterns, *rounds)
+		vetBench("self", selfPatterns, *rounds, *paired)
 	}
 	if *densePkgs > 0 {
 		dir, err := os.MkdirTemp("", "fencebench-dense")
@@ -218,7 +224,7 @@ var selfPatterns = []string{"./...", "./analyzer/...", "./bench/..."}
 // against fencelint, alternately. go vet runs the tool on every package and
 // dependency and caches the results by the tool's content, so each run
 // gets a copy of the tool made unique by trailing bytes.
-func vetBench(name string, patterns []string, rounds int) {
+func vetBench(name string, patterns []string, rounds int, paired bool) {
 	dir, err := os.MkdirTemp("", "fencebench-vet")
 	if err != nil {
 		log.Fatal(err)
@@ -227,6 +233,10 @@ func vetBench(name string, patterns []string, rounds int) {
 	tools := map[string]string{
 		"noop":      "./analyzer/internal/fencebench/noopvet",
 		"fencelint": "./cmd/fencelint",
+		// fencelint's SQL checker, which it starts where text names a
+		// fenced table; the copies below are not beside it, so
+		// FENCELINT_SQL names it.
+		"fencelint-sql": "./cmd/fencelint-sql",
 	}
 	for name, pkg := range tools {
 		out := filepath.Join(dir, name)
@@ -254,6 +264,7 @@ func vetBench(name string, patterns []string, rounds int) {
 		defer os.Remove(tool)
 		start := time.Now()
 		cmd := exec.Command("go", append([]string{"vet", "-vettool=" + tool}, patterns...)...)
+		cmd.Env = append(os.Environ(), "FENCELINT_SQL="+filepath.Join(dir, "fencelint-sql"))
 		if b, err := cmd.CombinedOutput(); err != nil {
 			log.Fatalf("go vet with %s: %v\n%s", name, err, b)
 		}
@@ -289,6 +300,9 @@ func vetBench(name string, patterns []string, rounds int) {
 	fmt.Printf("%-6s %6s %6s %12s %12s %6.3fx %14s %14s %10s %10s %6.3fx   (go vet -vettool, fresh tool each run)\n", name, "", "",
 		n.Round(time.Millisecond), f.Round(time.Millisecond), float64(f)/float64(n), "", "",
 		nc.Round(time.Millisecond), fc.Round(time.Millisecond), float64(fc)/float64(nc))
+	if paired {
+		pairedBench(name, patterns, rounds, dir)
+	}
 }
 
 func median(s []sample) sample {

@@ -1,6 +1,8 @@
-// Package sqlcheck decides whether a SQL text writes existing rows of a fenced
-// table without the fence. It parses with the TiDB parser (MySQL grammar);
-// text that does not parse is never judged.
+// Package sqlcheck is what fencelint's analyzer knows of SQL without
+// linking a parser: the fenced tables, the problems a statement can have,
+// the lexical filters run before any parse, and the way to the judge that
+// parses (package analyzer/sqlparse, with the TiDB parser's MySQL grammar),
+// in this process when it is linked in, else in the fencelint-sql helper.
 package sqlcheck
 
 import (
@@ -169,7 +171,7 @@ func hasWord(s, w string) bool {
 		if j < n {
 			continue
 		}
-		if i > 0 && isWordByte(s[i-1]) || i+n < len(s) && isWordByte(s[i+n]) {
+		if i > 0 && IsWordByte(s[i-1]) || i+n < len(s) && IsWordByte(s[i+n]) {
 			continue
 		}
 		return true
@@ -177,6 +179,6 @@ func hasWord(s, w string) bool {
 	return false
 }
 
-func isWordByte(c byte) bool {
+func IsWordByte(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }

@@ -10,6 +10,14 @@ import "strings"
 // "::" and "$" inside an identifier (a$1).
 func ReplaceNamedParams(s string) string { return replaceParams(s, nil) }
 
+// ReplaceParamsMapped is ReplaceNamedParams that also returns the map from
+// an offset in the rewritten text back to the offset in s.
+func ReplaceParamsMapped(s string) (string, func(int) int) {
+	var shifts []shift
+	text := replaceParams(s, &shifts)
+	return text, func(o int) int { return origOffset(o, shifts) }
+}
+
 // shift records that offset out of the rewritten text is offset in of the
 // original (just past a rewritten placeholder).
 type shift struct{ out, in int }
@@ -32,14 +40,14 @@ func replaceParams(s string, shifts *[]shift) string {
 	var b strings.Builder
 	last := 0 // s[last:i] is pending copy
 	for i := 0; i < len(s); {
-		if j, ok := skipNonCode(s, i); ok {
+		if j, ok := SkipNonCode(s, i); ok {
 			i = j
 			continue
 		}
 		switch c := s[i]; {
-		case c == ':' && i+1 < len(s) && isNameStart(s[i+1]) && (i == 0 || s[i-1] != ':'):
+		case c == ':' && i+1 < len(s) && IsNameStart(s[i+1]) && (i == 0 || s[i-1] != ':'):
 			j := i + 2
-			for j < len(s) && (isWordByte(s[j]) || s[j] == '.' && j+1 < len(s) && isNameStart(s[j+1])) {
+			for j < len(s) && (IsWordByte(s[j]) || s[j] == '.' && j+1 < len(s) && IsNameStart(s[j+1])) {
 				j++
 			}
 			b.WriteString(s[last:i])
@@ -48,12 +56,12 @@ func replaceParams(s string, shifts *[]shift) string {
 			if shifts != nil {
 				*shifts = append(*shifts, shift{b.Len(), j})
 			}
-		case c == '$' && i+1 < len(s) && isDigit(s[i+1]) && (i == 0 || !isWordByte(s[i-1]) && s[i-1] != '$'):
+		case c == '$' && i+1 < len(s) && IsDigit(s[i+1]) && (i == 0 || !IsWordByte(s[i-1]) && s[i-1] != '$'):
 			j := i + 2
-			for j < len(s) && isDigit(s[j]) {
+			for j < len(s) && IsDigit(s[j]) {
 				j++
 			}
-			if j < len(s) && (isWordByte(s[j]) || s[j] == '$') {
+			if j < len(s) && (IsWordByte(s[j]) || s[j] == '$') {
 				i = j // $1abc is an identifier
 				continue
 			}
@@ -74,21 +82,21 @@ func replaceParams(s string, shifts *[]shift) string {
 	return b.String()
 }
 
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+func IsDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-func isNameStart(c byte) bool {
+func IsNameStart(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
-// skipNonCode returns the index just past the quoted text or the comment
+// SkipNonCode returns the index just past the quoted text or the comment
 // that starts at s[i], and true; i and false when neither starts there. As
 // in MySQL, "--" starts a comment only before whitespace, a control
 // character or the end of s (a--1 is a minus minus one).
-func skipNonCode(s string, i int) (int, bool) {
+func SkipNonCode(s string, i int) (int, bool) {
 	c := s[i]
 	switch {
 	case c == '\'' || c == '"' || c == '`':
-		return skipQuoted(s, i), true
+		return SkipQuoted(s, i), true
 	case c == '/' && i+1 < len(s) && s[i+1] == '*':
 		if j := strings.Index(s[i+2:], "*/"); j >= 0 {
 			return i + j + 4, true
@@ -103,9 +111,9 @@ func skipNonCode(s string, i int) (int, bool) {
 	return i, false
 }
 
-// skipQuoted returns the index just past the quoted text that starts at
+// SkipQuoted returns the index just past the quoted text that starts at
 // s[i], honouring backslash escapes (not in identifiers) and doubled quotes.
-func skipQuoted(s string, i int) int {
+func SkipQuoted(s string, i int) int {
 	q := s[i]
 	for j := i + 1; j < len(s); j++ {
 		switch s[j] {
@@ -132,7 +140,7 @@ func Placeholders(s string) (n int, ok bool) {
 		return 0, false
 	}
 	for i := 0; i < len(s); {
-		if j, skipped := skipNonCode(s, i); skipped {
+		if j, skipped := SkipNonCode(s, i); skipped {
 			i = j
 			continue
 		}
@@ -151,7 +159,7 @@ func Placeholders(s string) (n int, ok bool) {
 func WhereStart(s string) (n int, ok bool) {
 	depth, count := 0, 0
 	for i := 0; i < len(s); {
-		if j, skipped := skipNonCode(s, i); skipped {
+		if j, skipped := SkipNonCode(s, i); skipped {
 			i = j
 			continue
 		}
@@ -163,7 +171,7 @@ func WhereStart(s string) (n int, ok bool) {
 		case c == '?':
 			count++
 		case depth == 0 && (c == 'w' || c == 'W') && i+5 <= len(s) && strings.EqualFold(s[i:i+5], "where") &&
-			(i == 0 || !isWordByte(s[i-1])) && (i+5 == len(s) || !isWordByte(s[i+5])):
+			(i == 0 || !IsWordByte(s[i-1])) && (i+5 == len(s) || !IsWordByte(s[i+5])):
 			n, ok = count, true
 		}
 		i++

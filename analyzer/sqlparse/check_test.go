@@ -1,20 +1,22 @@
-package sqlcheck
+package sqlparse
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 )
 
-func defaultConfig(t testing.TB) *Config {
-	tables, err := ParseTables(DefaultTables)
+func defaultConfig(t testing.TB) *sqlcheck.Config {
+	tables, err := sqlcheck.ParseTables(sqlcheck.DefaultTables)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Config{Tables: tables}
+	return &sqlcheck.Config{Tables: tables}
 }
 
 // summary renders problems compactly: kind/table/missing columns.
-func summary(ps []Problem) string {
+func summary(ps []sqlcheck.Problem) string {
 	var parts []string
 	for _, p := range ps {
 		s := [...]string{"", "unfenced", "lease", "unfenceable", "dynamic", "selfdeclared", "unprovable"}[p.Kind] + ":" + p.Table.Name
@@ -156,8 +158,8 @@ func parseCases(t testing.TB) []checkCase {
 func TestCheck(t *testing.T) {
 	cfg := defaultConfig(t)
 	for _, tc := range parseCases(t) {
-		if got := summary(Check(tc.sql, cfg)); got != tc.want {
-			t.Errorf("Check(%q) = %q, want %q", tc.sql, got, tc.want)
+		if got := summary(check(tc.sql, cfg)); got != tc.want {
+			t.Errorf("check(%q) = %q, want %q", tc.sql, got, tc.want)
 		}
 	}
 }
@@ -182,14 +184,14 @@ func TestUnreadableNamesConstruct(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(unreadCases), "\n") {
 		sql, want, _ := strings.Cut(line, "  =>  ")
 		tc := checkCase{sql, want}
-		ps := Check(tc.sql, cfg)
-		if len(ps) != 1 || ps[0].Kind != Unprovable {
-			t.Errorf("Check(%q) = %q, want one unprovable", tc.sql, summary(ps))
+		ps := check(tc.sql, cfg)
+		if len(ps) != 1 || ps[0].Kind != sqlcheck.Unprovable {
+			t.Errorf("check(%q) = %q, want one unprovable", tc.sql, summary(ps))
 			continue
 		}
 		msg := ps[0].String()
 		if !strings.Contains(msg, tc.want) || strings.Contains(msg, "MySQL grammar") {
-			t.Errorf("Check(%q): %s\nwant it to contain %q, and not blame the MySQL grammar", tc.sql, msg, tc.want)
+			t.Errorf("check(%q): %s\nwant it to contain %q, and not blame the MySQL grammar", tc.sql, msg, tc.want)
 		}
 	}
 }
@@ -197,33 +199,33 @@ func TestUnreadableNamesConstruct(t *testing.T) {
 func TestCheckTemplate(t *testing.T) {
 	cfg := defaultConfig(t)
 	for _, tc := range []struct {
-		parts []Part
+		parts []sqlcheck.Part
 		want  string
 	}{
 		//fencelint:allow the head of a statement under test, completed by a hole
-		{[]Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = "}, {Hole: true}}, "dynamic:refund_jobs"},
-		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ?"}}, "unfenced:refund_jobs:state+attempt"},
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = "}, {Hole: true}}, "dynamic:refund_jobs"},
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ?"}}, "unfenced:refund_jobs:state+attempt"},
 		// A run-time SET list before a constant WHERE: the WHERE is judged
 		// (issue 20).
-		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ?"}}, ""},
-		{[]Part{{Text: "UPDATE refund_jobs SET state = 'ready', "}, {Hole: true}, {Text: " WHERE (id, state, attempt) = (?, ?, ?) LIMIT 1"}}, ""}, //fencelint:allow a statement head under test, completed by a hole
-		{[]Part{{Text: "UPDATE refund_jobs SET last_error = "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ?"}}, ""},         //fencelint:allow a statement head under test, completed by a hole
-		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ? AND lease_until > NOW()"}}, "lease:refund_jobs"},
-		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ? AND "}, {Hole: true}}, "dynamic:refund_jobs"},
-		{[]Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ? LIMIT "}, {Hole: true}}, "dynamic:refund_jobs"}, //fencelint:allow a statement head under test, completed by a hole
-		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id IN (SELECT id FROM x WHERE state = ?) AND state = ? AND attempt = ?; DELETE FROM t"}}, "dynamic:refund_jobs"},
-		{[]Part{{Text: "SELECT * FROM refund_jobs WHERE id = "}, {Hole: true}}, ""},
-		{[]Part{{Text: "INSERT INTO refund_jobs (a, b) VALUES "}, {Hole: true}}, ""},
-		{[]Part{{Text: "UPDATE "}, {Hole: true}, {Text: " SET state = ?"}}, ""},
-		{[]Part{{Text: "INSERT INTO refund_jobs (a) VALUES (?) ON DUPLICATE KEY UPDATE "}, {Hole: true}}, "dynamic:refund_jobs"},
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ?"}}, ""},
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET state = 'ready', "}, {Hole: true}, {Text: " WHERE (id, state, attempt) = (?, ?, ?) LIMIT 1"}}, ""}, //fencelint:allow a statement head under test, completed by a hole
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET last_error = "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ?"}}, ""},         //fencelint:allow a statement head under test, completed by a hole
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ? AND lease_until > NOW()"}}, "lease:refund_jobs"},
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id = ? AND state = ? AND attempt = ? AND "}, {Hole: true}}, "dynamic:refund_jobs"},
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ? LIMIT "}, {Hole: true}}, "dynamic:refund_jobs"}, //fencelint:allow a statement head under test, completed by a hole
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true}, {Text: " WHERE id IN (SELECT id FROM x WHERE state = ?) AND state = ? AND attempt = ?; DELETE FROM t"}}, "dynamic:refund_jobs"},
+		{[]sqlcheck.Part{{Text: "SELECT * FROM refund_jobs WHERE id = "}, {Hole: true}}, ""},
+		{[]sqlcheck.Part{{Text: "INSERT INTO refund_jobs (a, b) VALUES "}, {Hole: true}}, ""},
+		{[]sqlcheck.Part{{Text: "UPDATE "}, {Hole: true}, {Text: " SET state = ?"}}, ""},
+		{[]sqlcheck.Part{{Text: "INSERT INTO refund_jobs (a) VALUES (?) ON DUPLICATE KEY UPDATE "}, {Hole: true}}, "dynamic:refund_jobs"},
 	} {
-		if got := summary(CheckTemplate(tc.parts, cfg)); got != tc.want {
-			t.Errorf("CheckTemplate(%+v) = %q, want %q", tc.parts, got, tc.want)
+		if got := summary(checkTemplate(tc.parts, cfg)); got != tc.want {
+			t.Errorf("checkTemplate(%+v) = %q, want %q", tc.parts, got, tc.want)
 		}
 	}
 }
 
-// TestUnprovableNamesClause (issue 32): a Dynamic UPDATE or DELETE whose
+// TestUnprovableNamesClause (issue 32): a sqlcheck.Dynamic UPDATE or DELETE whose
 // hole has a name says which clause the hole completes and what it is;
 // a hole without a name (a builder's, a template's) keeps the general
 // message, and so does a hole no clause holds.
@@ -232,71 +234,36 @@ func TestUnprovableNamesClause(t *testing.T) {
 	cfg.Delete = true
 	const head = "the fence of this "
 	for _, tc := range []struct {
-		parts []Part
+		parts []sqlcheck.Part
 		want  string // the message's start; "" for the general message
 	}{
-		{[]Part{{Text: "UPDATE refund_jobs SET state = 'failed' WHERE "}, {Hole: true, Param: 3, Name: "cond"}}, "UPDATE cannot be proven: its WHERE is built at run time from cond;"},             //fencelint:allow a statement head under test, completed by a hole
-		{[]Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = "}, {Hole: true, Name: "strconv.Itoa(id)"}}, "UPDATE cannot be proven: its WHERE is built at run time from strconv.Itoa(id);"}, //fencelint:allow a statement head under test, completed by a hole
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET state = 'failed' WHERE "}, {Hole: true, Param: 3, Name: "cond"}}, "UPDATE cannot be proven: its WHERE is built at run time from cond;"},             //fencelint:allow a statement head under test, completed by a hole
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = "}, {Hole: true, Name: "strconv.Itoa(id)"}}, "UPDATE cannot be proven: its WHERE is built at run time from strconv.Itoa(id);"}, //fencelint:allow a statement head under test, completed by a hole
 		// The WHERE's hole is named, not the SET list's.
-		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true, Name: "sets"}, {Text: " WHERE id = ? AND "}, {Hole: true, Name: "cond"}}, "UPDATE cannot be proven: its WHERE is built at run time from cond;"},
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true, Name: "sets"}, {Text: " WHERE id = ? AND "}, {Hole: true, Name: "cond"}}, "UPDATE cannot be proven: its WHERE is built at run time from cond;"},
 		// A hole inside quotes is in the clause the quotes are in.
-		{[]Part{{Text: "UPDATE refund_jobs SET note = '"}, {Hole: true, Name: "note"}, {Text: "' WHERE id = ? AND x = '"}, {Hole: true, Name: "x"}, {Text: "'"}}, "UPDATE cannot be proven: its WHERE is built at run time from x;"}, //fencelint:allow a statement head under test, completed by a hole
-		{[]Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true, Name: "sets"}}, "UPDATE cannot be proven: its SET list and WHERE are built at run time from sets;"},
-		{[]Part{{Text: "/* job */ DELETE FROM refund_jobs WHERE "}, {Hole: true, Name: "where"}}, "DELETE cannot be proven: its WHERE is built at run time from where;"},
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET note = '"}, {Hole: true, Name: "note"}, {Text: "' WHERE id = ? AND x = '"}, {Hole: true, Name: "x"}, {Text: "'"}}, "UPDATE cannot be proven: its WHERE is built at run time from x;"}, //fencelint:allow a statement head under test, completed by a hole
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET "}, {Hole: true, Name: "sets"}}, "UPDATE cannot be proven: its SET list and WHERE are built at run time from sets;"},
+		{[]sqlcheck.Part{{Text: "/* job */ DELETE FROM refund_jobs WHERE "}, {Hole: true, Name: "where"}}, "DELETE cannot be proven: its WHERE is built at run time from where;"},
 		// The general message: no name, or no clause to name.
-		{[]Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = "}, {Hole: true}}, ""},                                                  //fencelint:allow a statement head under test, completed by a hole
-		{[]Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ? LIMIT "}, {Hole: true, Name: "n"}}, ""}, //fencelint:allow a statement head under test, completed by a hole
-		{[]Part{{Text: "INSERT INTO refund_jobs (a) VALUES (?) ON DUPLICATE KEY UPDATE "}, {Hole: true, Name: "set"}}, ""},
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = "}, {Hole: true}}, ""},                                                  //fencelint:allow a statement head under test, completed by a hole
+		{[]sqlcheck.Part{{Text: "UPDATE refund_jobs SET state = ? WHERE id = ? AND state = ? AND attempt = ? LIMIT "}, {Hole: true, Name: "n"}}, ""}, //fencelint:allow a statement head under test, completed by a hole
+		{[]sqlcheck.Part{{Text: "INSERT INTO refund_jobs (a) VALUES (?) ON DUPLICATE KEY UPDATE "}, {Hole: true, Name: "set"}}, ""},
 	} {
-		ps := CheckTemplate(tc.parts, cfg)
+		ps := checkTemplate(tc.parts, cfg)
 		if len(ps) != 1 {
-			t.Errorf("CheckTemplate(%+v) = %v, want one problem", tc.parts, ps)
+			t.Errorf("checkTemplate(%+v) = %v, want one problem", tc.parts, ps)
 			continue
 		}
 		got := ps[0].String()
 		if tc.want == "" {
 			if !strings.HasPrefix(got, "query built at run time writes refund_jobs") {
-				t.Errorf("CheckTemplate(%+v) = %q, want the general message", tc.parts, got)
+				t.Errorf("checkTemplate(%+v) = %q, want the general message", tc.parts, got)
 			}
 			continue
 		}
 		if !strings.HasPrefix(got, head+tc.want) || !strings.Contains(got, "a write of refund_jobs must hold AND state = ? AND attempt = ?") {
-			t.Errorf("CheckTemplate(%+v) = %q, want %q…, naming the table and the fence", tc.parts, got, head+tc.want)
-		}
-	}
-}
-
-func TestReplaceNamedParams(t *testing.T) {
-	for in, want := range map[string]string{
-		"WHERE id = :id AND attempt = :attempt": "WHERE id = ? AND attempt = ?",
-		"SET @x := 1, y = ':no' -- :no\n":       "SET @x := 1, y = ':no' -- :no\n",
-		"/* :c */ a = :p.q":                     "/* :c */ a = ?",
-		"a::b `:x` \":y\"":                      "a::b `:x` \":y\"",
-		"a = $1 AND b = $12, c$1, $d, '$2'":     "a = ? AND b = ?, c$1, $d, '$2'",
-		"$1abc = $2":                            "$1abc = ?",
-	} {
-		if got := ReplaceNamedParams(in); got != want {
-			t.Errorf("ReplaceNamedParams(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestParseTables(t *testing.T) {
-	tables, err := ParseTables("refund_jobs, payouts:status:version:held_until")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tables) != 2 || tables[0] != (Table{"refund_jobs", "state", "attempt", "lease_until", "writer_attempt"}) ||
-		tables[1] != (Table{"payouts", "status", "version", "held_until", "writer_attempt"}) {
-		t.Errorf("ParseTables = %+v", tables)
-	}
-	tables, err = ParseTables("payouts:status:version:held_until:declared_version")
-	if err != nil || tables[0].Writer != "declared_version" {
-		t.Errorf("ParseTables with a writer column = %+v, %v", tables, err)
-	}
-	for _, bad := range []string{"", "a:b:b", "a-b", "a,a", "a:b:c:d:e:f", "a:s:t:l:t", "a:s:t:s"} {
-		if _, err := ParseTables(bad); err == nil {
-			t.Errorf("ParseTables(%q) succeeded, want error", bad)
+			t.Errorf("checkTemplate(%+v) = %q, want %q…, naming the table and the fence", tc.parts, got, head+tc.want)
 		}
 	}
 }
@@ -312,14 +279,14 @@ func FuzzCheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string, del bool) {
 		c := *cfg
 		c.Delete = del
-		for _, p := range Check(s, &c) {
+		for _, p := range check(s, &c) {
 			_ = p.String()
 		}
 		mid := len(s) / 2
-		for _, p := range CheckTemplate([]Part{{Text: s[:mid]}, {Hole: true}, {Text: s[mid:]}}, &c) {
+		for _, p := range checkTemplate([]sqlcheck.Part{{Text: s[:mid]}, {Hole: true}, {Text: s[mid:]}}, &c) {
 			_ = p.String()
 		}
-		_ = ReplaceNamedParams(s)
+		_ = sqlcheck.ReplaceNamedParams(s)
 	})
 }
 
@@ -334,8 +301,8 @@ func TestCheckConcurrently(t *testing.T) {
 			defer func() { done <- struct{}{} }()
 			for i := 0; i < 20; i++ {
 				for _, tc := range cases {
-					if got := summary(Check(tc.sql, cfg)); got != tc.want {
-						t.Errorf("Check(%q) = %q, want %q", tc.sql, got, tc.want)
+					if got := summary(check(tc.sql, cfg)); got != tc.want {
+						t.Errorf("check(%q) = %q, want %q", tc.sql, got, tc.want)
 						return
 					}
 				}
@@ -347,7 +314,7 @@ func TestCheckConcurrently(t *testing.T) {
 	}
 }
 
-// splitStatements skips quotes and comments as ReplaceNamedParams does:
+// splitStatements skips quotes and comments as sqlcheck.ReplaceNamedParams does:
 // "--" starts a comment only before whitespace, as in MySQL.
 func TestSplitStatements(t *testing.T) {
 	for in, want := range map[string][]string{
@@ -361,26 +328,6 @@ func TestSplitStatements(t *testing.T) {
 	} {
 		if got := splitStatements(in); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("splitStatements(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestWhereStart(t *testing.T) {
-	for _, c := range []struct {
-		s  string
-		n  int
-		ok bool
-	}{
-		{"UPDATE t SET a = ? WHERE id = ?", 1, true},
-		{"UPDATE t SET a = ?, b = (SELECT x FROM y WHERE z = ?) WHERE id = ?", 2, true},
-		{"UPDATE t SET a = '? where' WHERE id = ?", 0, true},
-		{"UPDATE t SET nowhere = ? WHERE id = ?", 1, true},
-		{"UPDATE t SET a = ? -- where ?\n", 0, false},
-		{"update t set a = ? where id = ?", 1, true},
-	} {
-		n, ok := WhereStart(c.s)
-		if n != c.n || ok != c.ok {
-			t.Errorf("WhereStart(%q) = %d, %v; want %d, %v", c.s, n, ok, c.n, c.ok)
 		}
 	}
 }

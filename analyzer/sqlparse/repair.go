@@ -1,6 +1,10 @@
-package sqlcheck
+package sqlparse
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
+)
 
 // repairMySQL rewrites the MySQL constructs that the TiDB parser does not
 // read into ones it reads, with the same tables, SET list and WHERE
@@ -20,23 +24,23 @@ func repairMySQL(s string) (string, bool) {
 	changed := false
 	last := 0
 	for i := 0; i < len(s); {
-		if j, ok := skipNonCode(s, i); ok {
+		if j, ok := sqlcheck.SkipNonCode(s, i); ok {
 			i = j
 			continue
 		}
-		if !isNameStart(s[i]) || i > 0 && isWordByte(s[i-1]) {
+		if !sqlcheck.IsNameStart(s[i]) || i > 0 && sqlcheck.IsWordByte(s[i-1]) {
 			i++
 			continue
 		}
 		j := i
-		for j < len(s) && isWordByte(s[j]) {
+		for j < len(s) && sqlcheck.IsWordByte(s[j]) {
 			j++
 		}
 		word := strings.ToUpper(s[i:j])
 		switch word {
 		case "SOUNDS":
 			k := skipSpace(s, j)
-			if k > j && k+4 <= len(s) && strings.EqualFold(s[k:k+4], "LIKE") && (k+4 == len(s) || !isWordByte(s[k+4])) {
+			if k > j && k+4 <= len(s) && strings.EqualFold(s[k:k+4], "LIKE") && (k+4 == len(s) || !sqlcheck.IsWordByte(s[k+4])) {
 				b.WriteString(s[last:i])
 				last, changed = k, true // keep LIKE
 				i = k + 4
@@ -83,7 +87,7 @@ func repairMySQL(s string) (string, bool) {
 			}
 			k = skipSpace(s, k+len("EXAMINED"))
 			n := k
-			for n < len(s) && (isDigit(s[n]) || s[n] == '?') {
+			for n < len(s) && (sqlcheck.IsDigit(s[n]) || s[n] == '?') {
 				n++
 			}
 			if n == k {
@@ -124,7 +128,7 @@ func repairMySQL(s string) (string, bool) {
 // hasWordAt reports whether the keyword w (upper case) stands at s[i] as a
 // whole word, in any case.
 func hasWordAt(s string, i int, w string) bool {
-	return i+len(w) <= len(s) && strings.EqualFold(s[i:i+len(w)], w) && (i+len(w) == len(s) || !isWordByte(s[i+len(w)]))
+	return i+len(w) <= len(s) && strings.EqualFold(s[i:i+len(w)], w) && (i+len(w) == len(s) || !sqlcheck.IsWordByte(s[i+len(w)]))
 }
 
 func skipSpace(s string, i int) int {
@@ -141,7 +145,7 @@ func closeParen(s string, open int) (end, returning int) {
 	depth := 0
 	returning = -1
 	for i := open; i < len(s); {
-		if j, ok := skipNonCode(s, i); ok {
+		if j, ok := sqlcheck.SkipNonCode(s, i); ok {
 			i = j
 			continue
 		}
@@ -153,8 +157,8 @@ func closeParen(s string, open int) (end, returning int) {
 			if depth == 0 {
 				return i, returning
 			}
-		case depth == 1 && returning < 0 && (c == 'r' || c == 'R') && (i == 0 || !isWordByte(s[i-1])) &&
-			i+9 <= len(s) && strings.EqualFold(s[i:i+9], "RETURNING") && (i+9 == len(s) || !isWordByte(s[i+9])):
+		case depth == 1 && returning < 0 && (c == 'r' || c == 'R') && (i == 0 || !sqlcheck.IsWordByte(s[i-1])) &&
+			i+9 <= len(s) && strings.EqualFold(s[i:i+9], "RETURNING") && (i+9 == len(s) || !sqlcheck.IsWordByte(s[i+9])):
 			returning = i
 		}
 		i++

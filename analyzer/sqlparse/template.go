@@ -1,36 +1,21 @@
-package sqlcheck
+package sqlparse
 
 import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
-// Part is a piece of a query built at run time: constant text, or a hole
-// whose value is not known statically. A hole may stand for a parameter
-// of the function that builds the query (Param, 1-based), which its
-// callers fill in, or for a parameter of the declared function around the
-// closure that uses it (Outer, 1-based), which that function's callers
-// fill in. Name is the Go expression the hole stands for ("cond",
-// "strconv.FormatInt(id, 10)"), when known: the unprovable message names
-// it.
-type Part struct {
-	Text  string
-	Hole  bool
-	Param int
-	Outer int
-	Name  string
-}
-
-// CheckTemplate judges a query built at run time from constant fragments and
-// holes. It returns a Dynamic problem for each write of a fenced table that
+// checkTemplate judges a query built at run time from constant fragments and
+// holes. It returns a sqlcheck.Dynamic problem for each write of a fenced table that
 // the constant fragments reveal, whatever the visible WHERE clause says: a
 // hole may add an OR or drop the fence. Reads, plain inserts and fragments
 // that name no fenced table give nil.
-func CheckTemplate(parts []Part, cfg *Config) []Problem {
+func checkTemplate(parts []sqlcheck.Part, cfg *sqlcheck.Config) []sqlcheck.Problem {
 	mentions := false
 	var b strings.Builder
 	for _, p := range parts {
@@ -51,25 +36,25 @@ func CheckTemplate(parts []Part, cfg *Config) []Problem {
 	}
 	// Holes in value positions (the usual case) leave a statement that
 	// parses; judge it with the grammar.
-	var out []Problem
+	var out []sqlcheck.Problem
 	if !eachStmt(b.String(), func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, true)...) }) {
 		out = lexTemplate(parts, cfg)
 	}
 	return attribute(parts, out)
 }
 
-// attribute names, in each Dynamic problem of an UPDATE or DELETE, the
+// attribute names, in each sqlcheck.Dynamic problem of an UPDATE or DELETE, the
 // clause a named hole completes and what the hole stands for: the first
 // named hole of a WHERE clause, else the first of a SET list. A problem
 // whose holes have no name (a builder's unknown condition, a template's
 // action) keeps the general message.
-func attribute(parts []Part, ps []Problem) []Problem {
+func attribute(parts []sqlcheck.Part, ps []sqlcheck.Problem) []sqlcheck.Problem {
 	clause, from := holeClause(parts)
 	if from == "" {
 		return ps
 	}
 	for i := range ps {
-		if ps[i].Kind == Dynamic && (ps[i].Verb == "UPDATE" || ps[i].Verb == "DELETE") {
+		if ps[i].Kind == sqlcheck.Dynamic && (ps[i].Verb == "UPDATE" || ps[i].Verb == "DELETE") {
 			ps[i].Clause, ps[i].From = clause, from
 		}
 	}
@@ -83,7 +68,7 @@ func attribute(parts []Part, ps []Problem) []Problem {
 // sit inside a quoted string (SET note = '" + note + "'), which splits
 // no token: quotes and comments are skipped, keywords count outside
 // parentheses.
-func holeClause(parts []Part) (clause, from string) {
+func holeClause(parts []sqlcheck.Part) (clause, from string) {
 	const (
 		before = iota
 		inSet
@@ -144,9 +129,9 @@ func holeClause(parts []Part) (clause, from string) {
 				} else {
 					i = len(t)
 				}
-			case isWordByte(c):
+			case sqlcheck.IsWordByte(c):
 				j := i
-				for j < len(t) && isWordByte(t[j]) {
+				for j < len(t) && sqlcheck.IsWordByte(t[j]) {
 					j++
 				}
 				w := strings.ToLower(t[i:j])
@@ -193,7 +178,7 @@ const hole = "\x00hole"
 // lexTemplate is the fallback for templates whose holes sit where no value
 // may (a column list, a table name, a whole clause): it reads the tokens
 // of the constant fragments, as produced by the TiDB lexer.
-func lexTemplate(parts []Part, cfg *Config) []Problem {
+func lexTemplate(parts []sqlcheck.Part, cfg *sqlcheck.Config) []sqlcheck.Problem {
 	var toks []string
 	for _, p := range parts {
 		if p.Hole {
@@ -202,7 +187,7 @@ func lexTemplate(parts []Part, cfg *Config) []Problem {
 		}
 		toks = append(toks, lex(p.Text)...)
 	}
-	var out []Problem
+	var out []sqlcheck.Problem
 	for len(toks) > 0 {
 		end := len(toks)
 		for i, t := range toks {
@@ -231,7 +216,7 @@ func lexTemplate(parts []Part, cfg *Config) []Problem {
 // alias, VALUES ROW(…), MariaDB's RETURNING): they are reported as such.
 // Any other write names where the parser stopped: the construct it does
 // not read, at its offset in the string (start is stmt's offset there).
-func lexUnreadable(stmt string, start int, cfg *Config) []Problem {
+func lexUnreadable(stmt string, start int, cfg *sqlcheck.Config) []sqlcheck.Problem {
 	if hasVerb(stmt) {
 		return nil // a printf format ("SET state = %q failed: %w"), not SQL
 	}
@@ -244,13 +229,13 @@ func lexUnreadable(stmt string, start int, cfg *Config) []Problem {
 		ps[i].Unread = true
 		switch ps[i].Verb {
 		case "REPLACE", "INSERT … ON DUPLICATE KEY UPDATE", "LOAD DATA … REPLACE":
-			ps[i].Kind = Unfenceable
+			ps[i].Kind = sqlcheck.Unfenceable
 			continue
 		}
 		if stop == "" {
 			stop = stopConstruct(stmt, start)
 		}
-		ps[i].Kind = Unprovable
+		ps[i].Kind = sqlcheck.Unprovable
 		ps[i].Stop = stop
 	}
 	return ps
@@ -259,13 +244,12 @@ func lexUnreadable(stmt string, start int, cfg *Config) []Problem {
 // stopConstruct parses stmt again and names where the parser stopped:
 // "SOUNDS LIKE at offset 29", "near \", 2\" at offset 87".
 func stopConstruct(stmt string, start int) string {
-	var shifts []shift
-	text := replaceParams(stmt, &shifts)
+	text, orig := sqlcheck.ReplaceParamsMapped(stmt)
 	off, near := stopOffset(text)
 	if off < 0 {
 		return "its parser stops"
 	}
-	off = min(origOffset(off, shifts), len(stmt))
+	off = min(orig(off), len(stmt))
 	near = stmt[off:]
 	before := strings.ToUpper(stmt[:min(off, len(stmt))])
 	word := strings.ToUpper(firstWord(near))
@@ -323,7 +307,7 @@ func stopOffset(s string) (int, string) {
 func firstWord(s string) string {
 	s = strings.TrimLeft(s, " \t\n\r")
 	i := 0
-	for i < len(s) && isWordByte(s[i]) {
+	for i < len(s) && sqlcheck.IsWordByte(s[i]) {
 		i++
 	}
 	return s[:i]
@@ -332,7 +316,7 @@ func firstWord(s string) string {
 func lastWord(s string) string {
 	s = strings.TrimRight(s, " \t\n\r")
 	i := len(s)
-	for i > 0 && isWordByte(s[i-1]) {
+	for i > 0 && sqlcheck.IsWordByte(s[i-1]) {
 		i--
 	}
 	return s[i:]
@@ -356,7 +340,7 @@ func hasVerb(s string) bool {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '\'' || c == '"' || c == '`':
-			i = skipQuoted(s, i) - 1
+			i = sqlcheck.SkipQuoted(s, i) - 1
 		case c == '%':
 			j := i + 1
 			for j < len(s) && strings.IndexByte("+-#0123456789.", s[j]) >= 0 {
@@ -370,7 +354,7 @@ func hasVerb(s string) bool {
 	return false
 }
 
-func lex(s string) []string { return tokens(parser.Normalize(ReplaceNamedParams(s), "ON")) }
+func lex(s string) []string { return tokens(parser.Normalize(sqlcheck.ReplaceNamedParams(s), "ON")) }
 
 // tokens splits the output of parser.Normalize: tokens separated by single
 // spaces, identifiers back-quoted (and possibly holding spaces).
@@ -381,7 +365,7 @@ func tokens(norm string) []string {
 		case norm[i] == ' ':
 			i++
 		case norm[i] == '`':
-			j := skipQuoted(norm, i)
+			j := sqlcheck.SkipQuoted(norm, i)
 			out = append(out, norm[i:j])
 			i = j
 		default:
@@ -406,7 +390,7 @@ func ident(tok string) (string, bool) {
 // lexStmt finds the fenced tables one statement writes. With strict, the
 // statement must also be shaped like SQL after the table (see
 // lexUnreadable).
-func lexStmt(toks []string, cfg *Config, strict bool) []Problem {
+func lexStmt(toks []string, cfg *sqlcheck.Config, strict bool) []sqlcheck.Problem {
 	if len(toks) == 0 {
 		return nil
 	}
@@ -458,7 +442,7 @@ func lexStmt(toks []string, cfg *Config, strict bool) []Problem {
 	if strict && !shaped {
 		return nil
 	}
-	var out []Problem
+	var out []sqlcheck.Problem
 	seen := map[string]bool{}
 	for i, t := range region {
 		name, ok := ident(t)
@@ -467,7 +451,7 @@ func lexStmt(toks []string, cfg *Config, strict bool) []Problem {
 		}
 		if tb := cfg.Table(name); tb != nil {
 			seen[name] = true
-			out = append(out, Problem{Kind: Dynamic, Verb: verb, Table: *tb, Ref: name})
+			out = append(out, sqlcheck.Problem{Kind: sqlcheck.Dynamic, Verb: verb, Table: *tb, Ref: name})
 		}
 	}
 	return out
@@ -564,7 +548,7 @@ var setHoleSubs = []string{"?", "`fencelint_hole` = ?", ""}
 // before a constant WHERE clause: the run-time SET list (a partial update,
 // strings.Join(sets, ", ")) cannot remove the fence of the WHERE, which is
 // judged like a constant one. ok is false for any other template.
-func checkSetHoles(parts []Part, cfg *Config) (ps []Problem, ok bool) {
+func checkSetHoles(parts []sqlcheck.Part, cfg *sqlcheck.Config) (ps []sqlcheck.Problem, ok bool) {
 	var toks []string
 	for _, p := range parts {
 		if p.Hole {

@@ -1,119 +1,14 @@
-package sqlcheck
+package sqlparse
 
 import (
-	"fmt"
-	"strings"
 	"sync"
 
+	"github.com/fencekit/fencekit/analyzer/internal/sqlcheck"
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // literal and placeholder nodes
 )
-
-// Kind classifies a Problem.
-type Kind int
-
-const (
-	// Unfenced: the WHERE clause lacks the state and/or token equality.
-	Unfenced Kind = iota + 1
-	// LeaseCheck: the WHERE clause requires the lease to be still valid.
-	LeaseCheck
-	// Unfenceable: REPLACE or INSERT … ON DUPLICATE KEY UPDATE, which
-	// cannot carry a WHERE clause.
-	Unfenceable
-	// Dynamic: a query built at run time writes the table; the checker
-	// cannot prove its WHERE clause.
-	Dynamic
-	// SelfDeclared: the SET list assigns the writer column from the row's
-	// own token column, declaring whatever attempt the row holds.
-	SelfDeclared
-	// Unprovable: text that the MySQL grammar does not read, shaped like a
-	// write of the table (a statement keyword, the table, then SET col =
-	// or an upsert clause).
-	Unprovable
-)
-
-// Problem is one unfenced write of a fenced table in one statement.
-type Problem struct {
-	Kind    Kind
-	Verb    string // UPDATE, DELETE, REPLACE, INSERT … ON DUPLICATE KEY UPDATE
-	Table   Table
-	Ref     string   // the name the statement uses for the table: its alias if any
-	Missing []string // Unfenced: the columns with no usable equality
-	Multi   bool     // the statement names several tables
-	// Unread: the statement was judged by its tokens, the parser having
-	// stopped at Stop (Unprovable: the construct and its offset).
-	Unread bool
-	Stop   string
-	// Dynamic, when a named hole completes the statement: the clause it
-	// completes (WHERE, SET, or SET+WHERE for a SET list with no constant
-	// WHERE after it) and the Go expression it stands for.
-	Clause string
-	From   string
-}
-
-// fix is the predicate to add, qualified when the statement joins tables.
-func (p Problem) fix() string {
-	q := ""
-	if p.Multi {
-		q = p.Ref + "."
-	}
-	return fmt.Sprintf("AND %s%s = ? AND %s%s = ?", q, p.Table.State, q, p.Table.Token)
-}
-
-// String is the diagnostic text: it names the table, what is missing and
-// the fix.
-func (p Problem) String() string {
-	t := p.Table.Name
-	switch p.Kind {
-	case Unfenced:
-		miss := make([]string, len(p.Missing))
-		for i, m := range p.Missing {
-			miss[i] = m + " = ?"
-		}
-		extra := ""
-		if p.Multi {
-			extra = fmt.Sprintf(" qualified with %s", p.Ref)
-		}
-		return fmt.Sprintf("unfenced %s of %s: WHERE lacks %s%s; add %s", p.Verb, t, strings.Join(miss, " and "), extra, p.fix())
-	case LeaseCheck:
-		return fmt.Sprintf("%s of %s requires %s to be in the future: lease expiry must not revoke write rights; fence with %s only (drop the %s check)",
-			p.Verb, t, p.Table.Lease, p.fix(), p.Table.Lease)
-	case Unfenceable:
-		return fmt.Sprintf("%s writes existing %s rows and cannot be fenced: enqueue with a plain INSERT and change a row with UPDATE … WHERE … %s",
-			p.Verb, t, p.fix())
-	case Dynamic:
-		if p.From != "" {
-			what := "its WHERE is"
-			switch p.Clause {
-			case "SET":
-				what = "its SET list is"
-			case "SET+WHERE":
-				what = "its SET list and WHERE are"
-			}
-			return fmt.Sprintf("the fence of this %s cannot be proven: %s built at run time from %s; a write of %s must hold %s in constant text, or be justified with //fencelint:allow <reason>",
-				p.Verb, what, p.From, t, p.fix())
-		}
-		return fmt.Sprintf("query built at run time writes %s (%s): fencelint cannot prove it holds %s; build it from constants, or justify it with //fencelint:allow <reason>",
-			t, p.Verb, p.fix())
-	case SelfDeclared:
-		q := ""
-		if p.Multi {
-			q = p.Ref + "."
-		}
-		return fmt.Sprintf("%s of %s sets %s%s from the row's own %s: that declares whatever attempt the row holds and defeats the database's fence; set %s%s = ? to the attempt this writer holds",
-			p.Verb, t, q, p.Table.Writer, p.Table.Token, q, p.Table.Writer)
-	case Unprovable:
-		stop := p.Stop
-		if stop == "" {
-			stop = "its parser stops"
-		}
-		return fmt.Sprintf("%s of %s that fencelint cannot read (%s): it cannot prove it holds %s; write it in a form fencelint reads, or justify it with //fencelint:allow <reason>",
-			p.Verb, t, stop, p.fix())
-	}
-	return "unknown problem"
-}
 
 var parsers = sync.Pool{New: func() any { return parser.New() }}
 
@@ -131,7 +26,7 @@ func eachStmt(s string, f func(ast.StmtNode)) (parsed bool) {
 		}
 		parsers.Put(p)
 	}()
-	stmts, _, err := p.ParseSQL(ReplaceNamedParams(s))
+	stmts, _, err := p.ParseSQL(sqlcheck.ReplaceNamedParams(s))
 	if err != nil {
 		return false
 	}
@@ -141,16 +36,16 @@ func eachStmt(s string, f func(ast.StmtNode)) (parsed bool) {
 	return true
 }
 
-// Check judges the SQL text s. It returns nil when s is not SQL, reads only,
+// check judges the SQL text s. It returns nil when s is not SQL, reads only,
 // inserts new rows only, writes no fenced table, or writes them fenced.
 // When s does not parse, each of its statements is judged alone: those
-// that parse by the grammar, the others by their shape (Unprovable when
+// that parse by the grammar, the others by their shape (sqlcheck.Unprovable when
 // they look like a write of a fenced table).
-func Check(s string, cfg *Config) []Problem {
+func check(s string, cfg *sqlcheck.Config) []sqlcheck.Problem {
 	if !cfg.Mentions(s) {
 		return nil
 	}
-	var out []Problem
+	var out []sqlcheck.Problem
 	if eachStmt(s, func(st ast.StmtNode) { out = append(out, checkStmt(st, cfg, false)...) }) {
 		return out
 	}
@@ -179,7 +74,7 @@ func splitStatements(s string) []string {
 	var out []string
 	start := 0
 	for i := 0; i < len(s); {
-		if j, ok := skipNonCode(s, i); ok {
+		if j, ok := sqlcheck.SkipNonCode(s, i); ok {
 			i = j
 			continue
 		}
@@ -194,7 +89,7 @@ func splitStatements(s string) []string {
 
 // binding is one occurrence of a fenced table in a statement's table list.
 type binding struct {
-	table  *Table
+	table  *sqlcheck.Table
 	schema string // lower case, may be empty
 	name   string // lower case
 	alias  string // lower case, may be empty
@@ -221,7 +116,7 @@ func (b binding) names(col *ast.ColumnName, unqualified bool) bool {
 
 // sources lists the table sources of a FROM/UPDATE table list: fenced
 // bindings, and the count of all sources (derived tables included).
-func sources(n ast.ResultSetNode, cfg *Config, out *[]binding, count *int) {
+func sources(n ast.ResultSetNode, cfg *sqlcheck.Config, out *[]binding, count *int) {
 	switch x := n.(type) {
 	case *ast.Join:
 		if x.Left != nil {
@@ -251,7 +146,7 @@ func sources(n ast.ResultSetNode, cfg *Config, out *[]binding, count *int) {
 	}
 }
 
-func tableRefs(c *ast.TableRefsClause, cfg *Config) (bs []binding, count int) {
+func tableRefs(c *ast.TableRefsClause, cfg *sqlcheck.Config) (bs []binding, count int) {
 	if c != nil && c.TableRefs != nil {
 		sources(c.TableRefs, cfg, &bs, &count)
 	}
@@ -259,9 +154,9 @@ func tableRefs(c *ast.TableRefsClause, cfg *Config) (bs []binding, count int) {
 }
 
 // checkStmt judges one statement. With writesOnly it reports every write of
-// a fenced table as Dynamic, whatever its WHERE clause.
-func checkStmt(st ast.StmtNode, cfg *Config, writesOnly bool) []Problem {
-	var out []Problem
+// a fenced table as sqlcheck.Dynamic, whatever its WHERE clause.
+func checkStmt(st ast.StmtNode, cfg *sqlcheck.Config, writesOnly bool) []sqlcheck.Problem {
+	var out []sqlcheck.Problem
 	switch s := st.(type) {
 	case *ast.UpdateStmt:
 		bs, n := tableRefs(s.TableRefs, cfg)
@@ -272,7 +167,7 @@ func checkStmt(st ast.StmtNode, cfg *Config, writesOnly bool) []Problem {
 			}
 			out = append(out, judgeWhere("UPDATE", s.Where, b, multi, writesOnly)...)
 			if selfDeclares(s.List, b) {
-				out = append(out, Problem{Kind: SelfDeclared, Verb: "UPDATE", Table: *b.table, Ref: b.ref(), Multi: multi})
+				out = append(out, sqlcheck.Problem{Kind: sqlcheck.SelfDeclared, Verb: "UPDATE", Table: *b.table, Ref: b.ref(), Multi: multi})
 			}
 		}
 	case *ast.DeleteStmt:
@@ -296,9 +191,9 @@ func checkStmt(st ast.StmtNode, cfg *Config, writesOnly bool) []Problem {
 			return nil
 		}
 		if t := cfg.Table(s.Table.Name.L); t != nil {
-			p := Problem{Kind: Unfenceable, Verb: "LOAD DATA … REPLACE", Table: *t, Ref: s.Table.Name.L}
+			p := sqlcheck.Problem{Kind: sqlcheck.Unfenceable, Verb: "LOAD DATA … REPLACE", Table: *t, Ref: s.Table.Name.L}
 			if writesOnly {
-				p.Kind = Dynamic
+				p.Kind = sqlcheck.Dynamic
 			}
 			out = append(out, p)
 		}
@@ -312,9 +207,9 @@ func checkStmt(st ast.StmtNode, cfg *Config, writesOnly bool) []Problem {
 			verb = "REPLACE"
 		}
 		for _, b := range bs {
-			p := Problem{Kind: Unfenceable, Verb: verb, Table: *b.table, Ref: b.ref()}
+			p := sqlcheck.Problem{Kind: sqlcheck.Unfenceable, Verb: verb, Table: *b.table, Ref: b.ref()}
 			if writesOnly {
-				p.Kind = Dynamic
+				p.Kind = sqlcheck.Dynamic
 			}
 			out = append(out, p)
 		}
@@ -377,11 +272,11 @@ func deletes(names []*ast.TableName, b binding) bool {
 	return false
 }
 
-func judgeWhere(verb string, where ast.ExprNode, b binding, multi, writesOnly bool) []Problem {
-	base := Problem{Verb: verb, Table: *b.table, Ref: b.ref(), Multi: multi}
+func judgeWhere(verb string, where ast.ExprNode, b binding, multi, writesOnly bool) []sqlcheck.Problem {
+	base := sqlcheck.Problem{Verb: verb, Table: *b.table, Ref: b.ref(), Multi: multi}
 	if writesOnly {
-		base.Kind = Dynamic
-		return []Problem{base}
+		base.Kind = sqlcheck.Dynamic
+		return []sqlcheck.Problem{base}
 	}
 	var conj []ast.ExprNode
 	if where != nil {
@@ -401,10 +296,10 @@ func judgeWhere(verb string, where ast.ExprNode, b binding, multi, writesOnly bo
 			lease = true
 		}
 	}
-	var out []Problem
+	var out []sqlcheck.Problem
 	if !hasState || !hasToken {
 		p := base
-		p.Kind = Unfenced
+		p.Kind = sqlcheck.Unfenced
 		if !hasState {
 			p.Missing = append(p.Missing, b.table.State)
 		}
@@ -415,7 +310,7 @@ func judgeWhere(verb string, where ast.ExprNode, b binding, multi, writesOnly bo
 	}
 	if lease {
 		p := base
-		p.Kind = LeaseCheck
+		p.Kind = sqlcheck.LeaseCheck
 		out = append(out, p)
 	}
 	return out
