@@ -129,3 +129,36 @@ func TestAMalformedBaselineFailsEveryRun(t *testing.T) {
 		}
 	}
 }
+
+// TestAFencelintBuiltAloneBuildsItsSQLChecker: fencelint built from a
+// checkout on its own (go build -o X ./cmd/fencelint, no -trimpath) builds
+// its SQL checker from that checkout at go vet's first question, once,
+// into the user's cache directory, and then judges as if both had been
+// installed: the bad module's findings, twice.
+func TestAFencelintBuiltAloneBuildsItsSQLChecker(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "fencelint")
+	build := exec.Command(goTool(), "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "GOFLAGS=") // the checkout's paths compiled in
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("FENCELINT_SQL", "")
+	t.Setenv("PATH", filepath.Dir(goTool()))
+	for round := range 2 {
+		out, code := run(t, "bad", goTool(), "vet", "-vettool="+bin, "./...")
+		if code == 0 {
+			t.Fatalf("go vet run %d exited 0 on the bad module:\n%s", round+1, out)
+		}
+		for _, want := range wantBad {
+			if !strings.Contains(out, want) {
+				t.Errorf("go vet run %d: output lacks %q:\n%s", round+1, want, out)
+			}
+		}
+	}
+	built, err := filepath.Glob(filepath.Join(cache, "fencekit", "fencelint-sql-*"))
+	if err != nil || len(built) != 1 {
+		t.Fatalf("helpers built in the cache: %v (%v), want one", built, err)
+	}
+}

@@ -250,8 +250,10 @@ func TestCutoverOfALiveQueue(t *testing.T) {
 // unfenced write added beside them.
 func (c *cutover) lintLegacy() {
 	t := c.t
-	bin := filepath.Join(t.TempDir(), "fencelint")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/fencelint")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fencelint")
+	// fencelint-sql beside it: its SQL checker.
+	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/fencelint", "./cmd/fencelint-sql")
 	build.Dir = "../.."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build fencelint: %v\n%s", err, out)

@@ -2,6 +2,7 @@ package sqlcheck
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/gob"
 	"errors"
 	"fmt"
@@ -34,8 +35,10 @@ const (
 )
 
 // Helper is the path of the helper: $FENCELINT_SQL, else fencelint-sql
-// beside the running executable (where go install puts both), else on
-// PATH.
+// beside the running executable (where go install puts both), else the one
+// built from source for this executable (see built), else on PATH, else,
+// for a fencelint built from a checkout without -trimpath (go build -o X
+// ./cmd/fencelint), one built now from that checkout, once.
 func Helper() (string, error) {
 	if p := os.Getenv(HelperEnv); p != "" {
 		if _, err := os.Stat(p); err != nil {
@@ -47,21 +50,90 @@ func Helper() (string, error) {
 	if runtime.GOOS == "windows" {
 		name += ".exe"
 	}
-	beside := ""
-	if exe, err := os.Executable(); err == nil {
+	exe, err := os.Executable()
+	if err == nil {
 		if real, err := filepath.EvalSymlinks(exe); err == nil {
 			exe = real
 		}
-		beside = filepath.Join(filepath.Dir(exe), name)
-		if st, err := os.Stat(beside); err == nil && !st.IsDir() {
-			return beside, nil
-		}
+	}
+	beside := filepath.Join(filepath.Dir(exe), name)
+	if exe != "" && isFile(beside) {
+		return beside, nil
+	}
+	cached, cacheErr := builtPath(exe, name)
+	if cacheErr == nil && isFile(cached) {
+		return cached, nil
 	}
 	if p, err := exec.LookPath(HelperName); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("its SQL checker %s is neither at %s nor on PATH: install it with fencelint, from the same version (go install github.com/fencekit/fencekit/cmd/fencelint@VERSION github.com/fencekit/fencekit/cmd/fencelint-sql@VERSION), or name it with %s",
-		HelperName, beside, HelperEnv)
+	why := "fencelint was not built from a checkout it can find"
+	if root, ok := sourceRoot(); ok && cacheErr == nil {
+		if err := build(root, cached); err == nil {
+			return cached, nil
+		} else {
+			why = err.Error()
+		}
+	} else if cacheErr != nil {
+		why = cacheErr.Error()
+	}
+	return "", fmt.Errorf("its SQL checker %s is neither at %s nor on PATH, and building it failed (%s): install it with fencelint, from the same version (go install github.com/fencekit/fencekit/cmd/fencelint@VERSION github.com/fencekit/fencekit/cmd/fencelint-sql@VERSION), or name it with %s",
+		HelperName, beside, why, HelperEnv)
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// builtPath is where a helper built from source for the executable exe
+// lives: the user's cache directory, under a name that changes with exe
+// (its path, size and time), so that a rebuilt fencelint builds its
+// helper again.
+func builtPath(exe, name string) (string, error) {
+	st, err := os.Stat(exe)
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d", exe, st.Size(), st.ModTime().UnixNano()))
+	return filepath.Join(dir, "fencekit", fmt.Sprintf("%s-%x%s", HelperName, sum[:8], strings.TrimPrefix(name, HelperName))), nil
+}
+
+// sourceRoot is the checkout fencelint was built from, when its file
+// paths were compiled in (a build without -trimpath): this file is
+// analyzer/internal/sqlcheck/helper.go in it, and the helper's command is
+// cmd/fencelint-sql.
+func sourceRoot() (string, bool) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", false
+	}
+	root := filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	return root, isFile(filepath.Join(root, "cmd", HelperName, "main.go"))
+}
+
+// build builds the helper from the checkout root into dst, through a
+// temporary file renamed into place, so that a concurrent run sees either
+// nothing or the whole binary.
+func build(root, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", dst, os.Getpid())
+	defer os.Remove(tmp)
+	cmd := exec.Command("go", "build", "-o", tmp, "./cmd/"+HelperName)
+	cmd.Dir = root
+	// The checkout's own workspace and flags, not those of the module
+	// under analysis (go vet's environment may say GOWORK=off, -mod=mod).
+	cmd.Env = append(os.Environ(), "GOWORK=", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/%s in %s: %v: %s", HelperName, root, err, firstN(strings.TrimSpace(string(out)), 400))
+	}
+	return os.Rename(tmp, dst)
 }
 
 // The protocol: the helper's first line is its greeting (protocol, then
