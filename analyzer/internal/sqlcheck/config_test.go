@@ -58,3 +58,31 @@ func TestWhereStart(t *testing.T) {
 		}
 	}
 }
+
+// TestQuestionKeysDoNotCollide: the helper's answers are remembered by
+// question; a text that looks like a field separator must not make two
+// questions one.
+func TestQuestionKeysDoNotCollide(t *testing.T) {
+	cfg := &Config{Tables: []Table{{Name: "refund_jobs"}}}
+	qs := []request{
+		{Config: cfg, Template: true, Parts: []Part{{Text: "UPDATE some_table SET a = 1 WHERE "}, {Hole: true}}},
+		{Config: cfg, Template: true, Parts: []Part{{Text: `UPDATE some_table SET a = 1 WHERE " false 0 0 "" | "`}, {Text: "", Hole: true}}},
+		{Config: cfg, Template: true, Parts: []Part{{Text: "UPDATE some_table SET a = 1 WHERE "}, {Hole: true, Param: 1}}},
+		{Config: cfg, Template: true, Parts: []Part{{Text: "UPDATE some_table SET a = 1 WHERE "}, {Hole: true, Name: "cond"}}},
+		{Config: cfg, Text: "UPDATE some_table SET a = 1 WHERE "},
+		{Config: &Config{Tables: cfg.Tables, Delete: true}, Text: "UPDATE some_table SET a = 1 WHERE "},
+		// One part that prints, under %+v, as the two parts after it.
+		{Config: cfg, Template: true, Parts: []Part{{Text: "UPDATE some_table SET a = 1 WHERE Hole:false Param:0 Outer:0 Name:} {Text:x"}}},
+		{Config: cfg, Template: true, Parts: []Part{{Text: "UPDATE some_table SET a = 1 WHERE"}, {Text: "x"}}},
+		{Config: cfg, Text: "UPDATE some_table SET a = '\xff' WHERE "},
+		{Config: cfg, Text: "UPDATE some_table SET a = '\ufffd' WHERE "},
+	}
+	seen := map[string]int{}
+	for i, q := range qs {
+		k := questionKey(q)
+		if j, ok := seen[k]; ok {
+			t.Errorf("questions %d and %d share the key %q", j, i, k)
+		}
+		seen[k] = i
+	}
+}

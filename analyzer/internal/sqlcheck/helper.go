@@ -36,7 +36,7 @@ const (
 
 // Helper is the path of the helper: $FENCELINT_SQL, else fencelint-sql
 // beside the running executable (where go install puts both), else the one
-// built from source for this executable (see built), else on PATH, else,
+// built from source for this executable (see builtPath), else on PATH, else,
 // for a fencelint built from a checkout without -trimpath (go build -o X
 // ./cmd/fencelint), one built now from that checkout, once.
 func Helper() (string, error) {
@@ -215,6 +215,18 @@ func (h *helperJudge) Check(s string, cfg *Config) []Problem {
 	return h.ask(request{Config: cfg, Text: s}, s)
 }
 
+// questionKey is a request as a string, every text quoted (%q keeps every
+// byte and no text can pass for a field separator): two questions share a
+// key only when they are the same question.
+func questionKey(req request) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%t %q %+v", req.Template, req.Text, *req.Config)
+	for _, p := range req.Parts {
+		fmt.Fprintf(&b, " | %q %t %d %d %q", p.Text, p.Hole, p.Param, p.Outer, p.Name)
+	}
+	return b.String()
+}
+
 func (h *helperJudge) CheckTemplate(parts []Part, cfg *Config) []Problem {
 	var text strings.Builder
 	for _, p := range parts {
@@ -224,8 +236,7 @@ func (h *helperJudge) CheckTemplate(parts []Part, cfg *Config) []Problem {
 }
 
 func (h *helperJudge) ask(req request, text string) []Problem {
-	// %q keeps every byte: the key is the question.
-	key := fmt.Sprintf("%t %q %+v %+v", req.Template, req.Text, req.Parts, *req.Config)
+	key := questionKey(req)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ps, ok := h.answers[key]; ok {
