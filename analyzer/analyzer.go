@@ -73,8 +73,10 @@ const BaselineEnv = "FENCELINT_BASELINE"
 // SQLHelper is the path of fencelint-sql, the helper that judges SQL text
 // for a program that does not link the parser (the fencelint command; a
 // program that imports package analyzer/sqlparse judges in its own
-// process): $FENCELINT_SQL, else beside the running executable, else on
-// PATH. The error says how to install it.
+// process): $FENCELINT_SQL, else beside the running executable, else one
+// built earlier for this executable in the user's cache directory, else on
+// PATH, else one built now from the checkout this executable was built
+// from (without -trimpath). The error says how to install it.
 func SQLHelper() (string, error) { return sqlcheck.Helper() }
 
 // StopSQLHelper ends the fencelint-sql helper, if one runs, and waits for
