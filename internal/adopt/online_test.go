@@ -23,29 +23,11 @@ import (
 
 // fullRows is every row of refund_jobs with every column of the team's
 // and the article's (times to the microsecond, text as bytes), by id.
-func fullRows(t *testing.T, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}) []string {
+func fullRows(t *testing.T, q dbtest.Querier) []string {
 	t.Helper()
-	rows, err := q.QueryContext(context.Background(), "SELECT CONCAT_WS('|', id, HEX(operation_key), HEX(payment_ref), amount_minor, HEX(currency), attempt, HEX(state), "+
+	return dbtest.Column(t, q, "SELECT CONCAT_WS('|', id, HEX(operation_key), HEX(payment_ref), amount_minor, HEX(currency), attempt, HEX(state), "+
 		"COALESCE(DATE_FORMAT(lease_until, '%Y-%m-%d %H:%i:%s.%f'), 'NULL'), HEX(next_action), COALESCE(HEX(provider_refund_id), 'NULL'), "+
 		"COALESCE(HEX(merchant_note), 'NULL'), legacy_flag) FROM refund_jobs ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // Legacy writers keep writing while modify-columns copies the table

@@ -439,19 +439,7 @@ func TestTheCommonestShapeRolledBackTwice(t *testing.T) {
 		if _, ok := got["writer_attempt"]; ok {
 			t.Errorf("cycle %d: fencekit's column writer_attempt survived the rollback", cycle)
 		}
-		saved = nil
-		rows, err := db.Query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ? ORDER BY TABLE_NAME", adopt.SetAsidePrefix+"refund_jobs_columns%")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			saved = append(saved, n)
-		}
-		rows.Close()
+		saved = dbtest.Column(t, db, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ? ORDER BY TABLE_NAME", adopt.SetAsidePrefix+"refund_jobs_columns%")
 		if len(saved) != cycle {
 			t.Fatalf("cycle %d: the saved columns' tables: %v, want one per rollback", cycle, saved)
 		}

@@ -96,7 +96,7 @@ func templateCopyIsMigrated(t *testing.T, src migrations.Source) {
 		"tables":   "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? ORDER BY 1",
 	}
 	for what, q := range objects {
-		want, got := column(t, migrated, q, name), column(t, raw, q, copied.Name)
+		want, got := dbtest.Column(t, migrated, q, name), dbtest.Column(t, raw, q, copied.Name)
 		if !slices.Equal(want, got) {
 			t.Errorf("%s differ:\nmigrated: %q\ncopy:     %q", what, want, got)
 		}
@@ -104,7 +104,7 @@ func templateCopyIsMigrated(t *testing.T, src migrations.Source) {
 			for _, table := range want {
 				// When a row was written differs (the revisions' execution
 				// times, a row's timestamps); everything else is the same.
-				cols := column(t, raw, "SELECT CONCAT('`', COLUMN_NAME, '`') FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND DATA_TYPE NOT IN ('datetime', 'timestamp') AND COLUMN_NAME <> 'execution_time' ORDER BY ORDINAL_POSITION", copied.Name, table)
+				cols := dbtest.Column(t, raw, "SELECT CONCAT('`', COLUMN_NAME, '`') FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND DATA_TYPE NOT IN ('datetime', 'timestamp') AND COLUMN_NAME <> 'execution_time' ORDER BY ORDINAL_POSITION", copied.Name, table)
 				q := "SELECT " + strings.Join(cols, ", ") + " FROM `" + table + "`"
 				if w, g := rowsOf(t, migrated, q), rowsOf(t, raw, q); !slices.Equal(w, g) {
 					t.Errorf("rows of %s differ:\nmigrated: %q\ncopy:     %q", table, w, g)
@@ -112,24 +112,6 @@ func templateCopyIsMigrated(t *testing.T, src migrations.Source) {
 			}
 		}
 	}
-}
-
-func column(t *testing.T, db *sql.DB, q string, args ...any) []string {
-	t.Helper()
-	rows, err := db.Query(q, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 func rowsOf(t *testing.T, db *sql.DB, q string) []string {

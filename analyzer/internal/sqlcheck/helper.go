@@ -212,7 +212,7 @@ type helperJudge struct {
 }
 
 func (h *helperJudge) Check(s string, cfg *Config) []Problem {
-	return h.ask(request{Config: cfg, Text: s}, s)
+	return h.ask(request{Config: cfg, Text: s})
 }
 
 // questionKey is a request as a string, every text quoted (%q keeps every
@@ -228,14 +228,10 @@ func questionKey(req request) string {
 }
 
 func (h *helperJudge) CheckTemplate(parts []Part, cfg *Config) []Problem {
-	var text strings.Builder
-	for _, p := range parts {
-		text.WriteString(p.Text)
-	}
-	return h.ask(request{Config: cfg, Parts: parts, Template: true}, text.String())
+	return h.ask(request{Config: cfg, Parts: parts, Template: true})
 }
 
-func (h *helperJudge) ask(req request, text string) []Problem {
+func (h *helperJudge) ask(req request) []Problem {
 	key := questionKey(req)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -267,12 +263,14 @@ func (h *helperJudge) ask(req request, text string) []Problem {
 			return slices.Clone(resp.Problems)
 		}
 	}
+	// Unjudged: named after the first fenced table the question names.
+	text := req.Text
+	for _, p := range req.Parts {
+		text += p.Text
+	}
 	t := Table{Name: "a fenced table"}
-	for _, c := range req.Config.Tables {
-		if containsFold(text, c.Name) {
-			t = c
-			break
-		}
+	if i := slices.IndexFunc(req.Config.Tables, func(c Table) bool { return containsFold(text, c.Name) }); i >= 0 {
+		t = req.Config.Tables[i]
 	}
 	return []Problem{{Kind: Unjudged, Table: t, Stop: h.err.Error()}}
 }

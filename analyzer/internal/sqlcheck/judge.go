@@ -67,13 +67,18 @@ func CheckTemplate(parts []Part, cfg *Config) []Problem {
 // reports it as the analysis's error, so that a run whose SQL went
 // unjudged fails.
 func Failure() error {
-	judgeMu.Lock()
-	j := judge
-	judgeMu.Unlock()
-	if h, ok := j.(*helperJudge); ok {
+	if h := running(); h != nil {
 		return h.failure()
 	}
 	return nil
+}
+
+// running is the helper's judge, when the helper judges in this process.
+func running() *helperJudge {
+	judgeMu.Lock()
+	defer judgeMu.Unlock()
+	h, _ := judge.(*helperJudge)
+	return h
 }
 
 // Stop ends the helper, if one runs, and waits for it; a later question
@@ -81,10 +86,7 @@ func Failure() error {
 // stops the helper at the end of the package, so that the helper's CPU
 // time is counted as fencelint's (a child waited for), not lost.
 func Stop() {
-	judgeMu.Lock()
-	j := judge
-	judgeMu.Unlock()
-	if h, ok := j.(*helperJudge); ok {
+	if h := running(); h != nil {
 		h.stop()
 	}
 }
